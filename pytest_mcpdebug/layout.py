@@ -1,0 +1,89 @@
+"""Where things live in a `.mcpdebug/` folder, and how a test process finds a running server.
+
+Shared by the plugin and the server (no pytest import here). The folder holds:
+
+- ``server.json``: the running server's ingest URL, token and pid (mode 0600, removed on clean exit)
+- ``spool/``: one ``*.jsonl`` file per test process that recorded without a server
+- ``store.sqlite3``: the store, written only by the server and the CLI
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+DIRNAME: Final = ".mcpdebug"
+SERVER_FILE: Final = "server.json"
+SPOOL_DIR: Final = "spool"
+SPOOL_SUFFIX: Final = ".jsonl"
+STORE_FILE: Final = "store.sqlite3"
+
+
+def ensure_dir(path: Path) -> Path:
+    """Create the folder with a `.gitignore` that keeps it out of version control."""
+    path.mkdir(parents=True, exist_ok=True)
+    ignore = path / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text("# Created by pytest-mcpdebug: recorded test runs, not source.\n*\n")
+    return path
+
+
+def spool_dir(path: Path) -> Path:
+    return path / SPOOL_DIR
+
+
+def pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    url: str
+    token: str
+    pid: int
+    host: str = ""
+
+
+def read_server_info(path: Path) -> ServerInfo | None:
+    """The live server advertised in ``path/server.json``; None if absent, unreadable or dead.
+
+    A file left behind by a server that was killed names a dead pid and is ignored, so a stale file
+    never makes a test run wait on a connection that cannot succeed.
+    """
+    try:
+        data = json.loads((path / SERVER_FILE).read_text())
+        info = ServerInfo(
+            url=str(data["url"]),
+            token=str(data["token"]),
+            pid=int(data["pid"]),
+            host=str(data.get("host", "")),
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if info.host and info.host != socket.gethostname():
+        return None
+    return info if pid_alive(info.pid) else None
+
+
+def write_server_info(path: Path, info: ServerInfo) -> Path:
+    """Write ``server.json`` readable by its owner only (it holds the token)."""
+    ensure_dir(path)
+    target = path / SERVER_FILE
+    tmp = path / f".{SERVER_FILE}.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump({"url": info.url, "token": info.token, "pid": info.pid, "host": info.host}, fh)
+    os.replace(tmp, target)
+    return target

@@ -1,0 +1,51 @@
+"""pytest entry point (``pytest11``): registers options, and the recorder only when enabled.
+
+Kept thin on purpose: with the plugin installed but not enabled, a run pays for two hook
+implementations that return at once.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from typing import Any
+
+import pytest
+
+from . import settings
+
+_RECORDER = "mcpdebug-recorder"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    settings.addoption(parser)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        shared = workerinput.get("mcpdebug")
+        if shared:
+            from .recorder import Recorder
+
+            config.pluginmanager.register(Recorder.for_worker(config, shared), _RECORDER)
+        return
+    if not settings.is_enabled(config):
+        return
+    from .recorder import Recorder
+
+    config.pluginmanager.register(Recorder.for_controller(config, settings.resolve(config)), _RECORDER)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    recorder = config.pluginmanager.get_plugin(_RECORDER)
+    if recorder is not None:
+        recorder.close()
+        config.pluginmanager.unregister(recorder, _RECORDER)
+
+
+def new_run_id() -> str:
+    """Sortable, readable and unique enough for one machine: ``20261121-224501-3fa2``."""
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2) + f"{os.getpid() % 256:02x}"

@@ -1,0 +1,242 @@
+"""The wire protocol between a test process and `mcpdebug serve`.
+
+One format for both transports: a WebSocket text message and a spool file are each newline-delimited
+JSON *frames*, one frame per line. Every frame is an object whose ``type`` names one of the typed
+definitions below; anything else is rejected with a reason. This module does no I/O and imports
+nothing from pytest, so the server can depend on it and the plugin can import it cheaply.
+
+Delivery is at-least-once and ingestion is idempotent: every event carries ``run_id``, ``process``
+(unique per OS process within a run) and a per-process ``seq``. The server stores each
+``(run_id, process, seq)`` once, so a spool replayed twice, or an event sent over the socket and also
+spooled, stores nothing twice.
+
+Handshake over WebSocket: the client connects with ``Authorization: Bearer <token>`` (checked before
+the upgrade), sends a ``hello`` frame, and the server answers ``welcome`` or closes the connection
+with a close code and a reason. After that the server sends ``ack`` frames naming the highest ``seq``
+it has committed, so the client knows what it may forget.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import msgspec
+
+PROTOCOL_VERSION: Final = 1
+
+# Close codes the server uses (RFC 6455 leaves 4000-4999 to applications).
+CLOSE_MALFORMED: Final = 1007  # "invalid frame payload data"
+CLOSE_POLICY: Final = 1008  # bad or missing hello, protocol version mismatch
+CLOSE_TOO_BIG: Final = 1009  # websockets enforces max_size with this code itself
+
+# Limits
+MAX_MESSAGE_BYTES: Final = 16 * 1024 * 1024
+"""Largest WebSocket message the server accepts. Clients batch below a quarter of it."""
+MAX_TEXT_CHARS: Final = 1024 * 1024
+"""Longest text field (failure text, captured output) a single event carries; see `clip`."""
+
+
+class _Frame(msgspec.Struct, tag_field="type", kw_only=True, omit_defaults=True):
+    """Base of every frame; the subclass's ``tag`` is the wire ``type``."""
+
+
+class _Event(_Frame):
+    """An event from a test process. ``(run_id, process, seq)`` identifies it for idempotency."""
+
+    run_id: str
+    process: str
+    seq: int
+    ts: float
+
+
+# Handshake and flow control -------------------------------------------------------------------
+
+
+class Hello(_Frame, tag="hello"):
+    """First frame a client sends over WebSocket."""
+
+    protocol: int
+    run_id: str
+    process: str
+    worker: str
+    pid: int
+    spool: str | None = None
+    """Name of this process's spool file (in the spool folder) if it wrote one before connecting."""
+
+
+class Welcome(_Frame, tag="welcome"):
+    protocol: int
+    server_pid: int
+
+
+class Ack(_Frame, tag="ack"):
+    """The server committed every event of this connection up to and including ``seq``."""
+
+    seq: int
+
+
+# Events -----------------------------------------------------------------------------------------
+
+
+class RunStarted(_Event, tag="run_started"):
+    """Sent once per run by the controlling process (not by xdist workers)."""
+
+    args: list[str]
+    rootdir: str
+    cwd: str
+    python: str
+    pytest_version: str
+    plugin_version: str
+    host: str
+    pid: int
+    label: str = ""
+    workers: int = 0
+
+
+class ProcessStarted(_Event, tag="process_started"):
+    """Every process that sends events announces itself: the controller and each xdist worker."""
+
+    worker: str
+    pid: int
+    host: str
+
+
+class CollectionFinished(_Event, tag="collection_finished"):
+    count: int
+    """Number of tests collected."""
+
+
+class CollectionError(_Event, tag="collection_error"):
+    """A module or other collector that failed to collect (import error, syntax error, ...)."""
+
+    nodeid: str
+    message: str
+    longrepr: str = ""
+
+
+class TestStarted(_Event, tag="test_started"):
+    """Sent *before* the test runs, so a process killed mid-test still shows what was running."""
+
+    __test__ = False  # not a pytest test class
+
+    nodeid: str
+    worker: str
+    file: str = ""
+    line: int | None = None
+
+
+class PhaseFinished(_Event, tag="phase_finished"):
+    """One of setup/call/teardown finished; captured output comes from pytest's report sections."""
+
+    nodeid: str
+    worker: str
+    when: str
+    outcome: str
+    """pytest's report outcome: passed, failed or skipped."""
+    duration: float
+    message: str = ""
+    """One line: the exception or skip reason."""
+    longrepr: str = ""
+    wasxfail: str | None = None
+    stdout: str = ""
+    stderr: str = ""
+    log: str = ""
+
+
+class TestFinished(_Event, tag="test_finished"):
+    """The test's final outcome after teardown, as pytest's summary counts it."""
+
+    __test__ = False
+
+    nodeid: str
+    worker: str
+    outcome: str
+    """passed, failed, error, skipped, xfailed or xpassed."""
+    duration: float
+    message: str = ""
+
+
+class RunFinished(_Event, tag="run_finished"):
+    exit_status: int
+    duration: float
+    counts: dict[str, int] = {}
+
+
+class ProcessFinished(_Event, tag="process_finished"):
+    """The last frame a process sends; a spool file ending with it is complete."""
+
+    events: int
+
+
+Event = (
+    RunStarted
+    | ProcessStarted
+    | CollectionFinished
+    | CollectionError
+    | TestStarted
+    | PhaseFinished
+    | TestFinished
+    | RunFinished
+    | ProcessFinished
+)
+ClientFrame = Hello | Event
+ServerFrame = Welcome | Ack
+
+EVENT_TYPES: Final = tuple(t.__struct_config__.tag for t in Event.__args__)  # type: ignore[attr-defined]
+
+
+class ProtocolError(ValueError):
+    """A frame that cannot be accepted; the message says why."""
+
+
+_encoder = msgspec.json.Encoder()
+_client_decoder = msgspec.json.Decoder(ClientFrame)
+_server_decoder = msgspec.json.Decoder(ServerFrame)
+
+
+def encode(frame: _Frame) -> bytes:
+    """One frame as one line of JSON (without the newline)."""
+    return _encoder.encode(frame)
+
+
+def encode_lines(frames: list[_Frame]) -> bytes:
+    """Frames as newline-terminated JSON lines: the body of a message or a spool append."""
+    buf = bytearray()
+    for frame in frames:
+        _encoder.encode_into(frame, buf, -1)
+        buf += b"\n"
+    return bytes(buf)
+
+
+def decode_client_frame(line: bytes | str) -> Hello | Event:
+    """Decode a frame sent by a test process, rejecting malformed or unknown frames with a reason."""
+    try:
+        frame: Hello | Event = _client_decoder.decode(line)
+        return frame
+    except msgspec.ValidationError as exc:
+        raise ProtocolError(f"invalid frame: {exc}") from None
+    except msgspec.DecodeError as exc:
+        raise ProtocolError(f"malformed frame: {exc}") from None
+
+
+def decode_server_frame(line: bytes | str) -> Welcome | Ack:
+    try:
+        frame: Welcome | Ack = _server_decoder.decode(line)
+        return frame
+    except msgspec.DecodeError as exc:  # ValidationError is a DecodeError
+        raise ProtocolError(f"invalid server frame: {exc}") from None
+
+
+def split_lines(body: bytes | str) -> list[bytes]:
+    """The non-empty lines of a message or spool chunk."""
+    data = body.encode() if isinstance(body, str) else body
+    return [line for line in data.split(b"\n") if line.strip()]
+
+
+def clip(text: str, limit: int = MAX_TEXT_CHARS) -> str:
+    """Keep the head and tail of an over-long text field, saying how much was dropped."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    dropped = len(text) - 2 * half
+    return f"{text[:half]}\n[... mcpdebug: {dropped} characters dropped ...]\n{text[-half:]}"

@@ -1,0 +1,172 @@
+"""The per-process recorder: owns the sender and the reporter, and talks to the terminal.
+
+Registered by `plugin.py` only when recording is on: in the controlling process from the options,
+and in each xdist worker from what the controller put in ``workerinput``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from . import protocol
+from .layout import ensure_dir, read_server_info, spool_dir
+from .reporter import Reporter, Role
+from .sender import Sender, split_token, spool_file_name
+from .settings import Settings
+
+_REPORTER = "mcpdebug-reporter"
+
+
+class Recorder:
+    def __init__(
+        self,
+        config: pytest.Config,
+        *,
+        run_id: str,
+        worker: str,
+        directory: Path,
+        url: str | None,
+        token: str | None,
+    ) -> None:
+        self.config = config
+        self.run_id = run_id
+        self.worker = worker
+        self.dir = directory
+        self.url = url
+        self.token = token
+        self.process = f"{worker}-{os.getpid()}"
+        ensure_dir(directory)
+        self.sender = Sender(
+            hello=protocol.Hello(
+                protocol=protocol.PROTOCOL_VERSION,
+                run_id=run_id,
+                process=self.process,
+                worker=worker,
+                pid=os.getpid(),
+            ),
+            spool_path=spool_dir(directory) / spool_file_name(run_id, self.process),
+            discover=self._discover,
+        )
+        self.reporter: Reporter | None = None
+        self._closed = False
+        self._warned = 0
+
+    @classmethod
+    def for_controller(cls, config: pytest.Config, settings: Settings) -> Recorder:
+        from .plugin import new_run_id
+
+        return cls(
+            config,
+            run_id=new_run_id(),
+            worker="main",
+            directory=settings.dir,
+            url=settings.url,
+            token=settings.token,
+        )
+
+    @classmethod
+    def for_worker(cls, config: pytest.Config, shared: dict[str, Any]) -> Recorder:
+        workerid = str(config.workerinput["workerid"])  # type: ignore[attr-defined]
+        return cls(
+            config,
+            run_id=shared["run_id"],
+            worker=workerid,
+            directory=Path(shared["dir"]),
+            url=shared.get("url"),
+            token=shared.get("token"),
+        )
+
+    def _discover(self) -> tuple[str, str] | None:
+        if self.url:
+            url, token = split_token(self.url)
+            return url, self.token or token
+        info = read_server_info(self.dir)
+        return (info.url, info.token) if info else None
+
+    # Hooks --------------------------------------------------------------------------------------
+
+    def pytest_configure_node(self, node: Any) -> None:
+        """xdist: hand the run id and server details to each worker."""
+        node.workerinput["mcpdebug"] = {
+            "run_id": self.run_id,
+            "dir": str(self.dir),
+            "url": self.url,
+            "token": self.token,
+        }
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        role: Role
+        if self.worker != "main":
+            role = "worker"
+        elif self.config.pluginmanager.has_plugin("dsession"):
+            role, self.worker = "controller", "controller"
+        else:
+            role = "main"
+        self.sender.start()
+        self.reporter = Reporter(
+            sender=self.sender, run_id=self.run_id, process=self.process, worker=self.worker, role=role
+        )
+        self.config.pluginmanager.register(self.reporter, _REPORTER)
+        numprocesses = getattr(self.config.option, "numprocesses", None)
+        self.reporter.emit_start(self.config, numprocesses if isinstance(numprocesses, int) else 0)
+        if role != "worker":
+            self._warned = len(self.sender.warnings)
+            for warning in self.sender.warnings:
+                self._write_line(f"mcpdebug: warning: {warning}; recording to {self._spool_display()}")
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if self.reporter is None:
+            return
+        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+        self.reporter.emit_finish(exitstatus, getattr(terminal, "stats", None))
+        self.close()
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.reporter is None or self.reporter.role == "worker":
+            return
+        for warning in dict.fromkeys(self.sender.warnings[self._warned :]):
+            terminalreporter.write_line(f"mcpdebug: warning: {warning}", yellow=True)
+        sender = self.sender
+        if not sender.spooled:
+            where = f"streamed to {sender.connected_url or 'the server'}"
+        elif sender.sent:
+            where = f"streamed, with {sender.spooled} events saved to {self._spool_display()}"
+        else:
+            where = f"saved to {self._spool_display()}"
+        terminalreporter.write_line(
+            f"mcpdebug: run {self.run_id} {where}; inspect it with `mcpdebug show {self.run_id}` "
+            f"or the MCP tool get_run_summary (mcpdebug serve --dir {self._display(self.dir)})"
+        )
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.sender.close()
+        if self.reporter is not None:
+            self.config.pluginmanager.unregister(self.reporter, _REPORTER)
+
+    # Helpers --------------------------------------------------------------------------------------
+
+    def _spool_display(self) -> str:
+        return self._display(spool_dir(self.dir)) + "/"
+
+    def _display(self, path: Path) -> str:
+        try:
+            return str(path.relative_to(Path.cwd()))
+        except ValueError:
+            return str(path)
+
+    def _write_line(self, text: str) -> None:
+        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+        if terminal is not None:
+            terminal.write_line(text, yellow=True)
+        else:
+            print(text, file=sys.stderr)

@@ -1,0 +1,203 @@
+"""Turns pytest's hooks into protocol events.
+
+Who sends what: a plain run's only process sends everything. Under pytest-xdist the controller sends
+the run's start, collection and finish, and each worker sends the events of the tests it runs (test
+start before the test runs, each phase, the final outcome), so every test is recorded once, by the
+process that ran it, and attributed to its worker.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import time
+from typing import Any, Literal
+
+import pytest
+
+from . import protocol
+from .sender import Sender
+
+Role = Literal["main", "controller", "worker"]
+
+_SECTION_KEYS = {"stdout": "stdout", "stderr": "stderr", "log": "log"}
+
+
+class Reporter:
+    def __init__(self, *, sender: Sender, run_id: str, process: str, worker: str, role: Role) -> None:
+        self.sender = sender
+        self.run_id = run_id
+        self.process = process
+        self.worker = worker
+        self.role = role
+        self._seq = 0
+        self._started = time.time()
+        self._phases: dict[str, list[tuple[str, str, bool, float, str]]] = {}
+        self._collected_sent = False
+        self.tests_recorded = 0
+
+    def _base(self) -> dict[str, Any]:
+        self._seq += 1
+        return {"run_id": self.run_id, "process": self.process, "seq": self._seq, "ts": time.time()}
+
+    def emit_start(self, config: pytest.Config, workers: int) -> None:
+        if self.role != "worker":
+            args = [str(a) for a in config.invocation_params.args]
+            self.sender.send(
+                protocol.RunStarted(
+                    **self._base(),
+                    args=args,
+                    rootdir=str(config.rootpath),
+                    cwd=str(config.invocation_params.dir),
+                    python=platform.python_version(),
+                    pytest_version=pytest.__version__,
+                    plugin_version=_plugin_version(),
+                    host=socket.gethostname(),
+                    pid=os.getpid(),
+                    label=" ".join(["pytest", *args]),
+                    workers=workers,
+                )
+            )
+        self.sender.send(
+            protocol.ProcessStarted(
+                **self._base(), worker=self.worker, pid=os.getpid(), host=socket.gethostname()
+            )
+        )
+
+    # Collection -----------------------------------------------------------------------------------
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if self.role == "main":
+            self.sender.send(protocol.CollectionFinished(**self._base(), count=len(session.items)))
+
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        if self.role == "controller" and not self._collected_sent:
+            self._collected_sent = True
+            self.sender.send(protocol.CollectionFinished(**self._base(), count=len(ids)))
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed and self.role != "worker":
+            text = str(report.longrepr)
+            self.sender.send(
+                protocol.CollectionError(
+                    **self._base(),
+                    nodeid=report.nodeid,
+                    message=_message(report),
+                    longrepr=protocol.clip(text),
+                )
+            )
+
+    # Tests ----------------------------------------------------------------------------------------
+
+    def pytest_runtest_logstart(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
+        if self.role == "controller":
+            return
+        line = location[1]
+        self.sender.send(
+            protocol.TestStarted(
+                **self._base(),
+                nodeid=nodeid,
+                worker=self.worker,
+                file=location[0],
+                line=None if line is None else line + 1,
+            )
+        )
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if self.role == "controller":
+            return
+        when = report.when or "call"
+        outcome = report.outcome
+        wasxfail = getattr(report, "wasxfail", None)
+        message = "" if outcome == "passed" else _message(report)
+        longrepr = protocol.clip(str(report.longrepr)) if outcome == "failed" else ""
+        captured = {"stdout": "", "stderr": "", "log": ""}
+        suffix = f" {when}"
+        for title, content in report.sections:
+            if title.endswith(suffix) and title.startswith("Captured "):
+                key = _SECTION_KEYS.get(title[9 : -len(suffix)])
+                if key:
+                    captured[key] = protocol.clip(content)
+        self.sender.send(
+            protocol.PhaseFinished(
+                **self._base(),
+                nodeid=report.nodeid,
+                worker=self.worker,
+                when=when,
+                outcome=outcome,
+                duration=report.duration,
+                message=message,
+                longrepr=longrepr,
+                wasxfail=wasxfail,
+                stdout=captured["stdout"],
+                stderr=captured["stderr"],
+                log=captured["log"],
+            )
+        )
+        phases = self._phases.setdefault(report.nodeid, [])
+        phases.append((when, outcome, wasxfail is not None, report.duration, message))
+        if when == "teardown":
+            del self._phases[report.nodeid]
+            final = final_outcome([p[:3] for p in phases])
+            self.tests_recorded += 1
+            self.sender.send(
+                protocol.TestFinished(
+                    **self._base(),
+                    nodeid=report.nodeid,
+                    worker=self.worker,
+                    outcome=final,
+                    duration=sum(p[3] for p in phases),
+                    message=next((p[4] for p in phases if p[4]), ""),
+                )
+            )
+
+    def emit_finish(self, exitstatus: int, stats: dict[str, list[Any]] | None) -> None:
+        if self.role != "worker":
+            counts = {k: len(v) for k, v in (stats or {}).items() if k and k != "warnings"}
+            self.sender.send(
+                protocol.RunFinished(
+                    **self._base(),
+                    exit_status=int(exitstatus),
+                    duration=time.time() - self._started,
+                    counts=counts,
+                )
+            )
+        self.sender.send(protocol.ProcessFinished(**self._base(), events=self._seq + 1))
+
+
+def final_outcome(phases: list[tuple[str, str, bool]]) -> str:
+    """The test's outcome as pytest's summary counts it, from (when, outcome, wasxfail) per phase."""
+    call_failed = any(w == "call" and o == "failed" for w, o, _ in phases)
+    if call_failed:
+        return "failed"
+    if any(o == "failed" for _, o, _ in phases):
+        return "error"
+    for when, outcome, xfail in phases:
+        if when in ("setup", "call") and outcome == "skipped":
+            return "xfailed" if xfail else "skipped"
+        if when == "call" and outcome == "passed" and xfail:
+            return "xpassed"
+    return "passed"
+
+
+def _message(report: pytest.TestReport | pytest.CollectReport) -> str:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:  # a skip: (path, lineno, reason)
+        return str(longrepr[2]).removeprefix("Skipped: ")
+    crash = getattr(longrepr, "reprcrash", None)
+    if crash is not None and getattr(crash, "message", None):
+        return str(crash.message).splitlines()[0][:500]
+    return _last_line(str(longrepr))
+
+
+def _last_line(text: str) -> str:
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1].strip().removeprefix("E").strip()[:500] if lines else ""
+
+
+def _plugin_version() -> str:
+    from . import __version__
+
+    return __version__

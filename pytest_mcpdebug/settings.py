@@ -1,0 +1,95 @@
+"""Options of the plugin: each help text written once, one resolver with one precedence.
+
+Precedence is CLI > environment > ini (later issues add markers on top). A bad value raises
+`pytest.UsageError` naming where it came from, so the user knows which place to fix.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+import pytest
+
+from .layout import DIRNAME
+
+ENABLE_HELP: Final = "Record this run for mcpdebug (failures, output) and stream it to `mcpdebug serve`."
+DIR_HELP: Final = "Folder of the mcpdebug store and spool (default: <rootdir>/.mcpdebug)."
+URL_HELP: Final = (
+    "WebSocket URL of a running `mcpdebug serve` ingest endpoint, e.g. ws://127.0.0.1:PORT/?token=T "
+    "(default: found through <dir>/server.json)."
+)
+
+ENV_ENABLE: Final = "MCPDEBUG"
+ENV_DIR: Final = "MCPDEBUG_DIR"
+ENV_URL: Final = "MCPDEBUG_URL"
+ENV_TOKEN: Final = "MCPDEBUG_TOKEN"
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("mcpdebug", "recording runs for AI-agent debugging (pytest-mcpdebug)")
+    group.addoption("--mcp-debug", action="store_true", default=None, dest="mcpdebug", help=ENABLE_HELP)
+    group.addoption("--mcp-debug-dir", metavar="PATH", dest="mcpdebug_dir", help=DIR_HELP)
+    group.addoption("--mcp-debug-url", metavar="URL", dest="mcpdebug_url", help=URL_HELP)
+    parser.addini("mcpdebug", type="bool", default=False, help=ENABLE_HELP)
+    parser.addini("mcpdebug_dir", help=DIR_HELP)
+    parser.addini("mcpdebug_url", help=URL_HELP)
+
+
+def _parse_bool(value: str, where: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise pytest.UsageError(f"mcpdebug: {where}={value!r} is not a boolean; use 1/0, true/false, yes/no")
+
+
+def is_enabled(config: pytest.Config) -> bool:
+    if config.getoption("mcpdebug"):
+        return True
+    env = os.environ.get(ENV_ENABLE)
+    if env is not None:
+        return _parse_bool(env, f"environment variable {ENV_ENABLE}")
+    return bool(config.getini("mcpdebug"))
+
+
+@dataclass(frozen=True)
+class Settings:
+    dir: Path
+    url: str | None
+    """Explicit server URL (CLI, env or ini); None means look in `dir/server.json`."""
+    token: str | None
+
+
+def resolve(config: pytest.Config) -> Settings:
+    root = Path(config.rootpath)
+    raw_dir, _ = _first(config, "mcpdebug_dir", ENV_DIR)
+    directory = (root / DIRNAME) if not raw_dir else (Path(os.path.expanduser(raw_dir)))
+    if not directory.is_absolute():
+        directory = Path(config.invocation_params.dir) / directory
+    url, where = _first(config, "mcpdebug_url", ENV_URL)
+    if url and not url.startswith(("ws://", "wss://")):
+        raise pytest.UsageError(
+            f"mcpdebug: {where} {url!r} is not a WebSocket URL; it looks like ws://127.0.0.1:PORT/?token=T "
+            "(the URL `mcpdebug serve` writes to .mcpdebug/server.json)"
+        )
+    return Settings(dir=directory, url=url or None, token=os.environ.get(ENV_TOKEN) or None)
+
+
+def _first(config: pytest.Config, name: str, env: str) -> tuple[str, str]:
+    """The value of an option by precedence, with a description of where it came from."""
+    value = config.getoption(name)
+    if value:
+        return str(value), "--" + name.replace("_", "-").replace("mcpdebug", "mcp-debug")
+    if os.environ.get(env):
+        return os.environ[env], f"environment variable {env}"
+    ini = config.getini(name)
+    if ini:
+        return str(ini), f"ini option {name}"
+    return "", ""

@@ -1,0 +1,1 @@
+"""mcpdebug: the companion MCP server and CLI of pytest-mcpdebug."""

@@ -1,0 +1,232 @@
+"""Plain-text views of stored runs, shared by the MCP tools and the CLI.
+
+Each view is complete on its own (an agent may see only this text) and bounded: long parts keep
+their tail and say what was left out and how to get it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+MAX_REPLY_CHARS = 30_000
+LONGREPR_CHARS = 12_000
+
+_EXIT_MEANINGS = {
+    0: "all tests passed",
+    1: "tests failed",
+    2: "interrupted",
+    3: "internal error",
+    4: "usage error",
+    5: "no tests collected",
+}
+_LABELS = {
+    "failed": "FAILED",
+    "error": "ERROR",
+    "passed": "passed",
+    "skipped": "skipped",
+    "xfailed": "xfailed",
+    "xpassed": "XPASS",
+    "running": "RUNNING",
+}
+_COUNT_ORDER = ("failed", "error", "passed", "skipped", "xfailed", "xpassed", "running")
+
+
+def when(ts: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else "-"
+
+
+def seconds(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.2f}s" if value < 60 else f"{int(value // 60)}m{value % 60:04.1f}s"
+
+
+def counts_text(counts: dict[str, int]) -> str:
+    parts = [f"{counts[k]} {k}" for k in _COUNT_ORDER if counts.get(k)]
+    parts += [f"{n} {k}" for k, n in counts.items() if k not in _COUNT_ORDER and n]
+    return ", ".join(parts) or "no tests"
+
+
+def status_text(run: dict[str, Any]) -> str:
+    status = str(run["status"])
+    if run.get("exit_status") is not None:
+        meaning = _EXIT_MEANINGS.get(run["exit_status"], "")
+        status += f", exit status {run['exit_status']}" + (f" ({meaning})" if meaning else "")
+    elif status == "crashed":
+        status += " (its process died without finishing the run)"
+    return status
+
+
+def run_duration(run: dict[str, Any]) -> float | None:
+    if run.get("duration") is not None:
+        return float(run["duration"])
+    end = float(run["last_event"]) if run["status"] != "running" else time.time()
+    return end - float(run["started"])
+
+
+def sessions(runs: list[dict[str, Any]]) -> str:
+    if not runs:
+        return "No sessions recorded yet. Run `pytest --mcp-debug` (or the run_tests tool) to record one."
+    lines = [f"{len(runs)} session{'s' if len(runs) != 1 else ''}, newest first:"]
+    for run in runs:
+        tests = sum(run["counts"].values())
+        lines.append(
+            f"- {run['run_id']}  [{run['kind']}] {status_text(run)}; started {when(run['started'])}, "
+            f"{seconds(run_duration(run))}; {tests} test{'s' if tests != 1 else ''}: "
+            f"{counts_text(run['counts'])}"
+            + (f"; {run['collection_errors']} collection error(s)" if run["collection_errors"] else "")
+        )
+        if run["label"]:
+            lines.append(f"    {run['label']}")
+    return bound("\n".join(lines))
+
+
+def run_summary(
+    run: dict[str, Any],
+    problems: list[dict[str, Any]],
+    collect_errors: list[dict[str, Any]],
+    running: list[dict[str, Any]],
+) -> str:
+    rid = run["run_id"]
+    lines = [
+        f"Run {rid} ({run['kind']}): {status_text(run)}",
+        f"Command: {run['label'] or '(not yet known)'}",
+        f"Directory: {run['rootdir'] or '-'}; Python {run['python'] or '?'}, "
+        f"pytest {run['pytest_version'] or '?'}"
+        f", host {run['host'] or '?'}" + (f", {run['workers']} xdist workers" if run["workers"] else ""),
+        f"Started {when(run['started'])}; "
+        + (
+            f"took {seconds(run_duration(run))}"
+            if run["status"] != "running"
+            else f"running for {seconds(run_duration(run))}"
+        ),
+        f"Tests: {run['collected'] if run['collected'] is not None else '?'} collected; "
+        f"{counts_text(run['counts'])}",
+    ]
+    if problems:
+        lines += ["", f"Failures and errors ({len(problems)}):"]
+        for p in problems:
+            label = "FAILED" if p["phase"] == "call" else "ERROR"
+            lines.append(f"- {label} {p['nodeid']} ({p['phase']}): {p['message'] or '(no message)'}")
+    if collect_errors:
+        lines += ["", f"Collection errors ({len(collect_errors)}):"]
+        lines += [f"- ERROR {e['nodeid']}: {e['message']}" for e in collect_errors]
+    if running:
+        lines += [
+            "",
+            f"{'Running' if run['status'] == 'running' else 'Was running when it ended'} ({len(running)}):",
+        ]
+        lines += [f"- {t['nodeid']} (worker {t['worker']}, since {when(t['started'])})" for t in running]
+    if problems:
+        lines += [
+            "",
+            f'Next: get_test(run_id="{rid}", test="{problems[0]["nodeid"]}") for the failure text '
+            "and captured output.",
+        ]
+    elif not collect_errors:
+        lines += ["", f'Next: list_tests(run_id="{rid}") lists every test.']
+    return bound("\n".join(lines))
+
+
+def test_list(
+    run: dict[str, Any], tests: list[dict[str, Any]], total: int, outcome: str | None, offset: int, limit: int
+) -> str:
+    shown = tests[offset : offset + limit]
+    what = f" with outcome {outcome}" if outcome else ""
+    lines = [
+        f"Run {run['run_id']}: {len(tests)} of {total} tests{what}"
+        + (f", showing {offset + 1}-{offset + len(shown)}" if len(shown) < len(tests) else "")
+        + ":"
+    ]
+    for t in shown:
+        label = _LABELS.get(t["status"], t["status"])
+        line = f"{label:8} {seconds(t['duration']):>8}  {t['worker']:10} {t['nodeid']}"
+        if t["message"] and t["status"] in ("failed", "error", "skipped", "xfailed"):
+            line += f" - {t['message']}"
+        lines.append(line)
+    if offset + len(shown) < len(tests):
+        lines.append(
+            f'... {len(tests) - offset - len(shown)} more: list_tests(run_id="{run["run_id"]}"'
+            + (f', outcome="{outcome}"' if outcome else "")
+            + f", offset={offset + len(shown)})"
+        )
+    return bound("\n".join(lines))
+
+
+def tail(text: str, lines: int) -> tuple[str, int, int]:
+    """The last ``lines`` lines of ``text``; returns (tail, shown, total)."""
+    all_lines = text.splitlines()
+    kept = all_lines[-lines:] if lines > 0 else []
+    return "\n".join(kept), len(kept), len(all_lines)
+
+
+def test_detail(
+    run: dict[str, Any], test: dict[str, Any], phases: list[dict[str, Any]], tail_lines: int
+) -> str:
+    rid = run["run_id"]
+    lines = [
+        f"{test['nodeid']}: {_LABELS.get(test['status'], test['status'])} "
+        f"(run {rid}, worker {test['worker'] or '-'}, {seconds(test['duration'])})",
+    ]
+    if test["file"]:
+        lines.append(f"Location: {test['file']}" + (f":{test['line']}" if test["line"] else ""))
+    if test["status"] == "running":
+        lines.append(
+            f"Started {when(test['started'])}; "
+            + (
+                "still running."
+                if run["status"] == "running"
+                else f"never finished: the run is {run['status']}."
+            )
+        )
+    if phases:
+        lines.append(
+            "Phases: "
+            + "; ".join(
+                f"{p['phase']} {p['outcome']}"
+                + (" (xfail)" if p["wasxfail"] is not None else "")
+                + f" {seconds(p['duration'])}"
+                for p in phases
+            )
+        )
+    for p in phases:
+        if p["outcome"] == "failed":
+            text = p["longrepr"]
+            lines += ["", f"--- {p['phase']} failed: {p['message']} ---"]
+            if len(text) > LONGREPR_CHARS:
+                lines.append(f"[first {len(text) - LONGREPR_CHARS} characters omitted]")
+                text = text[-LONGREPR_CHARS:]
+            lines.append(text)
+        elif p["outcome"] == "skipped" and p["message"]:
+            lines += ["", f"--- {p['phase']} skipped: {p['message']} ---"]
+    for p in phases:
+        for stream in ("stdout", "stderr", "log"):
+            content = p[stream]
+            if not content:
+                continue
+            text, shown, total = tail(content, tail_lines)
+            header = f"--- captured {stream} ({p['phase']})"
+            header += f", last {shown} of {total} lines ---" if shown < total else f", {total} lines ---"
+            lines += ["", header, text]
+            if shown < total:
+                lines.append(
+                    f'[{total - shown} earlier lines omitted: get_test(run_id="{rid}", '
+                    f'test="{test["nodeid"]}", tail_lines={min(total, 1000)})]'
+                )
+    if not any(p[s] for p in phases for s in ("stdout", "stderr", "log")):
+        lines += ["", "No captured output."]
+    return bound("\n".join(lines))
+
+
+def bound(text: str, limit: int = MAX_REPLY_CHARS) -> str:
+    """Keep a reply under the size agents can take in, keeping its head and its end."""
+    if len(text) <= limit:
+        return text
+    head = limit // 3
+    rest = limit - head - 200
+    omitted = len(text) - head - rest
+    return (
+        f"{text[:head]}\n[... {omitted} characters omitted to keep this reply under {limit}; "
+        f"ask for less (e.g. a smaller tail_lines or an outcome filter) ...]\n{text[-rest:]}"
+    )

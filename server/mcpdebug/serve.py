@@ -1,0 +1,117 @@
+"""`mcpdebug serve`: the store, the WebSocket ingest and the MCP server, in one event loop.
+
+Start-up order matters: the store is opened and pending spool ingested first, then the ingest
+endpoint is advertised in ``server.json``, then MCP starts answering. On exit the advertisement is
+removed (a killed server leaves it behind, but naming a dead pid it is ignored by test processes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import socket
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+
+from pytest_mcpdebug.layout import SERVER_FILE, ServerInfo, read_server_info, write_server_info
+
+from .app import build_server
+from .ingest import ingest_spool
+from .store import Store
+from .wsingest import IngestServer
+
+log = logging.getLogger("mcpdebug.serve")
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    directory: Path
+    http: bool = False
+    host: str = "127.0.0.1"
+    port: int = 8765
+    ingest_port: int = 0
+
+
+async def run(config: ServeConfig) -> None:
+    store = Store(config.directory)
+    report = ingest_spool(store)
+    if report.files:
+        log.info(
+            "ingested %d events of %d run(s) from %d spool file(s)",
+            report.new,
+            len(report.runs),
+            report.files,
+        )
+    ingest: IngestServer | None = None
+    other = read_server_info(config.directory)
+    if other is not None and other.pid != os.getpid():
+        log.info(
+            "another mcpdebug serve (pid %d) ingests runs for %s; this one answers MCP from the same store",
+            other.pid,
+            config.directory,
+        )
+    else:
+        ingest = IngestServer(store, port=config.ingest_port)
+        url = await ingest.start()
+        write_server_info(
+            config.directory,
+            ServerInfo(url=url, token=ingest.token, pid=os.getpid(), host=socket.gethostname()),
+        )
+    app = build_server(store)
+    try:
+        if config.http:
+            await _serve_http(app, config)  # uvicorn handles SIGINT/SIGTERM itself
+        else:
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(_stop_on_signal, tasks.cancel_scope)
+                await app.run_stdio_async()
+                tasks.cancel_scope.cancel()
+    finally:
+        if ingest is not None:
+            await ingest.close()
+            _remove_server_file(config.directory)
+        store.close()
+
+
+async def _serve_http(app: object, config: ServeConfig) -> None:
+    import uvicorn
+
+    starlette_app = app.streamable_http_app(host=config.host)  # type: ignore[attr-defined]
+    sock = socket.socket(socket.AF_INET6 if ":" in config.host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((config.host, config.port))
+    except OSError as exc:
+        raise SystemExit(
+            f"mcpdebug serve: cannot listen on {config.host}:{config.port} ({exc.strerror}); "
+            "pick another port with --port (0 picks a free one)"
+        ) from None
+    port = sock.getsockname()[1]
+    print(f"mcpdebug: MCP (streamable HTTP) at http://{config.host}:{port}/mcp", file=sys.stderr, flush=True)
+    server = uvicorn.Server(uvicorn.Config(starlette_app, log_level="warning", lifespan="on"))
+    # uvicorn re-raises the signal it stopped on once it has shut down; with Python-level handlers
+    # in place that re-raise is a no-op and our own clean-up still runs.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: None)
+    await server.serve(sockets=[sock])
+
+
+async def _stop_on_signal(scope: anyio.CancelScope) -> None:
+    """SIGTERM or SIGINT ends the server like end-of-input does, so `finally` cleans up."""
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            log.info("stopping on %s", signal.Signals(signum).name)
+            scope.cancel()
+            return
+
+
+def _remove_server_file(directory: Path) -> None:
+    info = read_server_info(directory)
+    if info is None or info.pid == os.getpid():
+        with contextlib.suppress(FileNotFoundError):
+            (directory / SERVER_FILE).unlink()

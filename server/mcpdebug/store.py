@@ -1,0 +1,452 @@
+"""The embedded store: one SQLite database (WAL) in the `.mcpdebug/` folder.
+
+Only the server and the CLI write it, and both write only through `apply`, which is idempotent:
+an event whose ``(run_id, process, seq)`` is already stored changes nothing. Handlers also tolerate
+any arrival order (a worker's test events may arrive before the controller's ``run_started``; a
+spool replayed late may deliver ``test_started`` after ``test_finished``).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sqlite3
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from pytest_mcpdebug import protocol
+from pytest_mcpdebug.layout import SPOOL_DIR, STORE_FILE, ensure_dir, pid_alive
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    kind TEXT NOT NULL DEFAULT 'pytest',
+    label TEXT NOT NULL DEFAULT '',
+    status TEXT NOT NULL DEFAULT 'running',
+    args TEXT NOT NULL DEFAULT '[]',
+    rootdir TEXT NOT NULL DEFAULT '',
+    cwd TEXT NOT NULL DEFAULT '',
+    python TEXT NOT NULL DEFAULT '',
+    pytest_version TEXT NOT NULL DEFAULT '',
+    plugin_version TEXT NOT NULL DEFAULT '',
+    host TEXT NOT NULL DEFAULT '',
+    pid INTEGER,
+    workers INTEGER NOT NULL DEFAULT 0,
+    started REAL NOT NULL,
+    finished REAL,
+    duration REAL,
+    exit_status INTEGER,
+    collected INTEGER,
+    pytest_counts TEXT NOT NULL DEFAULT '{}',
+    last_event REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS processes (
+    run_id TEXT NOT NULL,
+    process TEXT NOT NULL,
+    worker TEXT NOT NULL DEFAULT '',
+    pid INTEGER,
+    host TEXT NOT NULL DEFAULT '',
+    started REAL,
+    finished REAL,
+    PRIMARY KEY (run_id, process)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS events (
+    run_id TEXT NOT NULL,
+    process TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    PRIMARY KEY (run_id, process, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS tests (
+    run_id TEXT NOT NULL,
+    nodeid TEXT NOT NULL,
+    worker TEXT NOT NULL DEFAULT '',
+    file TEXT NOT NULL DEFAULT '',
+    line INTEGER,
+    status TEXT NOT NULL DEFAULT 'running',
+    started REAL,
+    finished REAL,
+    duration REAL,
+    message TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (run_id, nodeid)
+);
+CREATE TABLE IF NOT EXISTS phases (
+    run_id TEXT NOT NULL,
+    nodeid TEXT NOT NULL,
+    phase TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    duration REAL NOT NULL,
+    finished REAL NOT NULL,
+    message TEXT NOT NULL DEFAULT '',
+    longrepr TEXT NOT NULL DEFAULT '',
+    wasxfail TEXT,
+    stdout TEXT NOT NULL DEFAULT '',
+    stderr TEXT NOT NULL DEFAULT '',
+    log TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (run_id, nodeid, phase)
+);
+CREATE TABLE IF NOT EXISTS collection_errors (
+    run_id TEXT NOT NULL,
+    nodeid TEXT NOT NULL,
+    message TEXT NOT NULL,
+    longrepr TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (run_id, nodeid)
+);
+CREATE TABLE IF NOT EXISTS spool_files (
+    name TEXT PRIMARY KEY,
+    offset INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS runs_by_start ON runs (started);
+"""
+
+PHASE_ORDER = {"setup": 0, "call": 1, "teardown": 2}
+FINAL_OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
+PROBLEM_OUTCOMES = ("failed", "error")
+
+
+class StoreError(Exception):
+    """A store that cannot be opened or used; the message says what to do."""
+
+
+class Store:
+    def __init__(self, directory: Path, *, create: bool = True) -> None:
+        self.dir = directory
+        path = directory / STORE_FILE
+        if not create and not path.exists() and not (directory / SPOOL_DIR).is_dir():
+            raise StoreError(
+                f"no recorded runs in {directory} (no {STORE_FILE}); record one with `pytest --mcp-debug`"
+            )
+        try:
+            ensure_dir(directory)
+            self.db = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
+            self.db.row_factory = sqlite3.Row
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.executescript(_SCHEMA)
+            version = self.db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+            if version is None:
+                self.db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+            elif int(version[0]) > SCHEMA_VERSION:
+                raise StoreError(
+                    f"{path} was written by a newer pytest-mcpdebug (schema {version[0]}); "
+                    "upgrade pytest-mcpdebug to read it"
+                )
+        except (sqlite3.Error, OSError) as exc:
+            raise StoreError(f"cannot open the store {path}: {exc}") from exc
+        self.path = path
+
+    def close(self) -> None:
+        self.db.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.db
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    # Writing --------------------------------------------------------------------------------------
+
+    def apply(self, events: Iterable[protocol.Event]) -> int:
+        """Store a batch of events in one transaction; returns how many were new."""
+        new = 0
+        with self.transaction() as db:
+            for event in events:
+                cur = db.execute(
+                    "INSERT OR IGNORE INTO events VALUES (?, ?, ?)", (event.run_id, event.process, event.seq)
+                )
+                if cur.rowcount:
+                    new += 1
+                    _HANDLERS[type(event)](db, event)
+        return new
+
+    # Reading --------------------------------------------------------------------------------------
+
+    def refresh_liveness(self) -> None:
+        """Mark runs whose controlling process died on this host without finishing as crashed."""
+        host = socket.gethostname()
+        rows = self.db.execute(
+            "SELECT run_id, pid FROM runs WHERE status='running' AND host=?", (host,)
+        ).fetchall()
+        dead = [r["run_id"] for r in rows if r["pid"] and not pid_alive(r["pid"])]
+        if dead:
+            with self.transaction() as db:
+                db.executemany(
+                    "UPDATE runs SET status='crashed' WHERE run_id=? AND status='running'",
+                    [(r,) for r in dead],
+                )
+
+    def runs(self, limit: int | None = None) -> list[dict[str, Any]]:
+        self.refresh_liveness()
+        sql = "SELECT * FROM runs ORDER BY started DESC, run_id DESC"
+        rows = self.db.execute(sql + (" LIMIT ?" if limit else ""), (limit,) if limit else ()).fetchall()
+        return [self._run_dict(r) for r in rows]
+
+    def run_ids(self, limit: int = 10) -> list[str]:
+        return [
+            r[0]
+            for r in self.db.execute(
+                "SELECT run_id FROM runs ORDER BY started DESC, run_id DESC LIMIT ?", (limit,)
+            )
+        ]
+
+    def resolve_run(self, run_id: str | None) -> str | None:
+        """``latest`` (or nothing) means the newest run; a unique prefix of an id is accepted too."""
+        if not run_id or run_id == "latest":
+            row = self.db.execute(
+                "SELECT run_id FROM runs ORDER BY started DESC, run_id DESC LIMIT 1"
+            ).fetchone()
+            return row[0] if row else None
+        if self.db.execute("SELECT 1 FROM runs WHERE run_id=?", (run_id,)).fetchone():
+            return run_id
+        rows = self.db.execute(
+            "SELECT run_id FROM runs WHERE run_id LIKE ? ESCAPE '\\' LIMIT 2", (_like_prefix(run_id),)
+        ).fetchall()
+        return rows[0][0] if len(rows) == 1 else None
+
+    def run(self, run_id: str) -> dict[str, Any] | None:
+        self.refresh_liveness()
+        row = self.db.execute("SELECT * FROM runs WHERE run_id=?", (run_id,)).fetchone()
+        return self._run_dict(row) if row else None
+
+    def counts(self, run_id: str) -> dict[str, int]:
+        rows = self.db.execute("SELECT status, count(*) FROM tests WHERE run_id=? GROUP BY status", (run_id,))
+        return {status: n for status, n in rows}
+
+    def tests(self, run_id: str, outcomes: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        sql = "SELECT * FROM tests WHERE run_id=?"
+        params: list[Any] = [run_id]
+        wanted = list(outcomes or [])
+        if wanted:
+            sql += f" AND status IN ({','.join('?' * len(wanted))})"
+            params += wanted
+        sql += " ORDER BY COALESCE(started, finished), nodeid"
+        return [dict(r) for r in self.db.execute(sql, params)]
+
+    def test(self, run_id: str, nodeid: str) -> dict[str, Any] | None:
+        row = self.db.execute("SELECT * FROM tests WHERE run_id=? AND nodeid=?", (run_id, nodeid)).fetchone()
+        return dict(row) if row else None
+
+    def find_tests(self, run_id: str, query: str, limit: int = 20) -> list[str]:
+        """Node ids of the run that contain ``query`` (for a test given by part of its id)."""
+        rows = self.db.execute(
+            "SELECT nodeid FROM tests WHERE run_id=? AND nodeid LIKE ? ESCAPE '\\' ORDER BY nodeid LIMIT ?",
+            (run_id, "%" + _like_escape(query) + "%", limit),
+        )
+        return [r[0] for r in rows]
+
+    def phases(self, run_id: str, nodeid: str) -> list[dict[str, Any]]:
+        rows = [
+            dict(r)
+            for r in self.db.execute("SELECT * FROM phases WHERE run_id=? AND nodeid=?", (run_id, nodeid))
+        ]
+        return sorted(rows, key=lambda r: PHASE_ORDER.get(r["phase"], 9))
+
+    def problems(self, run_id: str) -> list[dict[str, Any]]:
+        """Each failed or errored phase of the run, in execution order."""
+        rows = self.db.execute(
+            "SELECT p.*, t.status AS test_status, t.worker FROM phases p "
+            "JOIN tests t ON t.run_id = p.run_id AND t.nodeid = p.nodeid "
+            "WHERE p.run_id=? AND p.outcome='failed' ORDER BY p.finished",
+            (run_id,),
+        )
+        return [dict(r) for r in rows]
+
+    def collection_errors(self, run_id: str) -> list[dict[str, Any]]:
+        return [
+            dict(r)
+            for r in self.db.execute(
+                "SELECT * FROM collection_errors WHERE run_id=? ORDER BY nodeid", (run_id,)
+            )
+        ]
+
+    def processes(self, run_id: str) -> list[dict[str, Any]]:
+        return [
+            dict(r)
+            for r in self.db.execute("SELECT * FROM processes WHERE run_id=? ORDER BY worker", (run_id,))
+        ]
+
+    def spool_offset(self, name: str) -> int:
+        row = self.db.execute("SELECT offset FROM spool_files WHERE name=?", (name,)).fetchone()
+        return int(row[0]) if row else 0
+
+    def set_spool_offset(self, name: str, offset: int | None) -> None:
+        if offset is None:
+            self.db.execute("DELETE FROM spool_files WHERE name=?", (name,))
+        else:
+            self.db.execute(
+                "INSERT INTO spool_files VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET "
+                "offset=excluded.offset",
+                (name, offset),
+            )
+
+    def process_done(self, run_id: str, process: str) -> bool:
+        """Whether a process will send nothing more: it said goodbye, or it died on this host."""
+        row = self.db.execute(
+            "SELECT finished, pid, host FROM processes WHERE run_id=? AND process=?", (run_id, process)
+        ).fetchone()
+        if row is None:
+            return False
+        if row["finished"] is not None:
+            return True
+        return bool(row["host"] == socket.gethostname() and row["pid"] and not pid_alive(row["pid"]))
+
+    def _run_dict(self, row: sqlite3.Row) -> dict[str, Any]:
+        run = dict(row)
+        run["args"] = json.loads(run["args"])
+        run["pytest_counts"] = json.loads(run["pytest_counts"])
+        run["counts"] = self.counts(run["run_id"])
+        run["collection_errors"] = self.db.execute(
+            "SELECT count(*) FROM collection_errors WHERE run_id=?", (run["run_id"],)
+        ).fetchone()[0]
+        return run
+
+
+def _like_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _like_prefix(text: str) -> str:
+    return _like_escape(text) + "%"
+
+
+# Event handlers: one per event type; each must be safe in any arrival order. -----------------------
+
+
+def _touch_run(db: sqlite3.Connection, e: protocol.Event) -> None:
+    db.execute(
+        "INSERT INTO runs (run_id, started, last_event) VALUES (?, ?, ?) ON CONFLICT(run_id) DO "
+        "UPDATE SET last_event=max(last_event, excluded.last_event), "
+        "started=min(started, excluded.started)",
+        (e.run_id, e.ts, e.ts),
+    )
+
+
+def _run_started(db: sqlite3.Connection, e: protocol.RunStarted) -> None:
+    _touch_run(db, e)
+    db.execute(
+        "UPDATE runs SET label=?, args=?, rootdir=?, cwd=?, python=?, pytest_version=?, plugin_version=?, "
+        "host=?, pid=?, workers=?, started=? WHERE run_id=?",
+        (
+            e.label,
+            json.dumps(e.args),
+            e.rootdir,
+            e.cwd,
+            e.python,
+            e.pytest_version,
+            e.plugin_version,
+            e.host,
+            e.pid,
+            e.workers,
+            e.ts,
+            e.run_id,
+        ),
+    )
+
+
+def _process_started(db: sqlite3.Connection, e: protocol.ProcessStarted) -> None:
+    _touch_run(db, e)
+    db.execute(
+        "INSERT INTO processes (run_id, process, worker, pid, host, started) VALUES (?,?,?,?,?,?) "
+        "ON CONFLICT DO UPDATE SET worker=excluded.worker, pid=excluded.pid, host=excluded.host, "
+        "started=excluded.started",
+        (e.run_id, e.process, e.worker, e.pid, e.host, e.ts),
+    )
+
+
+def _collection_finished(db: sqlite3.Connection, e: protocol.CollectionFinished) -> None:
+    _touch_run(db, e)
+    db.execute("UPDATE runs SET collected=? WHERE run_id=?", (e.count, e.run_id))
+
+
+def _collection_error(db: sqlite3.Connection, e: protocol.CollectionError) -> None:
+    _touch_run(db, e)
+    db.execute(
+        "INSERT OR REPLACE INTO collection_errors VALUES (?, ?, ?, ?)",
+        (e.run_id, e.nodeid, e.message, e.longrepr),
+    )
+
+
+def _ensure_test(db: sqlite3.Connection, run_id: str, nodeid: str, worker: str, ts: float) -> None:
+    db.execute(
+        "INSERT OR IGNORE INTO tests (run_id, nodeid, worker, started) VALUES (?, ?, ?, ?)",
+        (run_id, nodeid, worker, ts),
+    )
+
+
+def _test_started(db: sqlite3.Connection, e: protocol.TestStarted) -> None:
+    _touch_run(db, e)
+    _ensure_test(db, e.run_id, e.nodeid, e.worker, e.ts)
+    db.execute(
+        "UPDATE tests SET file=?, line=?, worker=?, started=? WHERE run_id=? AND nodeid=?",
+        (e.file, e.line, e.worker, e.ts, e.run_id, e.nodeid),
+    )
+
+
+def _phase_finished(db: sqlite3.Connection, e: protocol.PhaseFinished) -> None:
+    _touch_run(db, e)
+    _ensure_test(db, e.run_id, e.nodeid, e.worker, e.ts - e.duration)
+    db.execute(
+        "INSERT OR REPLACE INTO phases VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+        (
+            e.run_id,
+            e.nodeid,
+            e.when,
+            e.outcome,
+            e.duration,
+            e.ts,
+            e.message,
+            e.longrepr,
+            e.wasxfail,
+            e.stdout,
+            e.stderr,
+            e.log,
+        ),
+    )
+
+
+def _test_finished(db: sqlite3.Connection, e: protocol.TestFinished) -> None:
+    _touch_run(db, e)
+    _ensure_test(db, e.run_id, e.nodeid, e.worker, e.ts - e.duration)
+    db.execute(
+        "UPDATE tests SET status=?, finished=?, duration=?, message=?, worker=? WHERE run_id=? AND nodeid=?",
+        (e.outcome, e.ts, e.duration, e.message, e.worker, e.run_id, e.nodeid),
+    )
+
+
+def _run_finished(db: sqlite3.Connection, e: protocol.RunFinished) -> None:
+    _touch_run(db, e)
+    status = "interrupted" if e.exit_status == 2 else "finished"
+    db.execute(
+        "UPDATE runs SET status=?, finished=?, duration=?, exit_status=?, pytest_counts=? WHERE run_id=?",
+        (status, e.ts, e.duration, e.exit_status, json.dumps(e.counts), e.run_id),
+    )
+
+
+def _process_finished(db: sqlite3.Connection, e: protocol.ProcessFinished) -> None:
+    _touch_run(db, e)
+    db.execute(
+        "INSERT INTO processes (run_id, process, finished) VALUES (?, ?, ?) "
+        "ON CONFLICT DO UPDATE SET finished=excluded.finished",
+        (e.run_id, e.process, e.ts),
+    )
+
+
+_HANDLERS: dict[type, Any] = {
+    protocol.RunStarted: _run_started,
+    protocol.ProcessStarted: _process_started,
+    protocol.CollectionFinished: _collection_finished,
+    protocol.CollectionError: _collection_error,
+    protocol.TestStarted: _test_started,
+    protocol.PhaseFinished: _phase_finished,
+    protocol.TestFinished: _test_finished,
+    protocol.RunFinished: _run_finished,
+    protocol.ProcessFinished: _process_finished,
+}
