@@ -1,0 +1,111 @@
+"""Shared fixtures of the project's own tests.
+
+`fixtures/` and `examples/` hold sample suites that the tests run as *inner* pytest runs, so they
+are kept out of this collection.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+collect_ignore = ["fixtures", "examples", "benchmarks"]
+
+ROOT = Path(__file__).parent
+FIXTURES = ROOT / "fixtures"
+MCPDEBUG = str(Path(sys.executable).with_name("mcpdebug"))
+
+
+@pytest.fixture(autouse=True)
+def _clean_mcpdebug_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inner runs must not inherit a developer's MCPDEBUG* settings."""
+    for name in list(os.environ):
+        if name.startswith("MCPDEBUG"):
+            monkeypatch.delenv(name)
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester) -> Iterator[SuiteCopier]:
+    yield SuiteCopier(pytester.path)
+
+
+class SuiteCopier:
+    """Copies a suite from `fixtures/` into the pytester folder: ``suite("failing")``."""
+
+    def __init__(self, dest: Path) -> None:
+        self.dest = dest
+
+    def __call__(self, name: str) -> Path:
+        source = FIXTURES / name
+        for item in source.iterdir():
+            if item.name in ("__pycache__", ".mcpdebug", ".pytest_cache"):
+                continue
+            target = self.dest / item.name
+            if item.is_dir():
+                shutil.copytree(item, target)
+            else:
+                shutil.copy(item, target)
+        return self.dest
+
+
+@dataclass
+class RunningServer:
+    process: subprocess.Popen[bytes]
+    directory: Path
+    url: str
+    token: str
+    log: Path
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+
+
+def start_server(directory: Path, *extra: str, timeout: float = 20.0) -> RunningServer:
+    """`mcpdebug serve --http --port 0` on ``directory``, waiting until it advertises itself."""
+    directory.mkdir(parents=True, exist_ok=True)
+    info_file = directory / "server.json"
+    info_file.unlink(missing_ok=True)
+    log = directory.parent / f"serve-{time.monotonic_ns()}.log"
+    process = subprocess.Popen(
+        [MCPDEBUG, "serve", "--http", "--port", "0", "--dir", str(directory), *extra],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=open(log, "wb"),  # noqa: SIM115
+    )
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"mcpdebug serve exited with {process.returncode}:\n{log.read_text()}")
+        try:
+            info = json.loads(info_file.read_text())
+            if info["pid"] == process.pid:
+                return RunningServer(process, directory, info["url"], info["token"], log)
+        except (OSError, ValueError, KeyError):
+            pass
+        time.sleep(0.05)
+    process.kill()
+    raise RuntimeError(f"mcpdebug serve did not start within {timeout} s:\n{log.read_text()}")
+
+
+@pytest.fixture
+def server(pytester: pytest.Pytester) -> Iterator[RunningServer]:
+    """A real `mcpdebug serve` whose store is the inner runs' default `.mcpdebug/` folder."""
+    running = start_server(pytester.path / ".mcpdebug")
+    yield running
+    running.stop()

@@ -1,0 +1,54 @@
+"""`mcpdebug runs` and `mcpdebug show`, as a user runs them in a terminal."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import MCPDEBUG
+from helpers import run_inner
+
+
+def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([MCPDEBUG, *args], cwd=cwd, capture_output=True, text=True, timeout=60,
+                          env={"PATH": "/usr/bin:/bin", "COLUMNS": "200"})
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, suite) -> Path:
+    suite("failing")
+    run_inner(pytester, "--mcp-debug", "--continue-on-collection-errors")
+    (pytester.path / "sub").mkdir()
+    return pytester.path
+
+
+def test_runs_and_show(project: Path) -> None:
+    runs = cli(project / "sub", "runs")  # finds the .mcpdebug/ of a parent folder
+    assert runs.returncode == 0, runs.stderr
+    assert "finished, exit status 1" in runs.stdout and "2 failed, 2 error" in runs.stdout
+    run_id = json.loads(cli(project, "runs", "--json").stdout)[0]["run_id"]
+
+    show = cli(project, "show")
+    assert show.returncode == 0
+    assert f"Run {run_id} (pytest): finished" in show.stdout
+    assert "ERROR test_fixture_error.py::test_query_users (setup): RuntimeError: database unavailable" in show.stdout
+    assert "test_mixed.py::test_pass" in show.stdout  # the table of every test
+
+    detail = cli(project, "show", run_id[:12], "test_output_then_fail", "--tail", "2")
+    assert detail.returncode == 0
+    assert "last 2 of 3 lines" in detail.stdout and "step 3: computing" in detail.stdout
+
+    data = json.loads(cli(project, "show", "latest", "test_mixed.py::test_output_then_fail", "--json").stdout)
+    assert data["status"] == "failed" and [p["phase"] for p in data["phases"]] == ["setup", "call", "teardown"]
+
+
+def test_errors_are_one_line_with_what_to_do(project: Path, tmp_path: Path) -> None:
+    unknown = cli(project, "show", "nope")
+    assert unknown.returncode == 3 and "Unknown run 'nope'. Recorded runs, newest first:" in unknown.stderr
+    nothing = cli(tmp_path, "runs")
+    assert nothing.returncode == 2
+    assert "record a run with `pytest --mcp-debug` first, or pass --dir" in nothing.stderr
+    assert "Traceback" not in nothing.stderr + unknown.stderr

@@ -1,0 +1,180 @@
+"""What `pytest --mcp-debug` records, seen through the store, for real inner pytest runs."""
+
+from __future__ import annotations
+
+import socket
+import sys
+
+import pytest
+
+from conftest import start_server
+from helpers import recorded, run_inner, start_inner, wait_for
+
+
+def test_failing_suite_is_recorded_without_a_server(pytester: pytest.Pytester, suite) -> None:
+    suite("failing")
+    result = run_inner(pytester, "--mcp-debug", "--continue-on-collection-errors")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["mcpdebug: run * saved to .mcpdebug/spool/; inspect it with `mcpdebug show *`*"])
+    assert "mcpdebug: warning" not in result.stdout.str()
+
+    store = recorded(pytester.path / ".mcpdebug")
+    (run,) = store.runs()
+    assert run["status"] == "finished" and run["exit_status"] == 1
+    assert run["rootdir"] == str(pytester.path)
+    assert run["python"] == ".".join(map(str, sys.version_info[:3]))
+    assert run["pytest_version"] == pytest.__version__ and run["host"] == socket.gethostname()
+    assert "--mcp-debug" in run["args"] and run["label"].startswith("pytest ")
+    assert run["collected"] == 7  # the module that fails to import adds none
+    # the test whose teardown fails is one "error" here; pytest counts it as 1 passed + 1 error
+    assert run["counts"] == {"failed": 2, "error": 2, "passed": 1, "skipped": 1, "xfailed": 1}
+    # pytest's own counts, as its summary line shows them
+    assert run["pytest_counts"] == {"failed": 2, "error": 3, "passed": 2, "skipped": 1, "xfailed": 1}
+
+    problems = {(p["nodeid"], p["phase"]): p["message"] for p in store.problems(run["run_id"])}
+    assert set(problems) == {
+        ("test_assertion.py::test_order_total", "call"),
+        ("test_fixture_error.py::test_query_users", "setup"),
+        ("test_teardown_error.py::test_workspace_has_config", "teardown"),
+        ("test_mixed.py::test_output_then_fail", "call"),
+    }
+    assert problems[("test_assertion.py::test_order_total", "call")].startswith("AssertionError: assert")
+    assert problems[("test_fixture_error.py::test_query_users", "setup")] == "RuntimeError: database unavailable"
+    assert problems[("test_teardown_error.py::test_workspace_has_config", "teardown")] == "ValueError: cleanup failed"
+    assert problems[("test_mixed.py::test_output_then_fail", "call")] == "assert (1 + 1) == 3"
+    (collect_error,) = store.collection_errors(run["run_id"])
+    assert collect_error["nodeid"] == "test_collection_error.py"
+    assert "not_a_real_module_xyz" in collect_error["message"]
+
+    output = {p["phase"]: p for p in store.phases(run["run_id"], "test_mixed.py::test_output_then_fail")}
+    assert output["call"]["stdout"].splitlines()[-1].strip()
+    assert len(output["call"]["stdout"].splitlines()) == 3
+    assert output["call"]["stderr"].strip()
+    skipped = store.test(run["run_id"], "test_mixed.py::test_skip")
+    assert skipped is not None and skipped["message"] == "not on this platform"
+
+
+def test_exit_status_and_output_are_unchanged(pytester: pytest.Pytester, suite) -> None:
+    suite("failing")
+    plain = run_inner(pytester, "-p", "no:mcpdebug", "--continue-on-collection-errors")
+    recorded_run = run_inner(pytester, "--mcp-debug", "--continue-on-collection-errors")
+    assert plain.ret == recorded_run.ret == 1
+    assert plain.parseoutcomes() == recorded_run.parseoutcomes()
+
+
+@pytest.mark.parametrize(
+    ("how", "args", "env"),
+    [("ini", (), {}), ("env", (), {"MCPDEBUG": "1"}), ("off", (), {}), ("env-off", (), {"MCPDEBUG": "0"})],
+)
+def test_enabling(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, how: str, args: tuple[str, ...],
+                  env: dict[str, str]) -> None:
+    pytester.makepyfile("def test_ok(): pass")
+    if how == "ini":
+        pytester.makeini("[pytest]\nmcpdebug = true\n")
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    result = run_inner(pytester, *args)
+    assert result.ret == 0
+    enabled = how in ("ini", "env")
+    assert (pytester.path / ".mcpdebug").exists() == enabled
+    assert ("mcpdebug: run" in result.stdout.str()) == enabled
+
+
+def test_bad_env_value_says_where_it_came_from(pytester: pytest.Pytester, monkeypatch) -> None:
+    pytester.makepyfile("def test_ok(): pass")
+    monkeypatch.setenv("MCPDEBUG", "maybe")
+    result = run_inner(pytester)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*environment variable MCPDEBUG='maybe' is not a boolean*"])
+
+
+def test_bad_url_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_ok(): pass")
+    result = run_inner(pytester, "--mcp-debug", "--mcp-debug-url", "http://localhost:1")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--mcp-debug-url 'http://localhost:1' is not a WebSocket URL*"])
+
+
+def test_unreachable_server_is_one_warning_and_spools(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_ok(): pass\ndef test_bad(): assert 0")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    result = run_inner(pytester, "--mcp-debug", "--mcp-debug-url", f"ws://127.0.0.1:{port}/?token=x")
+    assert result.ret == 1
+    warnings = [line for line in result.stdout.lines if line.startswith("mcpdebug: warning")]
+    assert len(warnings) == 1 and "unreachable" in warnings[0] and ".mcpdebug/spool/" in warnings[0]
+    store = recorded(pytester.path / ".mcpdebug")
+    assert store.counts(store.runs()[0]["run_id"]) == {"passed": 1, "failed": 1}
+
+
+def test_custom_dir(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makepyfile("def test_ok(): pass")
+    run_inner(pytester, "--mcp-debug", "--mcp-debug-dir", "elsewhere/.rec")
+    assert (pytester.path / "elsewhere/.rec/spool").is_dir()
+    assert (pytester.path / "elsewhere/.rec/.gitignore").read_text().strip().endswith("*")
+    monkeypatch.setenv("MCPDEBUG_DIR", str(pytester.path / "fromenv"))
+    run_inner(pytester, "--mcp-debug")
+    assert recorded(pytester.path / "fromenv").runs()
+
+
+def test_xdist_records_every_test_once_with_its_worker(pytester: pytest.Pytester, suite) -> None:
+    suite("xdist")
+    result = run_inner(pytester, "--mcp-debug", "-n", "2")
+    assert result.ret == 1
+    store = recorded(pytester.path / ".mcpdebug")
+    (run,) = store.runs()
+    assert run["status"] == "finished" and run["exit_status"] == 1 and run["workers"] == 2
+    assert run["collected"] == 12
+    tests = store.tests(run["run_id"])
+    assert len(tests) == len({t["nodeid"] for t in tests}) == 12
+    assert {t["worker"] for t in tests} == {"gw0", "gw1"}
+    assert run["counts"] == {"passed": 10, "failed": 2}
+    assert {p["worker"] for p in store.processes(run["run_id"])} == {"controller", "gw0", "gw1"}
+
+
+def test_live_events_reach_a_running_server(pytester: pytest.Pytester, suite, server) -> None:
+    suite("slow")
+    inner = start_inner(pytester, "--mcp-debug")
+    store = recorded(server.directory)
+
+    def sleeping_test_running() -> bool:
+        runs = store.runs()
+        return bool(runs) and any(t["nodeid"].endswith("test_sleeps") for t in
+                                  store.tests(runs[0]["run_id"], ("running",)))
+
+    wait_for(sleeping_test_running, timeout=20)
+    assert inner.poll() is None, "the test was seen running only after the run ended"
+    out = inner.communicate(timeout=60)[0].decode()
+    assert inner.returncode == 0, out
+    assert f"streamed to {server.url}" in out
+    run = store.runs()[0]
+    assert run["status"] == "finished" and run["counts"] == {"passed": 2}
+
+
+def test_server_killed_mid_run_loses_nothing(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_many="""
+        import time, pytest
+
+        @pytest.mark.parametrize("i", range(40))
+        def test_step(i):
+            time.sleep(0.05)
+            assert i != 7
+    """)
+    directory = pytester.path / ".mcpdebug"
+    first = start_server(directory)
+    inner = start_inner(pytester, "--mcp-debug", "-n", "2")
+    store = recorded(directory)
+    wait_for(lambda: store.runs() and sum(store.runs()[0]["counts"].values()) >= 5, timeout=30)
+    first.stop(9)  # SIGKILL: no clean-up, server.json left behind with a dead pid
+    out = inner.communicate(timeout=120)[0].decode()
+    assert inner.returncode == 1, out
+    assert "lost the server" in out
+
+    second = start_server(directory)
+    try:
+        run = recorded(directory).runs()[0]
+        assert run["status"] == "finished" and run["exit_status"] == 1
+        assert run["counts"] == {"passed": 39, "failed": 1}
+    finally:
+        second.stop()

@@ -1,0 +1,520 @@
+"""The WebSocket ingest endpoint, run in-process against real clients.
+
+Every refusal is checked three ways: what the refused client sees (HTTP status or close code and
+reason), that the server logged it (logger ``mcpdebug.ingest``), and that a well-behaved client
+connected alongside, and a fresh one, still get their events stored and acknowledged.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcpdebug import wsingest
+from mcpdebug.store import Store
+from mcpdebug.wsingest import IngestServer
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+from pytest_mcpdebug import protocol
+from pytest_mcpdebug.layout import spool_dir
+from pytest_mcpdebug.protocol import PROTOCOL_VERSION, Ack, Event, Welcome
+
+pytestmark = pytest.mark.anyio
+
+MAX_SIZE = 64 * 1024
+RUN = "run-ws"
+LOGGER = "mcpdebug.ingest"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+# Helpers ----------------------------------------------------------------------------------------
+
+
+def make_events(seqs: Sequence[int], run_id: str = RUN, process: str = "main-1") -> list[Event]:
+    """Alternating test_started / test_finished events, one test per pair of seqs."""
+    events: list[Event] = []
+    for seq in seqs:
+        nodeid = f"test_mod.py::test_{seq // 2}"
+        if seq % 2:
+            events.append(
+                protocol.TestFinished(
+                    run_id=run_id, process=process, seq=seq, ts=1000.0 + seq, nodeid=nodeid,
+                    worker="main", outcome="passed", duration=0.5,
+                )
+            )
+        else:
+            events.append(
+                protocol.TestStarted(
+                    run_id=run_id, process=process, seq=seq, ts=1000.0 + seq, nodeid=nodeid, worker="main"
+                )
+            )
+    return events
+
+
+def hello_text(
+    process: str, *, run_id: str = RUN, version: int = PROTOCOL_VERSION, spool: str | None = None
+) -> str:
+    frame = protocol.Hello(
+        protocol=version, run_id=run_id, process=process, worker="main", pid=4242, spool=spool
+    )
+    return protocol.encode(frame).decode()
+
+
+def batch_text(events: list[Event]) -> str:
+    return protocol.encode_lines(list(events)).decode()
+
+
+def stored_seqs(store: Store, process: str, run_id: str = RUN) -> list[int]:
+    rows = store.db.execute(
+        "SELECT seq FROM events WHERE run_id=? AND process=? ORDER BY seq", (run_id, process)
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def client(server: IngestServer, *, token: str | None = None, url: str | None = None, **kw: Any) -> connect:
+    headers = kw.pop("additional_headers", auth(server.token if token is None else token))
+    return connect(
+        url or server.url, additional_headers=headers, proxy=None, compression=None, open_timeout=5, **kw
+    )
+
+
+async def recv_frame(ws: ClientConnection) -> Welcome | Ack:
+    with anyio.fail_after(5):
+        message = await ws.recv()
+    return protocol.decode_server_frame(message)
+
+
+async def handshake(ws: ClientConnection, process: str, **kw: Any) -> Welcome:
+    await ws.send(hello_text(process, **kw))
+    reply = await recv_frame(ws)
+    assert isinstance(reply, Welcome), reply
+    assert reply.protocol == PROTOCOL_VERSION
+    return reply
+
+
+async def expect_close(ws: ClientConnection) -> tuple[int, str]:
+    """Wait for the server to close the connection; returns the code and reason it sent."""
+    with pytest.raises(ConnectionClosed) as info:
+        with anyio.fail_after(5):
+            while True:
+                await ws.recv()
+    assert info.value.rcvd is not None, f"no close frame received: {info.value!r}"
+    return info.value.rcvd.code, info.value.rcvd.reason
+
+
+async def wait_logged(caplog: pytest.LogCaptureFixture, *fragments: str) -> logging.LogRecord:
+    """The server may log just after the client saw the refusal: poll briefly."""
+    with anyio.fail_after(5):
+        while True:
+            for record in caplog.records:
+                if record.name == LOGGER and record.levelno >= logging.WARNING:
+                    text = record.getMessage()
+                    if all(f in text for f in fragments):
+                        return record
+            await anyio.sleep(0.01)
+
+
+class Bystander:
+    """A well-behaved client connected before the misbehaving one; checks the server still serves."""
+
+    def __init__(self, server: IngestServer, ws: ClientConnection) -> None:
+        self.server = server
+        self.ws = ws
+        self.process = "bystander-1"
+        self.seq = 0
+        self.fresh = 0
+
+    async def send_and_confirm(self, ws: ClientConnection, process: str, first: int) -> None:
+        events = make_events(range(first, first + 4), process=process)
+        await ws.send(batch_text(events))
+        ack = await recv_frame(ws)
+        assert ack == Ack(seq=first + 3)
+        assert stored_seqs(self.server.store, process)[-4:] == [first, first + 1, first + 2, first + 3]
+
+    async def check(self) -> None:
+        """The connection made before still works, and so does a brand new one."""
+        await self.send_and_confirm(self.ws, self.process, self.seq + 1)
+        self.seq += 4
+        self.fresh += 1
+        process = f"fresh-{self.fresh}"
+        async with client(self.server) as ws:
+            await handshake(ws, process)
+            await self.send_and_confirm(ws, process, 1)
+
+
+@pytest.fixture
+async def server(tmp_path: Path) -> AsyncIterator[IngestServer]:
+    store = Store(tmp_path)
+    ingest = IngestServer(store, max_size=MAX_SIZE)
+    url = await ingest.start()
+    assert url == f"ws://127.0.0.1:{ingest.port}/" and ingest.port != 0
+    yield ingest
+    await ingest.close()
+    store.close()
+
+
+@pytest.fixture
+async def bystander(server: IngestServer, caplog: pytest.LogCaptureFixture) -> AsyncIterator[Bystander]:
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    async with client(server) as ws:
+        await handshake(ws, "bystander-1")
+        by = Bystander(server, ws)
+        await by.check()
+        yield by
+
+
+# Before the upgrade: token and Origin ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("headers", "logged"),
+    [
+        pytest.param(lambda token: {"Authorization": "Bearer nope"}, "wrong token", id="wrong-bearer"),
+        pytest.param(lambda token: {}, "missing token", id="no-header"),
+        pytest.param(lambda token: {"Authorization": "Bearer "}, "missing token", id="empty-bearer"),
+        pytest.param(lambda token: {"Authorization": token}, "missing token", id="token-without-scheme"),
+        pytest.param(lambda token: {"Authorization": f"Basic {token}"}, "missing token", id="basic-scheme"),
+        pytest.param(lambda token: {"Authorization": f"Bearer {token}x"}, "wrong token", id="token-prefix"),
+    ],
+)
+async def test_bad_token_is_refused_with_401(
+    server: IngestServer, bystander: Bystander, caplog: pytest.LogCaptureFixture,
+    headers: Callable[[str], dict[str, str]], logged: str,
+) -> None:
+    with pytest.raises(InvalidStatus) as info:
+        async with client(server, additional_headers=headers(server.token)):
+            pass
+    assert info.value.response.status_code == 401
+    assert b"token" in info.value.response.body
+    await wait_logged(caplog, "refused", logged)
+    assert "nope" not in caplog.text and server.token not in caplog.text  # tokens are not logged
+    await bystander.check()
+
+
+async def test_token_in_query_is_accepted(server: IngestServer, bystander: Bystander) -> None:
+    async with client(server, url=f"{server.url}?token={server.token}", additional_headers={}) as ws:
+        await handshake(ws, "query-1")
+        await ws.send(batch_text(make_events([1, 2], process="query-1")))
+        assert await recv_frame(ws) == Ack(seq=2)
+    assert stored_seqs(server.store, "query-1") == [1, 2]
+    await bystander.check()
+
+
+async def test_wrong_token_in_query_is_refused(
+    server: IngestServer, bystander: Bystander, caplog: pytest.LogCaptureFixture
+) -> None:
+    with pytest.raises(InvalidStatus) as info:
+        async with client(server, url=f"{server.url}?token=nope", additional_headers={}):
+            pass
+    assert info.value.response.status_code == 401
+    await wait_logged(caplog, "refused", "wrong token")
+    await bystander.check()
+
+
+@pytest.mark.parametrize("origin", ["http://localhost:8000", "https://evil.example", "null"])
+async def test_any_origin_is_refused_with_403(
+    server: IngestServer, bystander: Bystander, caplog: pytest.LogCaptureFixture, origin: str
+) -> None:
+    # The right token does not help: a browser page must never feed the store.
+    with pytest.raises(InvalidStatus) as info:
+        async with client(server, origin=origin):
+            pass
+    assert info.value.response.status_code == 403
+    record = await wait_logged(caplog, "refused", "Origin")
+    assert origin in record.getMessage()
+    await bystander.check()
+
+
+# The handshake -----------------------------------------------------------------------------------
+
+
+async def test_first_frame_not_a_hello_closes_1008(
+    server: IngestServer, bystander: Bystander, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with client(server) as ws:
+        await ws.send(batch_text(make_events([1], process="eager-1")))
+        code, reason = await expect_close(ws)
+    assert code == protocol.CLOSE_POLICY
+    assert "hello" in reason
+    await wait_logged(caplog, "not hello")
+    assert stored_seqs(server.store, "eager-1") == []
+    await bystander.check()
+
+
+@pytest.mark.parametrize("version", [0, PROTOCOL_VERSION + 1, 99])
+async def test_hello_of_another_protocol_version_closes_1008(
+    server: IngestServer, bystander: Bystander, caplog: pytest.LogCaptureFixture, version: int
+) -> None:
+    async with client(server) as ws:
+        await ws.send(hello_text("future-1", version=version))
+        code, reason = await expect_close(ws)
+    assert code == protocol.CLOSE_POLICY
+    assert str(version) in reason and str(PROTOCOL_VERSION) in reason, reason
+    await wait_logged(caplog, f"protocol {version}", f"speaks {PROTOCOL_VERSION}")
+    await bystander.check()
+
+
+async def test_future_hello_with_other_fields_is_told_the_version(
+    server: IngestServer, bystander: Bystander, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A client of a later protocol may send a hello shaped differently (fields added or dropped).
+
+    The one thing it needs back is which version this server speaks, so the version must be read
+    before the rest of the hello is validated.
+    """
+    future = {"type": "hello", "protocol": PROTOCOL_VERSION + 1, "run": RUN, "client": {"pid": 1}}
+    async with client(server) as ws:
+        await ws.send(json.dumps(future))
+        code, reason = await expect_close(ws)
+    assert code == protocol.CLOSE_POLICY, (code, reason)
+    assert str(PROTOCOL_VERSION + 1) in reason and f"speaks {PROTOCOL_VERSION}" in reason, reason
+    await bystander.check()
+
+
+async def test_undecodable_first_frame_closes_1007(
+    server: IngestServer, bystander: Bystander, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with client(server) as ws:
+        await ws.send("GET / HTTP/1.1")
+        code, reason = await expect_close(ws)
+    assert code == protocol.CLOSE_MALFORMED
+    assert reason.startswith("bad hello")
+    await wait_logged(caplog, "bad hello")
+    await bystander.check()
+
+
+async def test_no_hello_in_time_closes_1008(
+    server: IngestServer,
+    bystander: Bystander,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(wsingest, "HELLO_TIMEOUT", 0.2)
+    async with client(server) as ws:
+        code, reason = await expect_close(ws)
+    assert code == protocol.CLOSE_POLICY
+    assert "hello" in reason
+    await wait_logged(caplog, "no hello")
+    await bystander.check()
+
+
+# After the handshake: bad messages ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("bad_line", "logged"),
+    [
+        pytest.param('{"type": "test_started", "run_id": ', "malformed frame", id="truncated-json"),
+        pytest.param("not json at all", "malformed frame", id="not-json"),
+        pytest.param('{"type": "test_exploded", "run_id": "run-ws"}', "invalid frame", id="unknown-type"),
+        pytest.param(
+            '{"run_id": "run-ws", "process": "bad-1", "seq": 9, "ts": 1.0}', "invalid frame", id="no-type"
+        ),
+        pytest.param('{"type": "test_started", "run_id": "run-ws", "process": "bad-1"}', "invalid frame",
+                     id="missing-fields"),
+        pytest.param('{"type": "test_started", "run_id": "run-ws", "process": "bad-1", "seq": "x", "ts": 1,'
+                     ' "nodeid": "t", "worker": "w"}', "invalid frame", id="wrong-field-type"),
+        pytest.param("[1, 2, 3]", "invalid frame", id="json-array"),
+        pytest.param(hello_text("bad-1"), "unexpected hello", id="second-hello"),
+    ],
+)
+async def test_bad_frame_after_hello_closes_1007_and_stores_nothing_of_its_message(
+    server: IngestServer, bystander: Bystander, caplog: pytest.LogCaptureFixture, bad_line: str, logged: str
+) -> None:
+    async with client(server) as ws:
+        await handshake(ws, "bad-1")
+        await ws.send(batch_text(make_events([1, 2], process="bad-1")))
+        assert await recv_frame(ws) == Ack(seq=2)
+        # good lines around the bad one: the message is refused as a whole
+        good = make_events([3, 4], process="bad-1")
+        first, last = (protocol.encode(e).decode() for e in good)
+        await ws.send(f"{first}\n{bad_line}\n{last}\n")
+        code, reason = await expect_close(ws)
+    assert code == protocol.CLOSE_MALFORMED
+    assert logged in reason and len(reason.encode()) <= 123, reason
+    await wait_logged(caplog, "closing", "bad-1", logged)
+    assert stored_seqs(server.store, "bad-1") == [1, 2]
+    await bystander.check()
+
+
+@pytest.mark.parametrize(
+    ("run_id", "process"), [("other-run", "foreign-1"), (RUN, "someone-else"), ("other-run", "someone-else")]
+)
+async def test_event_of_another_run_or_process_closes_1007(
+    server: IngestServer, bystander: Bystander, caplog: pytest.LogCaptureFixture, run_id: str, process: str
+) -> None:
+    async with client(server) as ws:
+        await handshake(ws, "foreign-1")
+        stray = make_events([1], run_id=run_id, process=process) + make_events([2], process="foreign-1")
+        await ws.send(batch_text(stray))
+        code, reason = await expect_close(ws)
+    assert code == protocol.CLOSE_MALFORMED
+    assert f"{run_id}/{process}" in reason and f"{RUN}/foreign-1" in reason, reason
+    await wait_logged(caplog, "closing", f"{run_id}/{process}")
+    assert stored_seqs(server.store, process, run_id) == [] and stored_seqs(server.store, "foreign-1") == []
+    await bystander.check()
+
+
+def big_batch(process: str, size: int) -> str:
+    """One test_finished event whose message pads the frame to exactly ``size`` bytes."""
+    event = make_events([1], process=process)[0]
+    assert isinstance(event, protocol.TestFinished)
+    base = len(batch_text([event]).encode())
+    padded = protocol.TestFinished(**{**{f: getattr(event, f) for f in event.__struct_fields__},
+                                      "message": "x" * (size - base - len(',"message":""'))})
+    text = batch_text([padded])
+    assert len(text.encode()) == size
+    return text
+
+
+async def test_message_over_max_size_closes_1009(
+    server: IngestServer, bystander: Bystander, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with client(server) as ws:
+        await handshake(ws, "huge-1")
+        await ws.send(big_batch("huge-1", MAX_SIZE + 1))
+        code, _ = await expect_close(ws)
+    assert code == 1009
+    await wait_logged(caplog, "message over", str(MAX_SIZE))
+    assert stored_seqs(server.store, "huge-1") == []
+    await bystander.check()
+
+
+async def test_message_of_exactly_max_size_is_accepted(server: IngestServer, bystander: Bystander) -> None:
+    async with client(server) as ws:
+        await handshake(ws, "big-1")
+        await ws.send(big_batch("big-1", MAX_SIZE))
+        assert await recv_frame(ws) == Ack(seq=1)
+    assert stored_seqs(server.store, "big-1") == [1]
+    await bystander.check()
+
+
+async def test_oversized_hello_closes_1009(
+    server: IngestServer, bystander: Bystander, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with client(server) as ws:
+        await ws.send(hello_text("x" * MAX_SIZE))
+        code, _ = await expect_close(ws)
+    assert code == 1009
+    await wait_logged(caplog, "message over")
+    await bystander.check()
+
+
+# Happy path --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("binary", [False, True], ids=["text", "binary"])
+async def test_batch_is_stored_and_acked_once(
+    server: IngestServer, bystander: Bystander, binary: bool
+) -> None:
+    store = server.store
+    events = make_events([3, 1, 2, 5, 4, 6], process="happy-1")  # arrival order need not be seq order
+    body = batch_text(events)
+    async with client(server) as ws:
+        welcome = await handshake(ws, "happy-1")
+        assert welcome.server_pid > 0
+        assert server.connections[(RUN, "happy-1")] is not None
+        await ws.send(body.encode() if binary else body)
+        assert await recv_frame(ws) == Ack(seq=6)
+        assert stored_seqs(store, "happy-1") == [1, 2, 3, 4, 5, 6]
+        tests = store.tests(RUN)
+        assert sorted(t["nodeid"] for t in tests if t["nodeid"].startswith("test_mod.py::test_")) == [
+            "test_mod.py::test_0", "test_mod.py::test_1", "test_mod.py::test_2", "test_mod.py::test_3",
+        ]
+        before = store.db.execute("SELECT count(*) FROM events").fetchone()[0]
+        total_changes = store.db.total_changes
+
+        # the same batch again (a client that did not see the ack): acked, nothing new stored
+        await ws.send(body.encode() if binary else body)
+        assert await recv_frame(ws) == Ack(seq=6)
+        assert store.db.execute("SELECT count(*) FROM events").fetchone()[0] == before
+        assert store.db.total_changes == total_changes
+
+        # empty lines and a message of only blank lines are harmless
+        await ws.send("\n\n" + batch_text(make_events([7], process="happy-1")) + "\n\n")
+        assert await recv_frame(ws) == Ack(seq=7)
+        await ws.send("\n \n")
+        await ws.send(batch_text(make_events([8], process="happy-1")))
+        assert await recv_frame(ws) == Ack(seq=8)  # no ack was sent for the blank message
+    assert stored_seqs(store, "happy-1") == list(range(1, 9))
+    with anyio.fail_after(5):
+        while (RUN, "happy-1") in server.connections:
+            await anyio.sleep(0.01)
+    await bystander.check()
+
+
+async def test_many_clients_at_once(server: IngestServer, bystander: Bystander) -> None:
+    async def one(n: int) -> None:
+        process = f"gw{n}-1"
+        async with client(server) as ws:
+            await handshake(ws, process)
+            for first in range(1, 200, 50):
+                await ws.send(batch_text(make_events(range(first, first + 50), process=process)))
+                assert await recv_frame(ws) == Ack(seq=first + 49)
+
+    async with anyio.create_task_group() as tasks:
+        for n in range(8):
+            tasks.start_soon(one, n)
+    for n in range(8):
+        assert stored_seqs(server.store, f"gw{n}-1") == list(range(1, 201))
+    await bystander.check()
+
+
+# Hello with a spool ------------------------------------------------------------------------------
+
+
+async def test_hello_with_spool_ingests_it_before_welcome(server: IngestServer, bystander: Bystander) -> None:
+    store = server.store
+    name = f"{RUN}.late-1.jsonl"
+    folder = spool_dir(store.dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_bytes(protocol.encode_lines(list(make_events(range(1, 6), process="late-1"))))
+    assert stored_seqs(store, "late-1") == []
+    async with client(server) as ws:
+        await handshake(ws, "late-1", spool=name)
+        # already in the store when the welcome arrived, before any message of the connection
+        assert stored_seqs(store, "late-1") == [1, 2, 3, 4, 5]
+        assert store.spool_offset(name) == (folder / name).stat().st_size
+        await ws.send(batch_text(make_events(range(6, 9), process="late-1")))
+        assert await recv_frame(ws) == Ack(seq=8)
+        # replaying what the spool held stores nothing twice
+        await ws.send(batch_text(make_events(range(1, 6), process="late-1")))
+        assert await recv_frame(ws) == Ack(seq=5)
+    assert stored_seqs(store, "late-1") == list(range(1, 9))
+    await bystander.check()
+
+
+async def test_hello_with_missing_spool_still_welcomed(server: IngestServer, bystander: Bystander) -> None:
+    async with client(server) as ws:
+        await handshake(ws, "nospool-1", spool=f"{RUN}.nospool-1.jsonl")
+        await ws.send(batch_text(make_events([1], process="nospool-1")))
+        assert await recv_frame(ws) == Ack(seq=1)
+    await bystander.check()
+
+
+@pytest.mark.parametrize("name", ["../outside.jsonl", "/tmp/../outside.jsonl", ".."])
+async def test_hello_spool_name_cannot_leave_the_spool_folder(
+    server: IngestServer, bystander: Bystander, name: str
+) -> None:
+    store = server.store
+    outside = store.dir / "outside.jsonl"
+    outside.write_bytes(protocol.encode_lines(list(make_events([1, 2], process="escape-1"))))
+    async with client(server) as ws:
+        await handshake(ws, "escape-1", spool=name)
+    assert stored_seqs(store, "escape-1") == []
+    assert outside.exists()
+    await bystander.check()
