@@ -18,7 +18,8 @@ it has committed, so the client knows what it may forget.
 
 from __future__ import annotations
 
-from typing import Final
+import math
+from typing import Annotated, Final
 
 import msgspec
 
@@ -36,6 +37,10 @@ MAX_TEXT_CHARS: Final = 1024 * 1024
 """Longest text field (failure text, captured output) a single event carries; see `clip`."""
 
 
+Int = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+"""Every integer on the wire fits SQLite's 64-bit integers; larger ones are rejected at decode."""
+
+
 class _Frame(msgspec.Struct, tag_field="type", kw_only=True, omit_defaults=True):
     """Base of every frame; the subclass's ``tag`` is the wire ``type``."""
 
@@ -45,8 +50,16 @@ class _Event(_Frame):
 
     run_id: str
     process: str
-    seq: int
+    seq: Int
     ts: float
+
+    def __post_init__(self) -> None:
+        # JSON has no inf/nan (msgspec writes null, which decoding rejects): keep events decodable.
+        if not math.isfinite(self.ts):
+            self.ts = 0.0
+        duration = getattr(self, "duration", 0.0)
+        if not math.isfinite(duration):
+            self.duration = 0.0
 
 
 # Handshake and flow control -------------------------------------------------------------------
@@ -55,24 +68,24 @@ class _Event(_Frame):
 class Hello(_Frame, tag="hello"):
     """First frame a client sends over WebSocket."""
 
-    protocol: int
+    protocol: Int
     run_id: str
     process: str
     worker: str
-    pid: int
+    pid: Int
     spool: str | None = None
     """Name of this process's spool file (in the spool folder) if it wrote one before connecting."""
 
 
 class Welcome(_Frame, tag="welcome"):
-    protocol: int
+    protocol: Int
     server_pid: int
 
 
 class Ack(_Frame, tag="ack"):
     """The server committed every event of this connection up to and including ``seq``."""
 
-    seq: int
+    seq: Int
 
 
 # Events -----------------------------------------------------------------------------------------
@@ -88,21 +101,21 @@ class RunStarted(_Event, tag="run_started"):
     pytest_version: str
     plugin_version: str
     host: str
-    pid: int
+    pid: Int
     label: str = ""
-    workers: int = 0
+    workers: Int = 0
 
 
 class ProcessStarted(_Event, tag="process_started"):
     """Every process that sends events announces itself: the controller and each xdist worker."""
 
     worker: str
-    pid: int
+    pid: Int
     host: str
 
 
 class CollectionFinished(_Event, tag="collection_finished"):
-    count: int
+    count: Int
     """Number of tests collected."""
 
 
@@ -122,7 +135,7 @@ class TestStarted(_Event, tag="test_started"):
     nodeid: str
     worker: str
     file: str = ""
-    line: int | None = None
+    line: Int | None = None
 
 
 class PhaseFinished(_Event, tag="phase_finished"):
@@ -157,15 +170,15 @@ class TestFinished(_Event, tag="test_finished"):
 
 
 class RunFinished(_Event, tag="run_finished"):
-    exit_status: int
+    exit_status: Int
     duration: float
-    counts: dict[str, int] = {}
+    counts: dict[str, Int] = {}
 
 
 class ProcessFinished(_Event, tag="process_finished"):
     """The last frame a process sends; a spool file ending with it is complete."""
 
-    events: int
+    events: Int
 
 
 Event = (
@@ -217,6 +230,10 @@ def decode_client_frame(line: bytes | str) -> Hello | Event:
         raise ProtocolError(f"invalid frame: {exc}") from None
     except msgspec.DecodeError as exc:
         raise ProtocolError(f"malformed frame: {exc}") from None
+    except RecursionError:
+        raise ProtocolError("malformed frame: JSON nested too deeply") from None
+    except UnicodeEncodeError as exc:
+        raise ProtocolError(f"malformed frame: not valid UTF-8 ({exc.reason})") from None
 
 
 def decode_server_frame(line: bytes | str) -> Welcome | Ack:
@@ -225,6 +242,8 @@ def decode_server_frame(line: bytes | str) -> Welcome | Ack:
         return frame
     except msgspec.DecodeError as exc:  # ValidationError is a DecodeError
         raise ProtocolError(f"invalid server frame: {exc}") from None
+    except (RecursionError, UnicodeEncodeError):
+        raise ProtocolError("invalid server frame: not decodable JSON") from None
 
 
 def split_lines(body: bytes | str) -> list[bytes]:
@@ -237,6 +256,6 @@ def clip(text: str, limit: int = MAX_TEXT_CHARS) -> str:
     """Keep the head and tail of an over-long text field, saying how much was dropped."""
     if len(text) <= limit:
         return text
-    half = limit // 2
+    half = max(limit, 0) // 2
     dropped = len(text) - 2 * half
-    return f"{text[:half]}\n[... mcpdebug: {dropped} characters dropped ...]\n{text[-half:]}"
+    return f"{text[:half]}\n[... mcpdebug: {dropped} characters dropped ...]\n{text[len(text) - half :]}"

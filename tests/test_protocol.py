@@ -360,8 +360,18 @@ def test_json_that_is_not_an_object_is_rejected(payload: Any, got: str) -> None:
     [
         Hello(protocol=1, run_id="r", process="p", worker="main", pid=1),
         RunStarted(
-            run_id="r", process="p", seq=1, ts=1.0, args=[], rootdir="/", cwd="/", python="3.12",
-            pytest_version="8", plugin_version="0.1", host="h", pid=1,
+            run_id="r",
+            process="p",
+            seq=1,
+            ts=1.0,
+            args=[],
+            rootdir="/",
+            cwd="/",
+            python="3.12",
+            pytest_version="8",
+            plugin_version="0.1",
+            host="h",
+            pid=1,
         ),
         TestStarted(run_id="r", process="p", seq=2, ts=2.0, nodeid="t.py::t", worker="main"),
         ProcessFinished(run_id="r", process="p", seq=3, ts=3.0, events=3),
@@ -414,7 +424,13 @@ def test_non_finite_floats_do_not_encode_to_a_frame_the_protocol_rejects(value: 
     `decode_client_frame` rejects: the event is silently lost as a "bad line" on ingestion.
     Either `encode` should refuse it or the frame should decode."""
     event = TestFinished(
-        run_id="r", process="p", seq=1, ts=1.0, nodeid="t.py::t", worker="main", outcome="passed",
+        run_id="r",
+        process="p",
+        seq=1,
+        ts=1.0,
+        nodeid="t.py::t",
+        worker="main",
+        outcome="passed",
         duration=value,
     )
     try:

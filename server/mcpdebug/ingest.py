@@ -36,7 +36,10 @@ def decode_events(lines: list[bytes]) -> list[protocol.Event]:
     """Decode frames that must all be events; raises ProtocolError naming the first bad one."""
     events: list[protocol.Event] = []
     for number, line in enumerate(lines, 1):
-        frame = protocol.decode_client_frame(line)
+        try:
+            frame = protocol.decode_client_frame(line)
+        except protocol.ProtocolError as exc:
+            raise protocol.ProtocolError(f"line {number}: {exc}") from None
         if isinstance(frame, protocol.Hello):
             raise protocol.ProtocolError(f"line {number}: unexpected hello after the handshake")
         events.append(frame)
@@ -102,19 +105,21 @@ def _ingest_file(store: Store, path: Path, report: SpoolReport) -> None:
                 if len(batch) >= BATCH_EVENTS or batch_bytes >= BATCH_BYTES:
                     commit()
         commit()
-    if (last is not None and store.process_done(last.run_id, last.process) and offset >= size) or (
-        last is None and offset >= size and _first_event_done(store, path)
-    ):
+    writer = (last.run_id, last.process) if last is not None else _writer(path)
+    if writer is not None and store.process_done(*writer):
+        if offset < size:
+            log.warning(
+                "%s: dropped %d bytes of an unfinished last line (its process has ended)", path, size - offset
+            )
         path.unlink(missing_ok=True)
         store.set_spool_offset(name, None)
 
 
-def _first_event_done(store: Store, path: Path) -> bool:
-    """For a file already read to its end: is its writer finished (so the file can go)?"""
+def _writer(path: Path) -> tuple[str, str] | None:
+    """The (run, process) that wrote a spool file, from its first line."""
     try:
         with open(path, "rb") as fh:
-            first = fh.readline()
-        frame = protocol.decode_client_frame(first)
+            frame = protocol.decode_client_frame(fh.readline())
     except (OSError, protocol.ProtocolError):
-        return False
-    return not isinstance(frame, protocol.Hello) and store.process_done(frame.run_id, frame.process)
+        return None
+    return None if isinstance(frame, protocol.Hello) else (frame.run_id, frame.process)

@@ -333,7 +333,7 @@ def _run_started(db: sqlite3.Connection, e: protocol.RunStarted) -> None:
     _touch_run(db, e)
     db.execute(
         "UPDATE runs SET label=?, args=?, rootdir=?, cwd=?, python=?, pytest_version=?, plugin_version=?, "
-        "host=?, pid=?, workers=?, started=? WHERE run_id=?",
+        "host=?, pid=?, workers=? WHERE run_id=?",
         (
             e.label,
             json.dumps(e.args),
@@ -345,7 +345,6 @@ def _run_started(db: sqlite3.Connection, e: protocol.RunStarted) -> None:
             e.host,
             e.pid,
             e.workers,
-            e.ts,
             e.run_id,
         ),
     )
