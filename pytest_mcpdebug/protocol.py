@@ -236,6 +236,23 @@ def decode_client_frame(line: bytes | str) -> Hello | Event:
         raise ProtocolError(f"malformed frame: not valid UTF-8 ({exc.reason})") from None
 
 
+class _VersionProbe(msgspec.Struct):
+    type: str = ""
+    protocol: int = 0
+
+
+def hello_version(line: bytes | str) -> int | None:
+    """The protocol version a hello claims, read before validating the rest.
+
+    A newer client's hello may have other fields; it must still learn which version we speak.
+    """
+    try:
+        probe = msgspec.json.decode(line, type=_VersionProbe)
+    except (msgspec.DecodeError, RecursionError, UnicodeEncodeError):
+        return None
+    return probe.protocol if probe.type == "hello" else None
+
+
 def decode_server_frame(line: bytes | str) -> Welcome | Ack:
     try:
         frame: Welcome | Ack = _server_decoder.decode(line)

@@ -68,6 +68,8 @@ class Sender:
         self._next_connect = 0.0
         self._had_server = False
         self.started = False
+        self._close_timeout = CLOSE_TIMEOUT
+        self._spool_closed = False
         self.sent = 0
         self.spooled = 0
         self.warnings: list[str] = []
@@ -96,15 +98,21 @@ class Sender:
 
     def close(self, timeout: float = CLOSE_TIMEOUT) -> None:
         """Deliver everything queued (spooling what the server does not acknowledge in time)."""
+        self._close_timeout = timeout
         self._stop.set()
         if not self.started:
             return
         self._thread.join(timeout + 1.0)
-        if self._thread.is_alive():  # wedged on I/O: make sure nothing queued is lost
+        if self._thread.is_alive():
+            # Wedged in a send to a server that stopped reading: everything it holds goes to the spool
+            # (the batch in flight is among the unacknowledged). Duplicates are harmless on ingest.
             self._spool_overflow()
+            self._write_spool([line for _, line in list(self._unacked)])
+            self.warnings.append(f"the server at {self._connected_url} stopped reading; the rest was spooled")
         with self._spool_lock:
             if self._spool is not None:
                 self._spool.close()
+                self._spool_closed = True
 
     # Sender thread ------------------------------------------------------------------------------
 
@@ -242,7 +250,7 @@ class Sender:
     def _finish(self) -> None:
         if self._ws is None:
             return
-        deadline = time.monotonic() + CLOSE_TIMEOUT
+        deadline = time.monotonic() + self._close_timeout
         while self._unacked and self._ws is not None and time.monotonic() < deadline:
             self._read_acks(0.1)
         if self._unacked:  # the server did not confirm in time: keep a copy for later ingestion
@@ -261,6 +269,8 @@ class Sender:
         if not lines:
             return
         with self._spool_lock:
+            if self._spool_closed:
+                return  # a wedged thread waking up after close(): what it held was spooled then
             try:
                 if self._spool is None:
                     self._spool_path.parent.mkdir(parents=True, exist_ok=True)
@@ -268,7 +278,7 @@ class Sender:
                 self._spool.write(b"\n".join(lines) + b"\n")
                 self._spool.flush()
                 self.spooled += len(lines)
-            except OSError as exc:
+            except (OSError, ValueError) as exc:
                 msg = f"cannot write the spool file {self._spool_path} ({exc}); events were dropped"
                 if msg not in self.warnings:
                     self.warnings.append(msg)

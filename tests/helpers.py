@@ -42,5 +42,10 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 15.0, interval: floa
 
 def start_inner(pytester: pytest.Pytester, *args: str) -> subprocess.Popen[bytes]:
     """An inner pytest in the background (for watching it live), its output in one pipe."""
-    return subprocess.Popen([sys.executable, "-m", "pytest", *FAST, *args], cwd=pytester.path,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    return subprocess.Popen(
+        [sys.executable, "-m", "pytest", *FAST, *args],
+        cwd=pytester.path,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )

@@ -13,8 +13,14 @@ from helpers import run_inner
 
 
 def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([MCPDEBUG, *args], cwd=cwd, capture_output=True, text=True, timeout=60,
-                          env={"PATH": "/usr/bin:/bin", "COLUMNS": "200"})
+    return subprocess.run(
+        [MCPDEBUG, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin", "COLUMNS": "200"},
+    )
 
 
 @pytest.fixture
@@ -34,7 +40,10 @@ def test_runs_and_show(project: Path) -> None:
     show = cli(project, "show")
     assert show.returncode == 0
     assert f"Run {run_id} (pytest): finished" in show.stdout
-    assert "ERROR test_fixture_error.py::test_query_users (setup): RuntimeError: database unavailable" in show.stdout
+    assert (
+        "ERROR test_fixture_error.py::test_query_users (setup): RuntimeError: database unavailable"
+        in show.stdout
+    )
     assert "test_mixed.py::test_pass" in show.stdout  # the table of every test
 
     detail = cli(project, "show", run_id[:12], "test_output_then_fail", "--tail", "2")
@@ -42,7 +51,11 @@ def test_runs_and_show(project: Path) -> None:
     assert "last 2 of 3 lines" in detail.stdout and "step 3: computing" in detail.stdout
 
     data = json.loads(cli(project, "show", "latest", "test_mixed.py::test_output_then_fail", "--json").stdout)
-    assert data["status"] == "failed" and [p["phase"] for p in data["phases"]] == ["setup", "call", "teardown"]
+    assert data["status"] == "failed" and [p["phase"] for p in data["phases"]] == [
+        "setup",
+        "call",
+        "teardown",
+    ]
 
 
 def test_errors_are_one_line_with_what_to_do(project: Path, tmp_path: Path) -> None:

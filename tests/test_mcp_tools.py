@@ -79,7 +79,9 @@ async def test_errors_say_what_exists(recorded_dir: Path) -> None:
     run_id = store.runs()[0]["run_id"]
     async with Client(build_server(store)) as client:
         bad_run = await client.call_tool("get_run_summary", {"run_id": "nope"})
-        assert bad_run.is_error and f"Unknown run 'nope'. Recorded runs, newest first: {run_id}" in text(bad_run)
+        assert bad_run.is_error and f"Unknown run 'nope'. Recorded runs, newest first: {run_id}" in text(
+            bad_run
+        )
         bad_test = await client.call_tool("get_test", {"test": "no_such_test"})
         assert bad_test.is_error
         assert "No test matching 'no_such_test'" in text(bad_test)
@@ -107,7 +109,9 @@ def test_long_output_is_bounded(pytester: pytest.Pytester, suite) -> None:
 
     async def main() -> str:
         async with Client(build_server(store)) as client:
-            return text(await client.call_tool("get_test", {"test": "test_many_stdout_lines", "tail_lines": 5}))
+            return text(
+                await client.call_tool("get_test", {"test": "test_many_stdout_lines", "tail_lines": 5})
+            )
 
     detail = anyio.run(main)
     assert "last 5 of 500 lines" in detail and "line 500 of 500" in detail and "line 495 of 500" not in detail
@@ -124,12 +128,16 @@ def test_acceptance_over_stdio(pytester: pytest.Pytester, suite) -> None:
         params = StdioServerParameters(command=MCPDEBUG, args=["serve"], cwd=str(pytester.path))
         async with Client(params) as client:
             summary = text(await client.call_tool("get_run_summary", {"run_id": "latest"}))
-            detail = text(await client.call_tool("get_test", {"test": "test_mixed.py::test_output_then_fail"}))
+            detail = text(
+                await client.call_tool("get_test", {"test": "test_mixed.py::test_output_then_fail"})
+            )
             return summary, detail
 
     summary, detail = anyio.run(main)
     assert "FAILED test_assertion.py::test_order_total (call): AssertionError" in summary
-    assert "ERROR test_fixture_error.py::test_query_users (setup): RuntimeError: database unavailable" in summary
+    assert (
+        "ERROR test_fixture_error.py::test_query_users (setup): RuntimeError: database unavailable" in summary
+    )
     assert "step 3: computing" in detail
     assert not (pytester.path / ".mcpdebug" / "server.json").exists()  # removed on clean exit
     assert not list((pytester.path / ".mcpdebug" / "spool").iterdir())  # ingested at start

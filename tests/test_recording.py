@@ -15,7 +15,9 @@ def test_failing_suite_is_recorded_without_a_server(pytester: pytest.Pytester, s
     suite("failing")
     result = run_inner(pytester, "--mcp-debug", "--continue-on-collection-errors")
     assert result.ret == 1
-    result.stdout.fnmatch_lines(["mcpdebug: run * saved to .mcpdebug/spool/; inspect it with `mcpdebug show *`*"])
+    result.stdout.fnmatch_lines(
+        ["mcpdebug: run * saved to .mcpdebug/spool/; inspect it with `mcpdebug show *`*"]
+    )
     assert "mcpdebug: warning" not in result.stdout.str()
 
     store = recorded(pytester.path / ".mcpdebug")
@@ -39,8 +41,13 @@ def test_failing_suite_is_recorded_without_a_server(pytester: pytest.Pytester, s
         ("test_mixed.py::test_output_then_fail", "call"),
     }
     assert problems[("test_assertion.py::test_order_total", "call")].startswith("AssertionError: assert")
-    assert problems[("test_fixture_error.py::test_query_users", "setup")] == "RuntimeError: database unavailable"
-    assert problems[("test_teardown_error.py::test_workspace_has_config", "teardown")] == "ValueError: cleanup failed"
+    assert (
+        problems[("test_fixture_error.py::test_query_users", "setup")] == "RuntimeError: database unavailable"
+    )
+    assert (
+        problems[("test_teardown_error.py::test_workspace_has_config", "teardown")]
+        == "ValueError: cleanup failed"
+    )
     assert problems[("test_mixed.py::test_output_then_fail", "call")] == "assert (1 + 1) == 3"
     (collect_error,) = store.collection_errors(run["run_id"])
     assert collect_error["nodeid"] == "test_collection_error.py"
@@ -66,8 +73,13 @@ def test_exit_status_and_output_are_unchanged(pytester: pytest.Pytester, suite) 
     ("how", "args", "env"),
     [("ini", (), {}), ("env", (), {"MCPDEBUG": "1"}), ("off", (), {}), ("env-off", (), {"MCPDEBUG": "0"})],
 )
-def test_enabling(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, how: str, args: tuple[str, ...],
-                  env: dict[str, str]) -> None:
+def test_enabling(
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    how: str,
+    args: tuple[str, ...],
+    env: dict[str, str],
+) -> None:
     pytester.makepyfile("def test_ok(): pass")
     if how == "ini":
         pytester.makeini("[pytest]\nmcpdebug = true\n")
@@ -140,8 +152,9 @@ def test_live_events_reach_a_running_server(pytester: pytest.Pytester, suite, se
 
     def sleeping_test_running() -> bool:
         runs = store.runs()
-        return bool(runs) and any(t["nodeid"].endswith("test_sleeps") for t in
-                                  store.tests(runs[0]["run_id"], ("running",)))
+        return bool(runs) and any(
+            t["nodeid"].endswith("test_sleeps") for t in store.tests(runs[0]["run_id"], ("running",))
+        )
 
     wait_for(sleeping_test_running, timeout=20)
     assert inner.poll() is None, "the test was seen running only after the run ended"
@@ -153,14 +166,16 @@ def test_live_events_reach_a_running_server(pytester: pytest.Pytester, suite, se
 
 
 def test_server_killed_mid_run_loses_nothing(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_many="""
+    pytester.makepyfile(
+        test_many="""
         import time, pytest
 
         @pytest.mark.parametrize("i", range(40))
         def test_step(i):
             time.sleep(0.05)
             assert i != 7
-    """)
+    """
+    )
     directory = pytester.path / ".mcpdebug"
     first = start_server(directory)
     inner = start_inner(pytester, "--mcp-debug", "-n", "2")

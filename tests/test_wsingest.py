@@ -15,12 +15,12 @@ from typing import Any
 
 import anyio
 import pytest
-from mcpdebug import wsingest
-from mcpdebug.store import Store
-from mcpdebug.wsingest import IngestServer
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
+from mcpdebug import wsingest
+from mcpdebug.store import Store
+from mcpdebug.wsingest import IngestServer
 from pytest_mcpdebug import protocol
 from pytest_mcpdebug.layout import spool_dir
 from pytest_mcpdebug.protocol import PROTOCOL_VERSION, Ack, Event, Welcome
@@ -41,15 +41,21 @@ def anyio_backend() -> str:
 
 
 def make_events(seqs: Sequence[int], run_id: str = RUN, process: str = "main-1") -> list[Event]:
-    """Alternating test_started / test_finished events, one test per pair of seqs."""
+    """Odd seq: test_started, even seq: test_finished, of test ``(seq + 1) // 2``."""
     events: list[Event] = []
     for seq in seqs:
-        nodeid = f"test_mod.py::test_{seq // 2}"
-        if seq % 2:
+        nodeid = f"test_mod.py::test_{(seq + 1) // 2}"
+        if seq % 2 == 0:
             events.append(
                 protocol.TestFinished(
-                    run_id=run_id, process=process, seq=seq, ts=1000.0 + seq, nodeid=nodeid,
-                    worker="main", outcome="passed", duration=0.5,
+                    run_id=run_id,
+                    process=process,
+                    seq=seq,
+                    ts=1000.0 + seq,
+                    nodeid=nodeid,
+                    worker="main",
+                    outcome="passed",
+                    duration=0.5,
                 )
             )
         else:
@@ -192,8 +198,11 @@ async def bystander(server: IngestServer, caplog: pytest.LogCaptureFixture) -> A
     ],
 )
 async def test_bad_token_is_refused_with_401(
-    server: IngestServer, bystander: Bystander, caplog: pytest.LogCaptureFixture,
-    headers: Callable[[str], dict[str, str]], logged: str,
+    server: IngestServer,
+    bystander: Bystander,
+    caplog: pytest.LogCaptureFixture,
+    headers: Callable[[str], dict[str, str]],
+    logged: str,
 ) -> None:
     with pytest.raises(InvalidStatus) as info:
         async with client(server, additional_headers=headers(server.token)):
@@ -324,10 +333,17 @@ async def test_no_hello_in_time_closes_1008(
         pytest.param(
             '{"run_id": "run-ws", "process": "bad-1", "seq": 9, "ts": 1.0}', "invalid frame", id="no-type"
         ),
-        pytest.param('{"type": "test_started", "run_id": "run-ws", "process": "bad-1"}', "invalid frame",
-                     id="missing-fields"),
-        pytest.param('{"type": "test_started", "run_id": "run-ws", "process": "bad-1", "seq": "x", "ts": 1,'
-                     ' "nodeid": "t", "worker": "w"}', "invalid frame", id="wrong-field-type"),
+        pytest.param(
+            '{"type": "test_started", "run_id": "run-ws", "process": "bad-1"}',
+            "invalid frame",
+            id="missing-fields",
+        ),
+        pytest.param(
+            '{"type": "test_started", "run_id": "run-ws", "process": "bad-1", "seq": "x", "ts": 1,'
+            ' "nodeid": "t", "worker": "w"}',
+            "invalid frame",
+            id="wrong-field-type",
+        ),
         pytest.param("[1, 2, 3]", "invalid frame", id="json-array"),
         pytest.param(hello_text("bad-1"), "unexpected hello", id="second-hello"),
     ],
@@ -371,11 +387,15 @@ async def test_event_of_another_run_or_process_closes_1007(
 
 def big_batch(process: str, size: int) -> str:
     """One test_finished event whose message pads the frame to exactly ``size`` bytes."""
-    event = make_events([1], process=process)[0]
+    event = make_events([2], process=process)[0]
     assert isinstance(event, protocol.TestFinished)
     base = len(batch_text([event]).encode())
-    padded = protocol.TestFinished(**{**{f: getattr(event, f) for f in event.__struct_fields__},
-                                      "message": "x" * (size - base - len(',"message":""'))})
+    padded = protocol.TestFinished(
+        **{
+            **{f: getattr(event, f) for f in event.__struct_fields__},
+            "message": "x" * (size - base - len(',"message":""')),
+        }
+    )
     text = batch_text([padded])
     assert len(text.encode()) == size
     return text
@@ -398,8 +418,8 @@ async def test_message_of_exactly_max_size_is_accepted(server: IngestServer, bys
     async with client(server) as ws:
         await handshake(ws, "big-1")
         await ws.send(big_batch("big-1", MAX_SIZE))
-        assert await recv_frame(ws) == Ack(seq=1)
-    assert stored_seqs(server.store, "big-1") == [1]
+        assert await recv_frame(ws) == Ack(seq=2)
+    assert stored_seqs(server.store, "big-1") == [2]
     await bystander.check()
 
 
@@ -432,8 +452,8 @@ async def test_batch_is_stored_and_acked_once(
         assert await recv_frame(ws) == Ack(seq=6)
         assert stored_seqs(store, "happy-1") == [1, 2, 3, 4, 5, 6]
         tests = store.tests(RUN)
-        assert sorted(t["nodeid"] for t in tests if t["nodeid"].startswith("test_mod.py::test_")) == [
-            "test_mod.py::test_0", "test_mod.py::test_1", "test_mod.py::test_2", "test_mod.py::test_3",
+        assert [(t["nodeid"], t["status"]) for t in tests] == [
+            (f"test_mod.py::test_{n}", "passed") for n in (1, 2, 3)
         ]
         before = store.db.execute("SELECT count(*) FROM events").fetchone()[0]
         total_changes = store.db.total_changes

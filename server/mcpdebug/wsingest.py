@@ -135,11 +135,22 @@ class IngestServer:
     async def _handshake(self, ws: ServerConnection, peer: str) -> protocol.Hello | None:
         try:
             first = await asyncio.wait_for(ws.recv(), HELLO_TIMEOUT)
-            frame = protocol.decode_client_frame(first)
         except (TimeoutError, asyncio.TimeoutError):
             log.warning("closing %s: no hello within %.0f s", peer, HELLO_TIMEOUT)
             await ws.close(protocol.CLOSE_POLICY, "expected a hello frame")
             return None
+        version = protocol.hello_version(first)
+        if version is not None and version != protocol.PROTOCOL_VERSION:
+            log.warning(
+                "closing %s: protocol %d, this server speaks %d", peer, version, protocol.PROTOCOL_VERSION
+            )
+            await ws.close(
+                protocol.CLOSE_POLICY,
+                f"protocol {version} unsupported; server speaks {protocol.PROTOCOL_VERSION}",
+            )
+            return None
+        try:
+            frame = protocol.decode_client_frame(first)
         except protocol.ProtocolError as exc:
             log.warning("closing %s: bad hello: %s", peer, exc)
             await ws.close(protocol.CLOSE_MALFORMED, f"bad hello: {exc}"[:120])
@@ -147,18 +158,6 @@ class IngestServer:
         if not isinstance(frame, protocol.Hello):
             log.warning("closing %s: first frame was %s, not hello", peer, type(frame).__name__)
             await ws.close(protocol.CLOSE_POLICY, "the first frame must be a hello")
-            return None
-        if frame.protocol != protocol.PROTOCOL_VERSION:
-            log.warning(
-                "closing %s: protocol %d, this server speaks %d",
-                peer,
-                frame.protocol,
-                protocol.PROTOCOL_VERSION,
-            )
-            await ws.close(
-                protocol.CLOSE_POLICY,
-                f"protocol {frame.protocol} unsupported; server speaks {protocol.PROTOCOL_VERSION}",
-            )
             return None
         if frame.spool:  # it recorded offline before: take that in first, so the store is in order
             ingest_spool(self.store, only=os.path.basename(frame.spool))

@@ -1,0 +1,333 @@
+"""The plugin's `Sender` against no server, an unreachable one, and a real `mcpdebug serve`.
+
+Whatever happens to the server, every event sent must end up in the store or in the spool file (so
+the next server start-up or `ingest_spool` takes it in), and `send()` must stay cheap and silent.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from conftest import RunningServer, start_server
+from mcpdebug.ingest import ingest_spool
+from mcpdebug.store import Store
+from pytest_mcpdebug import protocol
+from pytest_mcpdebug.layout import read_server_info, spool_dir
+from pytest_mcpdebug.protocol import Event
+from pytest_mcpdebug.sender import CLOSE_TIMEOUT, RECONNECT_INTERVAL, Discover, Sender, spool_file_name
+
+RUN = "run-sender"
+PROCESS = f"main-{os.getpid()}"
+
+
+# Helpers ----------------------------------------------------------------------------------------
+
+
+def make_events(seqs: Sequence[int] | range, message: str = "") -> list[Event]:
+    """Odd seq: test_started, even seq: test_finished, of test ``(seq + 1) // 2``."""
+    events: list[Event] = []
+    for seq in seqs:
+        nodeid = f"test_mod.py::test_{(seq + 1) // 2}"
+        if seq % 2 == 0:
+            events.append(
+                protocol.TestFinished(
+                    run_id=RUN,
+                    process=PROCESS,
+                    seq=seq,
+                    ts=1000.0 + seq,
+                    nodeid=nodeid,
+                    worker="main",
+                    outcome="failed",
+                    duration=0.25,
+                    message=message,
+                )
+            )
+        else:
+            events.append(
+                protocol.TestStarted(
+                    run_id=RUN, process=PROCESS, seq=seq, ts=1000.0 + seq, nodeid=nodeid, worker="main"
+                )
+            )
+    return events
+
+
+def new_sender(directory: Path, discover: Discover) -> Sender:
+    hello = protocol.Hello(
+        protocol=protocol.PROTOCOL_VERSION, run_id=RUN, process=PROCESS, worker="main", pid=os.getpid()
+    )
+    return Sender(hello=hello, spool_path=expected_spool(directory), discover=discover)
+
+
+def expected_spool(directory: Path) -> Path:
+    return spool_dir(directory) / spool_file_name(RUN, PROCESS)
+
+
+def discover_in(directory: Path) -> Discover:
+    """What the plugin does: read `server.json` (ignored once its pid is dead)."""
+
+    def discover() -> tuple[str, str] | None:
+        info = read_server_info(directory)
+        return (info.url, info.token) if info else None
+
+    return discover
+
+
+def spooled_events(path: Path) -> list[Event]:
+    data = path.read_bytes()
+    assert data.endswith(b"\n"), "the spool must end with a complete line"
+    frames = [protocol.decode_client_frame(line) for line in protocol.split_lines(data)]
+    assert all(not isinstance(f, protocol.Hello) for f in frames)
+    return frames  # type: ignore[return-value]
+
+
+def stored_seqs(directory: Path) -> list[int]:
+    store = Store(directory)
+    try:
+        rows = store.db.execute(
+            "SELECT seq FROM events WHERE run_id=? AND process=? ORDER BY seq", (RUN, PROCESS)
+        ).fetchall()
+        return [r[0] for r in rows]
+    finally:
+        store.close()
+
+
+def wait_for(predicate, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.02)
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def servers() -> Iterator[list[RunningServer]]:
+    """Start servers with ``servers.append(start_server(...))``; all are killed at the end."""
+    started: list[RunningServer] = []
+    yield started
+    for running in started:
+        if running.process.poll() is None:
+            running.process.kill()
+            running.process.wait(10)
+
+
+@pytest.fixture
+def mcpdir(tmp_path: Path) -> Path:
+    return tmp_path / ".mcpdebug"
+
+
+# Without a server --------------------------------------------------------------------------------
+
+
+def test_no_server_spools_every_event(mcpdir: Path) -> None:
+    calls: list[float] = []
+
+    def discover() -> None:
+        calls.append(time.monotonic())
+        return None
+
+    sender = new_sender(mcpdir, discover)
+    assert sender.spool_path is None  # nothing written yet
+    began = time.monotonic()
+    sender.start()
+    assert time.monotonic() - began < 0.5
+    assert calls and sender.connected_url is None
+    events = make_events(range(1, 1001), message="boom\nwith a second line and ünïcode")
+    for i, event in enumerate(events):
+        sender.send(event)
+        if i == 500:
+            time.sleep(0.1)  # let the thread write part of it while the rest is still being sent
+    sender.close()
+    assert sender.spool_path == expected_spool(mcpdir)
+    assert spooled_events(expected_spool(mcpdir)) == events
+    assert (sender.sent, sender.spooled) == (0, len(events))
+    assert sender.warnings == []
+
+    # the spool is what a server takes in at start-up
+    store = Store(mcpdir)
+    report = ingest_spool(store)
+    assert (report.events, report.new, report.bad_lines) == (1000, 1000, 0)
+    assert len(store.tests(RUN)) == 500 and all(t["status"] == "failed" for t in store.tests(RUN))
+    store.close()
+
+
+def test_unreachable_server_warns_once_and_spools(mcpdir: Path) -> None:
+    url = f"ws://127.0.0.1:{closed_port()}/"
+    calls: list[float] = []
+
+    def discover() -> tuple[str, str]:
+        calls.append(time.monotonic())
+        return url, "some-token"
+
+    sender = new_sender(mcpdir, discover)
+    began = time.monotonic()
+    sender.start()
+    assert time.monotonic() - began < 2.5
+    events = make_events(range(1, 201))
+    for event in events[:100]:
+        sender.send(event)
+    wait_for(lambda: len(calls) >= 2, timeout=RECONNECT_INTERVAL + 3)  # it retried, and failed again
+    for event in events[100:]:
+        sender.send(event)
+    sender.close()
+    assert len(sender.warnings) == 1, sender.warnings
+    assert "unreachable" in sender.warnings[0] and url in sender.warnings[0]
+    assert sender.connected_url is None
+    assert (sender.sent, sender.spooled) == (0, 200)
+    assert spooled_events(expected_spool(mcpdir)) == events
+
+
+def test_send_is_cheap(mcpdir: Path) -> None:
+    """A smoke guard only; the benchmark lives elsewhere."""
+    events = make_events(range(1, 100_001))
+    sender = new_sender(mcpdir, lambda: None)
+    sender.start()
+    began = time.perf_counter()
+    for event in events:
+        sender.send(event)
+    elapsed = time.perf_counter() - began
+    sender.close()
+    assert elapsed < 2.0, f"100,000 sends took {elapsed:.2f} s"
+    # nothing lost or doubled, even when the test thread spooled an overflow itself
+    assert sender.spooled == 100_000
+    assert sorted(e.seq for e in spooled_events(expected_spool(mcpdir))) == list(range(1, 100_001))
+
+
+# With a live server ------------------------------------------------------------------------------
+
+
+def test_live_server_receives_the_stream(mcpdir: Path, servers: list[RunningServer]) -> None:
+    servers.append(server := start_server(mcpdir))
+    sender = new_sender(mcpdir, discover_in(mcpdir))
+    sender.start()
+    assert sender.connected_url == server.url
+    events = make_events(range(1, 3001))
+    for event in events[:1000]:
+        sender.send(event)
+    wait_for(lambda: len(stored_seqs(mcpdir)) >= 1000)  # streamed while the run goes on, not at close
+    for event in events[1000:]:
+        sender.send(event)
+    sender.close()
+    assert sender.warnings == []
+    assert sender.sent >= len(events) and sender.spooled == 0
+    assert sender.spool_path is None and not expected_spool(mcpdir).exists()
+    assert stored_seqs(mcpdir) == list(range(1, 3001))
+    assert server.process.poll() is None  # the client going away does not bother the server
+
+
+def send_timed(sender: Sender, events: list[Event], durations: list[float], pace: int = 50) -> None:
+    for i, event in enumerate(events):
+        began = time.perf_counter()
+        sender.send(event)
+        durations.append(time.perf_counter() - began)
+        if i % pace == pace - 1:
+            time.sleep(0.005)
+
+
+def test_server_killed_mid_stream(mcpdir: Path, servers: list[RunningServer]) -> None:
+    servers.append(server := start_server(mcpdir))
+    sender = new_sender(mcpdir, discover_in(mcpdir))
+    sender.start()
+    assert sender.connected_url == server.url
+    events = make_events(range(1, 4001), message="x" * 200)
+    durations: list[float] = []
+    send_timed(sender, events[:2000], durations)
+    wait_for(lambda: len(stored_seqs(mcpdir)) > 0)
+    server.process.kill()
+    server.process.wait(10)
+    send_timed(sender, events[2000:], durations)
+    wait_for(lambda: sender.connected_url is None, timeout=5)
+
+    began = time.monotonic()
+    sender.close(timeout=2.0)
+    assert time.monotonic() - began < 2.0
+
+    assert max(durations) < 0.01, f"slowest send took {max(durations) * 1000:.1f} ms"
+    assert len(sender.warnings) == 1, sender.warnings
+    assert "lost the server" in sender.warnings[0] and server.url in sender.warnings[0]
+    assert sender.sent > 0 and sender.spooled > 0
+    stored = set(stored_seqs(mcpdir))
+    spooled = [e.seq for e in spooled_events(expected_spool(mcpdir))]
+    assert stored and spooled
+    assert stored | set(spooled) == set(range(1, 4001)), "events lost between the server and the spool"
+
+    # a new server on the same folder takes the spool in at start-up: each event once
+    servers.append(start_server(mcpdir))
+    assert stored_seqs(mcpdir) == list(range(1, 4001))
+    store = Store(mcpdir)
+    assert len(store.tests(RUN)) == 2000 and {t["status"] for t in store.tests(RUN)} == {"failed"}
+    again = ingest_spool(store)
+    assert again.new == 0
+    store.close()
+    assert stored_seqs(mcpdir) == list(range(1, 4001))
+
+
+def test_reconnects_to_a_new_server_and_hands_over_its_spool(
+    mcpdir: Path, servers: list[RunningServer]
+) -> None:
+    servers.append(first := start_server(mcpdir))
+    sender = new_sender(mcpdir, discover_in(mcpdir))
+    sender.start()
+    assert sender.connected_url == first.url
+    events = make_events(range(1, 1501))
+    for event in events[:500]:
+        sender.send(event)
+    wait_for(lambda: len(stored_seqs(mcpdir)) == 500)
+    first.process.kill()
+    first.process.wait(10)
+    for event in events[500:1000]:
+        sender.send(event)
+    wait_for(lambda: sender.spooled >= 500, timeout=5)  # no server: these wait in the spool
+    servers.append(second := start_server(mcpdir))
+    wait_for(lambda: sender.connected_url == second.url, timeout=RECONNECT_INTERVAL + 5)
+    for event in events[1000:]:
+        sender.send(event)
+    sender.close()
+    assert [w for w in sender.warnings if "lost the server" in w] == [sender.warnings[0]]
+    # all in the store now, without another restart or `ingest_spool`
+    assert stored_seqs(mcpdir) == list(range(1, 1501))
+
+
+def test_close_with_a_stalled_server_keeps_every_event(mcpdir: Path, servers: list[RunningServer]) -> None:
+    """A server that stops reading (event loop blocked, process stopped) must not cost events.
+
+    close() gives up waiting after its timeout; whatever the server did not acknowledge by then must
+    be in the spool when close() returns, because the process may exit right after.
+    """
+    servers.append(server := start_server(mcpdir))
+    sender = new_sender(mcpdir, discover_in(mcpdir))
+    sender.start()
+    assert sender.connected_url == server.url
+    first = make_events(range(1, 101))
+    for event in first:
+        sender.send(event)
+    wait_for(lambda: len(stored_seqs(mcpdir)) == 100)
+    server.process.send_signal(signal.SIGSTOP)
+    try:
+        # ~16 MB: more than the socket buffers hold, so the sender thread blocks in send()
+        events = make_events(range(101, 2101), message="y" * 8000)
+        for event in events:
+            sender.send(event)
+        began = time.monotonic()
+        sender.close(timeout=1.0)
+        elapsed = time.monotonic() - began
+        # what survives if the test process exits now, as pytest does right after close()
+        path = expected_spool(mcpdir)
+        spooled = {e.seq for e in spooled_events(path)} if path.exists() else set()
+    finally:
+        server.process.kill()  # the server never comes back: what it did not commit is gone
+        server.process.wait(10)
+    assert elapsed < 1.0 + CLOSE_TIMEOUT
+    missing = set(range(1, 2101)) - set(stored_seqs(mcpdir)) - spooled
+    assert not missing, f"{len(missing)} events in neither the store nor the spool when close() returned"
