@@ -90,6 +90,7 @@ class Recorder:
 
     # Hooks --------------------------------------------------------------------------------------
 
+    @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
         """xdist: hand the run id and server details to each worker."""
         node.workerinput["mcpdebug"] = {

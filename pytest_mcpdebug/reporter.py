@@ -72,6 +72,7 @@ class Reporter:
         if self.role == "main":
             self.sender.send(protocol.CollectionFinished(**self._base(), count=len(session.items)))
 
+    @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         if self.role == "controller" and not self._collected_sent:
             self._collected_sent = True

@@ -138,6 +138,7 @@ class Store:
         except (sqlite3.Error, OSError) as exc:
             raise StoreError(f"cannot open the store {path}: {exc}") from exc
         self.path = path
+        self._known_runs: set[str] = set()
 
     def close(self) -> None:
         self.db.close()
@@ -157,6 +158,8 @@ class Store:
     def apply(self, events: Iterable[protocol.Event]) -> int:
         """Store a batch of events in one transaction; returns how many were new."""
         new = 0
+        span: dict[str, tuple[float, float]] = {}  # run -> (first, last) timestamp of its new events
+        created: set[str] = set()
         with self.transaction() as db:
             for event in events:
                 cur = db.execute(
@@ -164,7 +167,15 @@ class Store:
                 )
                 if cur.rowcount:
                     new += 1
+                    first, last = span.get(event.run_id, (event.ts, event.ts))
+                    span[event.run_id] = (min(first, event.ts), max(last, event.ts))
+                    if event.run_id not in self._known_runs and event.run_id not in created:
+                        _touch_run(db, event.run_id, event.ts, event.ts)  # handlers UPDATE this row
+                        created.add(event.run_id)
                     _HANDLERS[type(event)](db, event)
+            for run_id, (first, last) in span.items():
+                _touch_run(db, run_id, first, last)
+        self._known_runs |= created  # only once committed
         return new
 
     # Reading --------------------------------------------------------------------------------------
@@ -320,17 +331,17 @@ def _like_prefix(text: str) -> str:
 # Event handlers: one per event type; each must be safe in any arrival order. -----------------------
 
 
-def _touch_run(db: sqlite3.Connection, e: protocol.Event) -> None:
+def _touch_run(db: sqlite3.Connection, run_id: str, first: float, last: float) -> None:
+    """Create the run's row if this is its first event; widen its [started, last_event] span."""
     db.execute(
         "INSERT INTO runs (run_id, started, last_event) VALUES (?, ?, ?) ON CONFLICT(run_id) DO "
         "UPDATE SET last_event=max(last_event, excluded.last_event), "
         "started=min(started, excluded.started)",
-        (e.run_id, e.ts, e.ts),
+        (run_id, first, last),
     )
 
 
 def _run_started(db: sqlite3.Connection, e: protocol.RunStarted) -> None:
-    _touch_run(db, e)
     db.execute(
         "UPDATE runs SET label=?, args=?, rootdir=?, cwd=?, python=?, pytest_version=?, plugin_version=?, "
         "host=?, pid=?, workers=? WHERE run_id=?",
@@ -351,7 +362,6 @@ def _run_started(db: sqlite3.Connection, e: protocol.RunStarted) -> None:
 
 
 def _process_started(db: sqlite3.Connection, e: protocol.ProcessStarted) -> None:
-    _touch_run(db, e)
     db.execute(
         "INSERT INTO processes (run_id, process, worker, pid, host, started) VALUES (?,?,?,?,?,?) "
         "ON CONFLICT DO UPDATE SET worker=excluded.worker, pid=excluded.pid, host=excluded.host, "
@@ -361,12 +371,10 @@ def _process_started(db: sqlite3.Connection, e: protocol.ProcessStarted) -> None
 
 
 def _collection_finished(db: sqlite3.Connection, e: protocol.CollectionFinished) -> None:
-    _touch_run(db, e)
     db.execute("UPDATE runs SET collected=? WHERE run_id=?", (e.count, e.run_id))
 
 
 def _collection_error(db: sqlite3.Connection, e: protocol.CollectionError) -> None:
-    _touch_run(db, e)
     db.execute(
         "INSERT OR REPLACE INTO collection_errors VALUES (?, ?, ?, ?)",
         (e.run_id, e.nodeid, e.message, e.longrepr),
@@ -381,7 +389,6 @@ def _ensure_test(db: sqlite3.Connection, run_id: str, nodeid: str, worker: str, 
 
 
 def _test_started(db: sqlite3.Connection, e: protocol.TestStarted) -> None:
-    _touch_run(db, e)
     _ensure_test(db, e.run_id, e.nodeid, e.worker, e.ts)
     db.execute(
         "UPDATE tests SET file=?, line=?, worker=?, started=? WHERE run_id=? AND nodeid=?",
@@ -390,7 +397,6 @@ def _test_started(db: sqlite3.Connection, e: protocol.TestStarted) -> None:
 
 
 def _phase_finished(db: sqlite3.Connection, e: protocol.PhaseFinished) -> None:
-    _touch_run(db, e)
     _ensure_test(db, e.run_id, e.nodeid, e.worker, e.ts - e.duration)
     db.execute(
         "INSERT OR REPLACE INTO phases VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -412,7 +418,6 @@ def _phase_finished(db: sqlite3.Connection, e: protocol.PhaseFinished) -> None:
 
 
 def _test_finished(db: sqlite3.Connection, e: protocol.TestFinished) -> None:
-    _touch_run(db, e)
     _ensure_test(db, e.run_id, e.nodeid, e.worker, e.ts - e.duration)
     db.execute(
         "UPDATE tests SET status=?, finished=?, duration=?, message=?, worker=? WHERE run_id=? AND nodeid=?",
@@ -421,7 +426,6 @@ def _test_finished(db: sqlite3.Connection, e: protocol.TestFinished) -> None:
 
 
 def _run_finished(db: sqlite3.Connection, e: protocol.RunFinished) -> None:
-    _touch_run(db, e)
     status = "interrupted" if e.exit_status == 2 else "finished"
     db.execute(
         "UPDATE runs SET status=?, finished=?, duration=?, exit_status=?, pytest_counts=? WHERE run_id=?",
@@ -430,7 +434,6 @@ def _run_finished(db: sqlite3.Connection, e: protocol.RunFinished) -> None:
 
 
 def _process_finished(db: sqlite3.Connection, e: protocol.ProcessFinished) -> None:
-    _touch_run(db, e)
     db.execute(
         "INSERT INTO processes (run_id, process, finished) VALUES (?, ?, ?) "
         "ON CONFLICT DO UPDATE SET finished=excluded.finished",
