@@ -139,7 +139,7 @@ class TestStarted(_Event, tag="test_started"):
 
 
 class PhaseFinished(_Event, tag="phase_finished"):
-    """One of setup/call/teardown finished; captured output comes from pytest's report sections."""
+    """One of setup/call/teardown finished. Its output was sent before, as `Output` events."""
 
     nodeid: str
     worker: str
@@ -151,9 +151,35 @@ class PhaseFinished(_Event, tag="phase_finished"):
     """One line: the exception or skip reason."""
     longrepr: str = ""
     wasxfail: str | None = None
-    stdout: str = ""
-    stderr: str = ""
-    log: str = ""
+
+
+STREAMS: Final = ("stdout", "stderr", "log", "warnings")
+"""Output streams: what the process wrote to fd 1 and 2, log records, and pytest's warnings."""
+
+
+class Output(_Event, tag="output"):
+    """Complete lines one process wrote to one stream, numbered by that process.
+
+    The sender numbers lines per *unit* (a test, or the process's output outside tests), both in
+    the unit's combined stream (``first``) and within this stream (``stream_first``), so the
+    server stores each line at its place whatever order events arrive in.
+    """
+
+    nodeid: str
+    """The test that wrote the lines, or "" for output outside tests (collection, session fixtures)."""
+    worker: str
+    phase: str
+    """setup, call, teardown, collect, or "" outside any phase."""
+    stream: str
+    first: Int
+    """1-based number of the first line in the unit's combined output."""
+    stream_first: Int
+    """1-based number of the first line within its stream."""
+    count: Int
+    text: str
+    """``count`` lines joined by newlines (no trailing newline); each at most the line limit."""
+    times: list[float] | None = None
+    """Per-line timestamps when they differ (log records); otherwise every line has ``ts``."""
 
 
 class TestFinished(_Event, tag="test_finished"):
@@ -188,6 +214,7 @@ Event = (
     | CollectionError
     | TestStarted
     | PhaseFinished
+    | Output
     | TestFinished
     | RunFinished
     | ProcessFinished

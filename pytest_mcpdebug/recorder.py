@@ -14,12 +14,15 @@ from typing import Any
 import pytest
 
 from . import protocol
+from .capture_tail import OutputTail
 from .layout import ensure_dir, read_server_info, spool_dir
+from .limits import Limits
 from .reporter import Reporter, Role
 from .sender import Sender, split_token, spool_file_name
 from .settings import Settings
 
 _REPORTER = "mcpdebug-reporter"
+_TAIL = "mcpdebug-output"
 
 
 class Recorder:
@@ -32,6 +35,7 @@ class Recorder:
         directory: Path,
         url: str | None,
         token: str | None,
+        max_line_length: int = Limits.max_line_length,
     ) -> None:
         self.config = config
         self.run_id = run_id
@@ -39,6 +43,7 @@ class Recorder:
         self.dir = directory
         self.url = url
         self.token = token
+        self.max_line_length = max_line_length
         self.process = f"{worker}-{os.getpid()}"
         ensure_dir(directory)
         self.sender = Sender(
@@ -53,6 +58,7 @@ class Recorder:
             discover=self._discover,
         )
         self.reporter: Reporter | None = None
+        self.tail: OutputTail | None = None
         self._closed = False
         self._warned = 0
 
@@ -67,6 +73,7 @@ class Recorder:
             directory=settings.dir,
             url=settings.url,
             token=settings.token,
+            max_line_length=settings.max_line_length,
         )
 
     @classmethod
@@ -79,6 +86,7 @@ class Recorder:
             directory=Path(shared["dir"]),
             url=shared.get("url"),
             token=shared.get("token"),
+            max_line_length=int(shared.get("max_line_length", Limits.max_line_length)),
         )
 
     def _discover(self) -> tuple[str, str] | None:
@@ -98,6 +106,7 @@ class Recorder:
             "dir": str(self.dir),
             "url": self.url,
             "token": self.token,
+            "max_line_length": self.max_line_length,
         }
 
     @pytest.hookimpl(tryfirst=True)
@@ -116,6 +125,16 @@ class Recorder:
         self.config.pluginmanager.register(self.reporter, _REPORTER)
         numprocesses = getattr(self.config.option, "numprocesses", None)
         self.reporter.emit_start(self.config, numprocesses if isinstance(numprocesses, int) else 0)
+        if role != "controller":  # the controller runs no tests; its workers send their own output
+            self.tail = OutputTail(
+                self.config,
+                emit=self.reporter.emit,
+                wait_for_room=self.sender.wait_for_room,
+                worker=self.worker,
+                max_line=self.max_line_length,
+            )
+            self.config.pluginmanager.register(self.tail, _TAIL)
+            self.tail.start()
         if role != "worker":
             self._warned = len(self.sender.warnings)
             for warning in self.sender.warnings:
@@ -125,6 +144,8 @@ class Recorder:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if self.reporter is None:
             return
+        if self.tail is not None:
+            self.tail.stop()
         terminal = self.config.pluginmanager.get_plugin("terminalreporter")
         self.reporter.emit_finish(exitstatus, getattr(terminal, "stats", None))
         self.close()
@@ -150,6 +171,10 @@ class Recorder:
         if self._closed:
             return
         self._closed = True
+        if self.tail is not None:
+            self.tail.stop()
+            self.config.pluginmanager.unregister(self.tail, _TAIL)
+            self.tail = None
         self.sender.close()
         if self.reporter is not None:
             self.config.pluginmanager.unregister(self.reporter, _REPORTER)

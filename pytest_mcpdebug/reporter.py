@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import platform
 import socket
+import threading
 import time
 from typing import Any, Literal
 
@@ -21,8 +22,6 @@ from .sender import Sender
 
 Role = Literal["main", "controller", "worker"]
 
-_SECTION_KEYS = {"stdout": "stdout", "stderr": "stderr", "log": "log"}
-
 
 class Reporter:
     def __init__(self, *, sender: Sender, run_id: str, process: str, worker: str, role: Role) -> None:
@@ -32,62 +31,62 @@ class Reporter:
         self.worker = worker
         self.role = role
         self._seq = 0
+        self._lock = threading.Lock()
         self._started = time.time()
         self._phases: dict[str, list[tuple[str, str, bool, float, str]]] = {}
         self._collected_sent = False
         self.tests_recorded = 0
 
-    def _base(self) -> dict[str, Any]:
-        self._seq += 1
-        return {"run_id": self.run_id, "process": self.process, "seq": self._seq, "ts": time.time()}
+    def emit(self, event_type: type[protocol.Event], **fields: Any) -> None:
+        """Number and queue an event; safe from any thread (output is sent from a background one).
+
+        Numbering and queueing happen under one lock so events are queued in ``seq`` order, which
+        the server's acknowledgements rely on.
+        """
+        fields.setdefault("ts", time.time())
+        with self._lock:
+            self._seq += 1
+            self.sender.send(event_type(run_id=self.run_id, process=self.process, seq=self._seq, **fields))
 
     def emit_start(self, config: pytest.Config, workers: int) -> None:
         if self.role != "worker":
             args = [str(a) for a in config.invocation_params.args]
-            self.sender.send(
-                protocol.RunStarted(
-                    **self._base(),
-                    args=args,
-                    rootdir=str(config.rootpath),
-                    cwd=str(config.invocation_params.dir),
-                    python=platform.python_version(),
-                    pytest_version=pytest.__version__,
-                    plugin_version=_plugin_version(),
-                    host=socket.gethostname(),
-                    pid=os.getpid(),
-                    label=" ".join(["pytest", *args]),
-                    workers=workers,
-                )
+            self.emit(
+                protocol.RunStarted,
+                args=args,
+                rootdir=str(config.rootpath),
+                cwd=str(config.invocation_params.dir),
+                python=platform.python_version(),
+                pytest_version=pytest.__version__,
+                plugin_version=_plugin_version(),
+                host=socket.gethostname(),
+                pid=os.getpid(),
+                label=" ".join(["pytest", *args]),
+                workers=workers,
             )
-        self.sender.send(
-            protocol.ProcessStarted(
-                **self._base(), worker=self.worker, pid=os.getpid(), host=socket.gethostname()
-            )
-        )
+        self.emit(protocol.ProcessStarted, worker=self.worker, pid=os.getpid(), host=socket.gethostname())
 
     # Collection -----------------------------------------------------------------------------------
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         if self.role == "main":
-            self.sender.send(protocol.CollectionFinished(**self._base(), count=len(session.items)))
+            self.emit(protocol.CollectionFinished, count=len(session.items))
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         if self.role == "controller" and not self._collected_sent:
             self._collected_sent = True
-            self.sender.send(protocol.CollectionFinished(**self._base(), count=len(ids)))
+            self.emit(protocol.CollectionFinished, count=len(ids))
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed and self.role != "worker":
             text = str(report.longrepr)
-            self.sender.send(
-                protocol.CollectionError(
-                    **self._base(),
-                    nodeid=report.nodeid,
-                    message=_message(report),
-                    longrepr=protocol.clip(text),
-                )
+            self.emit(
+                protocol.CollectionError,
+                nodeid=report.nodeid,
+                message=_message(report),
+                longrepr=protocol.clip(text),
             )
 
     # Tests ----------------------------------------------------------------------------------------
@@ -96,14 +95,12 @@ class Reporter:
         if self.role == "controller":
             return
         line = location[1]
-        self.sender.send(
-            protocol.TestStarted(
-                **self._base(),
-                nodeid=nodeid,
-                worker=self.worker,
-                file=location[0],
-                line=None if line is None else line + 1,
-            )
+        self.emit(
+            protocol.TestStarted,
+            nodeid=nodeid,
+            worker=self.worker,
+            file=location[0],
+            line=None if line is None else line + 1,
         )
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -114,28 +111,16 @@ class Reporter:
         wasxfail = getattr(report, "wasxfail", None)
         message = "" if outcome == "passed" else _message(report)
         longrepr = protocol.clip(str(report.longrepr)) if outcome == "failed" else ""
-        captured = {"stdout": "", "stderr": "", "log": ""}
-        suffix = f" {when}"
-        for title, content in report.sections:
-            if title.endswith(suffix) and title.startswith("Captured "):
-                key = _SECTION_KEYS.get(title[9 : -len(suffix)])
-                if key:
-                    captured[key] = protocol.clip(content)
-        self.sender.send(
-            protocol.PhaseFinished(
-                **self._base(),
-                nodeid=report.nodeid,
-                worker=self.worker,
-                when=when,
-                outcome=outcome,
-                duration=report.duration,
-                message=message,
-                longrepr=longrepr,
-                wasxfail=wasxfail,
-                stdout=captured["stdout"],
-                stderr=captured["stderr"],
-                log=captured["log"],
-            )
+        self.emit(
+            protocol.PhaseFinished,
+            nodeid=report.nodeid,
+            worker=self.worker,
+            when=when,
+            outcome=outcome,
+            duration=report.duration,
+            message=message,
+            longrepr=longrepr,
+            wasxfail=wasxfail,
         )
         phases = self._phases.setdefault(report.nodeid, [])
         phases.append((when, outcome, wasxfail is not None, report.duration, message))
@@ -143,29 +128,25 @@ class Reporter:
             del self._phases[report.nodeid]
             final = final_outcome([p[:3] for p in phases])
             self.tests_recorded += 1
-            self.sender.send(
-                protocol.TestFinished(
-                    **self._base(),
-                    nodeid=report.nodeid,
-                    worker=self.worker,
-                    outcome=final,
-                    duration=sum(p[3] for p in phases),
-                    message=next((p[4] for p in phases if p[4]), ""),
-                )
+            self.emit(
+                protocol.TestFinished,
+                nodeid=report.nodeid,
+                worker=self.worker,
+                outcome=final,
+                duration=sum(p[3] for p in phases),
+                message=next((p[4] for p in phases if p[4]), ""),
             )
 
     def emit_finish(self, exitstatus: int, stats: dict[str, list[Any]] | None) -> None:
         if self.role != "worker":
             counts = {k: len(v) for k, v in (stats or {}).items() if k and k != "warnings"}
-            self.sender.send(
-                protocol.RunFinished(
-                    **self._base(),
-                    exit_status=int(exitstatus),
-                    duration=time.time() - self._started,
-                    counts=counts,
-                )
+            self.emit(
+                protocol.RunFinished,
+                exit_status=int(exitstatus),
+                duration=time.time() - self._started,
+                counts=counts,
             )
-        self.sender.send(protocol.ProcessFinished(**self._base(), events=self._seq + 1))
+        self.emit(protocol.ProcessFinished, events=self._seq + 1)
 
 
 def final_outcome(phases: list[tuple[str, str, bool]]) -> str:

@@ -37,6 +37,9 @@ MAX_PENDING: Final = 50_000
 """Events waiting for the sender thread before the test thread spools them itself."""
 MAX_UNACKED: Final = 20_000
 """Events sent but not yet acknowledged before the oldest are also written to the spool."""
+MAX_PENDING_BYTES: Final = 32 * 1024 * 1024
+"""Output text waiting for the sender thread before `wait_for_room` holds back the output reader."""
+MAX_UNACKED_BYTES: Final = 64 * 1024 * 1024
 BATCH_BYTES: Final = protocol.MAX_MESSAGE_BYTES // 4
 
 Discover = Callable[[], "tuple[str, str] | None"]
@@ -57,6 +60,10 @@ class Sender:
         self._discover = discover
         self._pending: collections.deque[Event] = collections.deque()
         self._unacked: collections.deque[tuple[int, bytes]] = collections.deque()
+        self._unacked_bytes = 0
+        self._pending_bytes = 0
+        self._bytes_lock = threading.Lock()
+        self._room = threading.Condition(self._bytes_lock)
         self._spool: IO[bytes] | None = None
         self._spool_lock = threading.Lock()
         self._ws: ClientConnection | None = None
@@ -84,9 +91,25 @@ class Sender:
 
     def send(self, event: Event) -> None:
         """Queue an event; never blocks on the network and never raises."""
+        if type(event) is protocol.Output:
+            with self._bytes_lock:
+                self._pending_bytes += len(event.text)
         self._pending.append(event)
         if len(self._pending) > MAX_PENDING:
             self._spool_overflow()
+
+    def wait_for_room(self, timeout: float = CLOSE_TIMEOUT) -> None:
+        """Hold a producer of bulk output while the sender is far behind, so memory stays bounded.
+
+        The output waits in pytest's capture file meanwhile. If the sender makes no room in time
+        (a wedged server), the backlog goes to the spool instead.
+        """
+        with self._room:
+            if self._pending_bytes <= MAX_PENDING_BYTES:
+                return
+            if self._room.wait_for(lambda: self._pending_bytes <= MAX_PENDING_BYTES, timeout):
+                return
+        self._spool_overflow()
 
     @property
     def connected_url(self) -> str | None:
@@ -133,8 +156,16 @@ class Sender:
     def _drain(self) -> list[Event]:
         batch = []
         pending = self._pending
+        size = 0
         while pending:
-            batch.append(pending.popleft())
+            event = pending.popleft()
+            if type(event) is protocol.Output:
+                size += len(event.text)
+            batch.append(event)
+        if size:
+            with self._room:
+                self._pending_bytes -= size
+                self._room.notify_all()
         return batch
 
     def _flush(self) -> None:
@@ -149,6 +180,7 @@ class Sender:
         lines = [protocol.encode(e) for e in batch]
         # Held as unacknowledged *before* sending, so a failure half-way spools the whole batch.
         self._unacked.extend(zip((e.seq for e in batch), lines, strict=True))
+        self._unacked_bytes += sum(map(len, lines))
         try:
             chunk: list[bytes] = []
             size = 0
@@ -164,8 +196,10 @@ class Sender:
         except Exception as exc:
             self._lost_connection(exc)
             return True  # the unacked events (this batch included) are now in the spool
-        while len(self._unacked) > MAX_UNACKED:
-            self._write_spool([self._unacked.popleft()[1]])
+        while len(self._unacked) > MAX_UNACKED or self._unacked_bytes > MAX_UNACKED_BYTES:
+            line = self._unacked.popleft()[1]
+            self._unacked_bytes -= len(line)
+            self._write_spool([line])
         return True
 
     def _ws_send(self, lines: list[bytes]) -> None:
@@ -182,7 +216,7 @@ class Sender:
                 frame = protocol.decode_server_frame(message)
                 if isinstance(frame, Ack):
                     while self._unacked and self._unacked[0][0] <= frame.seq:
-                        self._unacked.popleft()
+                        self._unacked_bytes -= len(self._unacked.popleft()[1])
                     if not self._unacked:
                         return
         except TimeoutError:
@@ -245,6 +279,7 @@ class Sender:
         self.warnings.append(f"lost the server at {url} mid-run ({_describe(exc)})")
         self._write_spool([line for _, line in self._unacked])
         self._unacked.clear()
+        self._unacked_bytes = 0
         self._next_connect = time.monotonic() + RECONNECT_INTERVAL
 
     def _finish(self) -> None:
@@ -256,6 +291,7 @@ class Sender:
         if self._unacked:  # the server did not confirm in time: keep a copy for later ingestion
             self._write_spool([line for _, line in self._unacked])
             self._unacked.clear()
+            self._unacked_bytes = 0
         self._ws = None
         with contextlib.suppress(Exception):
             self._ws_stack.close()

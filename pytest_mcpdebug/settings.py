@@ -13,6 +13,7 @@ from typing import Final
 
 import pytest
 
+from . import limits
 from .layout import DIRNAME
 
 ENABLE_HELP: Final = "Record this run for mcpdebug (failures, output) and stream it to `mcpdebug serve`."
@@ -20,6 +21,11 @@ DIR_HELP: Final = "Folder of the mcpdebug store and spool (default: <rootdir>/.m
 URL_HELP: Final = (
     "WebSocket URL of a running `mcpdebug serve` ingest endpoint, e.g. ws://127.0.0.1:PORT/?token=T "
     "(default: found through <dir>/server.json)."
+)
+
+MAX_LINE_HELP: Final = (
+    "Cut captured output lines longer than this (e.g. 64KB, the default); also MCPDEBUG_MAX_LINE_LENGTH "
+    "or max_line_length in [tool.mcpdebug] of pyproject.toml."
 )
 
 ENV_ENABLE: Final = "MCPDEBUG"
@@ -36,6 +42,9 @@ def addoption(parser: pytest.Parser) -> None:
     group.addoption("--mcp-debug", action="store_true", default=None, dest="mcpdebug", help=ENABLE_HELP)
     group.addoption("--mcp-debug-dir", metavar="PATH", dest="mcpdebug_dir", help=DIR_HELP)
     group.addoption("--mcp-debug-url", metavar="URL", dest="mcpdebug_url", help=URL_HELP)
+    group.addoption(
+        "--mcp-debug-max-line-length", metavar="SIZE", dest="mcpdebug_max_line_length", help=MAX_LINE_HELP
+    )
     parser.addini("mcpdebug", type="bool", default=False, help=ENABLE_HELP)
     parser.addini("mcpdebug_dir", help=DIR_HELP)
     parser.addini("mcpdebug_url", help=URL_HELP)
@@ -65,6 +74,7 @@ class Settings:
     url: str | None
     """Explicit server URL (CLI, env or ini); None means look in `dir/server.json`."""
     token: str | None
+    max_line_length: int = limits.Limits.max_line_length
 
 
 def resolve(config: pytest.Config) -> Settings:
@@ -79,7 +89,23 @@ def resolve(config: pytest.Config) -> Settings:
             f"mcpdebug: {where} {url!r} is not a WebSocket URL; it looks like ws://127.0.0.1:PORT/?token=T "
             "(the URL `mcpdebug serve` writes to .mcpdebug/server.json)"
         )
-    return Settings(dir=directory, url=url or None, token=os.environ.get(ENV_TOKEN) or None)
+    try:
+        found = limits.load(
+            cli={"max_line_length": config.getoption("mcpdebug_max_line_length")},
+            env=os.environ,
+            pyproject=root / "pyproject.toml",
+            only=("max_line_length",),
+        )
+    except limits.LimitsError as exc:
+        raise pytest.UsageError(
+            f"mcpdebug: {str(exc).replace('--max-line', '--mcp-debug-max-line')}"
+        ) from None
+    return Settings(
+        dir=directory,
+        url=url or None,
+        token=os.environ.get(ENV_TOKEN) or None,
+        max_line_length=found.max_line_length,
+    )
 
 
 def _first(config: pytest.Config, name: str, env: str) -> tuple[str, str]:

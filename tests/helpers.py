@@ -1,11 +1,11 @@
-"""Helpers for tests that run an inner pytest with the plugin and read what it recorded."""
+"""Helpers for tests: inner pytest runs with the plugin, and events built by hand for the store."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +13,7 @@ import pytest
 
 from mcpdebug.ingest import ingest_spool
 from mcpdebug.store import Store
+from pytest_mcpdebug import protocol
 
 # Hypothesis's pytest plugin alone costs ~1 s of start-up per inner run; none of these suites need it.
 FAST = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest")
@@ -49,3 +50,141 @@ def start_inner(pytester: pytest.Pytester, *args: str) -> subprocess.Popen[bytes
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
     )
+
+
+NOW = float(int(time.time()) - 3600)
+"""A recent start time for hand-built runs: the store evicts runs older than ``max_age`` (7 days)."""
+
+
+class Events:
+    """The events of one test process, numbered as the plugin numbers them.
+
+    ``seq`` counts per process; output lines count per unit (a test, or "" for output outside
+    tests) both in the unit's combined output (``first``) and within each stream
+    (``stream_first``). Timestamps come from ``clock`` (shared by the processes of a run), or
+    advance ``step`` seconds per event from ``t0``.
+    """
+
+    def __init__(
+        self,
+        run_id: str,
+        process: str = "main-1",
+        worker: str = "main",
+        t0: float = NOW,
+        step: float = 0.25,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        self.run_id, self.process, self.worker = run_id, process, worker
+        self.t0, self.step, self.clock = t0, step, clock
+        self.seq = 0
+        self.ticks = 0
+        self.numbers: dict[str, dict[str, int]] = {}  # unit -> stream ("" = combined) -> lines so far
+
+    def now(self) -> float:
+        return self.t0 + self.step * self.ticks
+
+    def __call__(self, cls: type[Any], *, ts: float | None = None, **fields: Any) -> Any:
+        """Any event of this process, with the next seq and timestamp."""
+        self.seq += 1
+        if ts is None and self.clock is not None:
+            ts = self.clock()
+        elif ts is None:
+            ts = self.now()
+            self.ticks += 1
+        return cls(run_id=self.run_id, process=self.process, seq=self.seq, ts=ts, **fields)
+
+    def output(
+        self,
+        nodeid: str,
+        lines: str | Iterable[str],
+        *,
+        stream: str = "stdout",
+        phase: str = "call",
+        ts: float | None = None,
+        times: list[float] | None = None,
+    ) -> protocol.Output:
+        """An `Output` event of ``lines`` (a list, or one text whose lines are split at newlines)."""
+        texts = lines.split("\n") if isinstance(lines, str) else list(lines)
+        numbers = self.numbers.setdefault(nodeid or f"@{self.worker}", {})
+        first, stream_first = numbers.get("", 0) + 1, numbers.get(stream, 0) + 1
+        numbers[""] = first + len(texts) - 1
+        numbers[stream] = stream_first + len(texts) - 1
+        event: protocol.Output = self(
+            protocol.Output,
+            ts=ts,
+            nodeid=nodeid,
+            worker=self.worker,
+            phase=phase,
+            stream=stream,
+            first=first,
+            stream_first=stream_first,
+            count=len(texts),
+            text="\n".join(texts),
+            times=times,
+        )
+        return event
+
+    def start(self, pid: int = 1, host: str = "localhost") -> protocol.ProcessStarted:
+        event: protocol.ProcessStarted = self(protocol.ProcessStarted, worker=self.worker, pid=pid, host=host)
+        return event
+
+    def run_started(self, pid: int = 1, host: str = "localhost", label: str = "") -> protocol.RunStarted:
+        event: protocol.RunStarted = self(
+            protocol.RunStarted,
+            args=["-q"],
+            rootdir="/src",
+            cwd="/src",
+            python="3.12.3",
+            pytest_version="8.3.4",
+            plugin_version="0.1.0",
+            host=host,
+            pid=pid,
+            label=label,
+        )
+        return event
+
+    def run_finished(self, exit_status: int = 0) -> list[protocol.Event]:
+        """run_finished and the process's goodbye."""
+        done = self(protocol.RunFinished, exit_status=exit_status, duration=1.0)
+        return [done, self(protocol.ProcessFinished, events=self.seq + 1)]
+
+    def test(
+        self,
+        nodeid: str,
+        outcome: str = "passed",
+        output: Iterable[tuple[str, str, str | list[str]]] = (),
+        message: str = "",
+    ) -> list[protocol.Event]:
+        """test_started; per phase its (phase, stream, lines) output then phase_finished; test_finished.
+
+        The call phase fails with ``message`` when ``outcome`` is "failed".
+        """
+        events: list[protocol.Event] = [self(protocol.TestStarted, nodeid=nodeid, worker=self.worker)]
+        written = list(output)
+        for when in ("setup", "call", "teardown"):
+            for phase, stream, lines in written:
+                if phase == when:
+                    events.append(self.output(nodeid, lines, stream=stream, phase=phase))
+            failed = when == "call" and outcome == "failed"
+            events.append(
+                self(
+                    protocol.PhaseFinished,
+                    nodeid=nodeid,
+                    worker=self.worker,
+                    when=when,
+                    outcome="failed" if failed else "passed",
+                    duration=0.1,
+                    message=message if failed else "",
+                )
+            )
+        events.append(
+            self(
+                protocol.TestFinished,
+                nodeid=nodeid,
+                worker=self.worker,
+                outcome=outcome,
+                duration=0.3,
+                message=message,
+            )
+        )
+        return events

@@ -48,7 +48,10 @@ def test_runs_and_show(project: Path) -> None:
 
     detail = cli(project, "show", run_id[:12], "test_output_then_fail", "--tail", "2")
     assert detail.returncode == 0
-    assert "last 2 of 3 lines" in detail.stdout and "step 3: computing" in detail.stdout
+    assert "--- captured output (stdout, stderr, log, warnings) ---\nLines 3-4 of 4 (" in detail.stdout
+    assert "\n3: step 3: computing\n4: [stderr] warning: using fallback arithmetic\n" in detail.stdout
+    assert "2: step 2: connecting" not in detail.stdout
+    assert "[Output truncated: Showing last 2 of 4 lines]\n[2 lines omitted]" in detail.stdout
 
     data = json.loads(cli(project, "show", "latest", "test_mixed.py::test_output_then_fail", "--json").stdout)
     assert data["status"] == "failed" and [p["phase"] for p in data["phases"]] == [

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from helpers import NOW
 from mcpdebug import ingest
 from mcpdebug.ingest import decode_events, ingest_spool
 from mcpdebug.store import Store
@@ -23,6 +24,7 @@ from pytest_mcpdebug.protocol import (
     CollectionFinished,
     Event,
     Hello,
+    Output,
     PhaseFinished,
     ProcessFinished,
     ProcessStarted,
@@ -35,8 +37,8 @@ from pytest_mcpdebug.protocol import (
 
 HOST = socket.gethostname()
 RUN = "20250301-101500-3fa201"
-T0 = 1_740_000_000.0
-TABLES = ("runs", "processes", "events", "tests", "phases", "collection_errors")
+T0 = NOW  # recent: the store evicts runs older than max_age
+TABLES = ("runs", "processes", "events", "tests", "phases", "collection_errors", "segments")
 
 
 def process_events(
@@ -78,8 +80,21 @@ def process_events(
         nodeid = f"tests/test_{worker}.py::test_{i}"
         file = f"tests/test_{worker}.py"
         events.append(ev(TestStarted, nodeid=nodeid, worker=worker, file=file, line=i + 1))
-        for when in ("setup", "call", "teardown"):
+        for line, when in enumerate(("setup", "call", "teardown"), 1):
             failed = when == "call" and i % 2 == 1
+            events.append(
+                ev(
+                    Output,
+                    nodeid=nodeid,
+                    worker=worker,
+                    phase=when,
+                    stream="stdout",
+                    first=line,
+                    stream_first=line,
+                    count=1,
+                    text=f"{nodeid} {when}",
+                )
+            )
             events.append(
                 ev(
                     PhaseFinished,
@@ -89,7 +104,6 @@ def process_events(
                     outcome="failed" if failed else "passed",
                     duration=0.1,
                     message="AssertionError: boom" if failed else "",
-                    stdout=f"{nodeid} {when}\n",
                 )
             )
         outcome = "failed" if i % 2 else "passed"
@@ -116,7 +130,13 @@ def write_spool(directory: Path, events: list[Event], name: str | None = None) -
 
 def dump(store: Store) -> dict[str, list[tuple[Any, ...]]]:
     return {
-        table: sorted((tuple(r) for r in store.db.execute(f"SELECT * FROM {table}")), key=repr)
+        table: sorted(
+            (
+                tuple(v for k, v in dict(r).items() if k != "stored")
+                for r in store.db.execute(f"SELECT * FROM {table}")
+            ),
+            key=repr,
+        )
         for table in TABLES
     }
 

@@ -63,8 +63,17 @@ async def test_tools_over_a_recorded_run(recorded_dir: Path) -> None:
 
         detail = text(await client.call_tool("get_test", {"test": "test_output_then_fail"}))
         assert "test_mixed.py::test_output_then_fail: FAILED" in detail
-        assert "step 1: loading config\nstep 2: connecting\nstep 3: computing" in detail
-        assert "--- captured stderr (call), 1 lines ---\nwarning: using fallback arithmetic" in detail
+        nodeid = "test_mixed.py::test_output_then_fail"
+        assert (
+            "--- captured output (stdout, stderr, log, warnings) ---\n"
+            f"Lines 1-4 of 4 ({nodeid}; run {run_id}; stdout, stderr, log and warnings interleaved):\n\n"
+            "1: step 1: loading config\n2: step 2: connecting\n3: step 3: computing\n"
+            "4: [stderr] warning: using fallback arithmetic\n"
+        ) in detail
+        assert (
+            f"[Access full output: mcpdebug://runs/{run_id}/tests/test_mixed.py%3A%3Atest_output_then_fail/output]"
+            in detail
+        )
         assert "E       assert (1 + 1) == 3" in detail
 
         runs = (await client.read_resource("mcpdebug://runs")).contents[0].text
@@ -114,8 +123,13 @@ def test_long_output_is_bounded(pytester: pytest.Pytester, suite) -> None:
             )
 
     detail = anyio.run(main)
-    assert "last 5 of 500 lines" in detail and "line 500 of 500" in detail and "line 495 of 500" not in detail
-    assert "[495 earlier lines omitted: get_test(" in detail
+    run_id = store.runs()[0]["run_id"]
+    nodeid = "test_noisy.py::test_many_stdout_lines"
+    assert f"Lines 496-500 of 500 ({nodeid}; run {run_id};" in detail
+    assert "\n496: line 496 of 500\n" in detail and "\n500: line 500 of 500\n" in detail
+    assert "line 495 of 500" not in detail
+    assert "[Output truncated: Showing last 5 of 500 lines]\n[495 lines omitted]" in detail
+    assert f'[Earlier lines: get_output(run_id="{run_id}", test="{nodeid}", start=296, end=495)]' in detail
 
 
 def test_acceptance_over_stdio(pytester: pytest.Pytester, suite) -> None:

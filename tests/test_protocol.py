@@ -17,6 +17,7 @@ from pytest_mcpdebug.protocol import (
     CollectionError,
     CollectionFinished,
     Hello,
+    Output,
     PhaseFinished,
     ProcessFinished,
     ProcessStarted,
@@ -74,9 +75,18 @@ EVENT_STRATEGIES: dict[type, st.SearchStrategy[Any]] = {
         message=texts,
         longrepr=texts,
         wasxfail=st.none() | texts,
-        stdout=texts,
-        stderr=texts,
-        log=texts,
+    ),
+    Output: _event(
+        Output,
+        nodeid=texts,
+        worker=texts,
+        phase=st.sampled_from(["setup", "call", "teardown", "collect", ""]) | texts,
+        stream=st.sampled_from(protocol.STREAMS) | texts,
+        first=ints,
+        stream_first=ints,
+        count=ints,
+        text=st.text(max_size=200),
+        times=st.none() | st.lists(floats, max_size=5),
     ),
     TestFinished: _event(
         TestFinished, nodeid=texts, worker=texts, outcome=texts, duration=floats, message=texts
@@ -222,8 +232,33 @@ def test_optional_fields_take_their_defaults_when_absent() -> None:
 
 def test_event_types_lists_every_event_tag() -> None:
     assert set(protocol.EVENT_TYPES) == {c.__struct_config__.tag for c in EVENT_CLASSES}
-    assert len(protocol.EVENT_TYPES) == 9
+    assert len(protocol.EVENT_TYPES) == 10
+    assert "output" in protocol.EVENT_TYPES
     assert "hello" not in protocol.EVENT_TYPES
+
+
+def test_output_keeps_its_lines_and_per_line_times_on_one_frame_line() -> None:
+    event = Output(
+        run_id="r",
+        process="main-1",
+        seq=7,
+        ts=12.5,
+        nodeid="test_a.py::test_one",
+        worker="main",
+        phase="call",
+        stream="log",
+        first=3,
+        stream_first=1,
+        count=2,
+        text="INFO first\nWARNING second",
+        times=[12.25, 12.5],
+    )
+    line = protocol.encode(event)
+    assert b"\n" not in line
+    assert protocol.decode_client_frame(line) == event
+    plain = protocol.decode_client_frame(protocol.encode(msgspec.structs.replace(event, times=None)))
+    assert isinstance(plain, Output) and plain.times is None
+    assert b'"times"' not in protocol.encode(plain)  # defaults stay off the wire
 
 
 # Rejection -------------------------------------------------------------------------------------------

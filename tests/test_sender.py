@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import RunningServer, start_server
+from helpers import NOW
 from mcpdebug.ingest import ingest_spool
 from mcpdebug.store import Store
 from pytest_mcpdebug import protocol
@@ -41,7 +42,7 @@ def make_events(seqs: Sequence[int] | range, message: str = "") -> list[Event]:
                     run_id=RUN,
                     process=PROCESS,
                     seq=seq,
-                    ts=1000.0 + seq,
+                    ts=NOW + seq,
                     nodeid=nodeid,
                     worker="main",
                     outcome="failed",
@@ -52,7 +53,7 @@ def make_events(seqs: Sequence[int] | range, message: str = "") -> list[Event]:
         else:
             events.append(
                 protocol.TestStarted(
-                    run_id=RUN, process=PROCESS, seq=seq, ts=1000.0 + seq, nodeid=nodeid, worker="main"
+                    run_id=RUN, process=PROCESS, seq=seq, ts=NOW + seq, nodeid=nodeid, worker="main"
                 )
             )
     return events

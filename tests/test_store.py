@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import socket
 import sqlite3
@@ -16,6 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from helpers import NOW, Events
+from mcpdebug import outview
 from mcpdebug.store import SCHEMA_VERSION, Store, StoreError
 from pytest_mcpdebug.layout import STORE_FILE, pid_alive
 from pytest_mcpdebug.protocol import (
@@ -33,7 +36,7 @@ from pytest_mcpdebug.protocol import (
 
 HOST = socket.gethostname()
 RUN = "20250301-101500-3fa201"
-T0 = 1_740_000_000.0
+T0 = NOW  # recent: the store evicts runs older than max_age
 TABLES = ("runs", "processes", "events", "tests", "phases", "collection_errors")
 
 OK = "tests/test_shop.py::test_add_item"
@@ -45,29 +48,29 @@ BROKEN = "tests/test_broken.py"
 # Building realistic event sequences ----------------------------------------------------------------
 
 
-class Proc:
+class Proc(Events):
     """One test process: numbers its events and stamps them from a clock shared by the run."""
 
     def __init__(self, run_id: str, process: str, worker: str, clock: Callable[[], float]) -> None:
-        self.run_id, self.process, self.worker, self.clock = run_id, process, worker, clock
-        self.seq = 0
+        super().__init__(run_id, process, worker, clock=clock)
 
-    def __call__(self, cls: type[Any], **fields: Any) -> Any:
-        self.seq += 1
-        return cls(run_id=self.run_id, process=self.process, seq=self.seq, ts=self.clock(), **fields)
-
-    def start(self, pid: int) -> ProcessStarted:
-        return self(ProcessStarted, worker=self.worker, pid=pid, host=HOST)  # type: ignore[no-any-return]
+    def start(self, pid: int = 1, host: str = HOST) -> ProcessStarted:
+        return super().start(pid, host)
 
     def finish(self) -> ProcessFinished:
         return self(ProcessFinished, events=self.seq + 1)  # type: ignore[no-any-return]
 
-    def test(self, nodeid: str, line: int, phases: list[tuple[str, str, str]], final: str) -> list[Event]:
-        """test_started, one phase_finished per (when, outcome, message), test_finished."""
+    def test(  # type: ignore[override]
+        self, nodeid: str, line: int, phases: list[tuple[str, str, str]], final: str
+    ) -> list[Event]:
+        """test_started; per (when, outcome, message) its output then phase_finished; test_finished."""
         out: list[Event] = [
             self(TestStarted, nodeid=nodeid, worker=self.worker, file=nodeid.split("::")[0], line=line)
         ]
         for when, outcome, message in phases:
+            out.append(self.output(nodeid, f"{when} of {nodeid}", phase=when))
+            if when == "call":
+                out.append(self.output(nodeid, "warning: slow", stream="stderr", phase=when))
             out.append(
                 self(
                     PhaseFinished,
@@ -78,8 +81,6 @@ class Proc:
                     duration=0.125,
                     message=message,
                     longrepr=f"{nodeid}\nE   {message}" if outcome == "failed" else "",
-                    stdout=f"{when} of {nodeid}\n",
-                    stderr="warning: slow\n" if when == "call" else "",
                 )
             )
         message = next((m for _, _, m in phases if m), "")
@@ -197,12 +198,42 @@ def xdist_run(run_id: str = RUN, t0: float = T0) -> list[Event]:
 
 
 def dump(store: Store) -> dict[str, list[tuple[Any, ...]]]:
-    """Every row of every table that events write, in a canonical order."""
+    """Every row of every table that events write, in a canonical order, and every stored line.
+
+    Output is compared by what it says, not where it sits: a unit's id and a line's byte offset
+    depend on the order in which events arrived.
+    """
     out = {}
     for table in TABLES:
         rows = store.db.execute(f"SELECT * FROM {table}").fetchall()
-        out[table] = sorted((tuple(r) for r in rows), key=repr)
+        # `stored` is when this store received the run (wall clock), not something events say
+        out[table] = sorted((tuple(v for k, v in dict(r).items() if k != "stored") for r in rows), key=repr)
+    units = store.db.execute("SELECT * FROM outputs").fetchall()
+    out["outputs"] = sorted(
+        (
+            tuple(
+                sorted(json.loads(v).items()) if k == "stream_lines" else v
+                for k, v in dict(r).items()
+                if k != "id"
+            )
+            for r in units
+        ),
+        key=repr,
+    )
+    lines = []
+    for unit in units:
+        for seg in store.outputs.segments(store.db, unit["run_id"], unit["id"]):
+            texts = store.outputs.read(unit["run_id"], unit["id"], seg).decode().split("\n")
+            lines.append(
+                (unit["run_id"], unit["unit"], seg.first, seg.stream, seg.stream_first, seg.phase, *texts)
+            )
+    out["lines"] = sorted(lines, key=repr)
     return out
+
+
+def output_files(store: Store) -> dict[str, int]:
+    """Size of every output file of the store."""
+    return {str(p.relative_to(store.dir)): p.stat().st_size for p in store.dir.rglob("*.log")}
 
 
 def dead_pid() -> int:
@@ -365,9 +396,25 @@ def test_problems_are_the_failed_phases_in_execution_order(store: Store) -> None
         (ERR, "setup", "error", "RuntimeError: database is down"),
     ]
     assert problems[0]["longrepr"].endswith("E   AssertionError: assert 3 == 4")
-    assert problems[0]["stdout"] == f"call of {FAIL}\n"
-    assert problems[0]["stderr"] == "warning: slow\n"
     assert all(p["worker"] == "main" for p in problems)
+
+
+def test_phase_output_is_stored_per_test_in_order(store: Store) -> None:
+    store.apply(single_process_run())
+    run = store.run(RUN)
+    assert run is not None
+    call = outview.get_output(store, run, FAIL, phase="call")
+    assert f"\n2: call of {FAIL}\n3: [stderr] warning: slow\n" in call  # numbers are the whole output's
+    assert "setup of" not in call and "teardown of" not in call
+    whole = outview.get_output(store, run, FAIL)
+    assert whole.startswith(f"Lines 1-4 of 4 ({FAIL}; run {RUN};")
+    assert [line for line in whole.splitlines() if line[:1].isdigit()] == [
+        f"1: setup of {FAIL}",
+        f"2: call of {FAIL}",
+        "3: [stderr] warning: slow",
+        f"4: teardown of {FAIL}",
+    ]
+    assert "1: warning: slow" in outview.get_output(store, run, FAIL, stream="stderr")
 
 
 def test_collection_errors_are_stored(store: Store) -> None:
@@ -460,10 +507,13 @@ def test_applying_the_same_events_twice_changes_nothing(store: Store) -> None:
     events = xdist_run() + single_process_run("20250301-120000-cafe01", T0 + 100)
     assert store.apply(events) == len(events)
     before = dump(store)
+    files = output_files(store)
+    assert files  # the runs wrote output
     assert store.apply(events) == 0
     assert dump(store) == before
     assert store.apply(events[3:9]) == 0
     assert dump(store) == before
+    assert output_files(store) == files  # no line was appended twice
 
 
 def test_duplicates_within_one_batch_count_once(store: Store) -> None:

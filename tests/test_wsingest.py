@@ -18,6 +18,7 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
+from helpers import NOW
 from mcpdebug import wsingest
 from mcpdebug.store import Store
 from mcpdebug.wsingest import IngestServer
@@ -51,7 +52,7 @@ def make_events(seqs: Sequence[int], run_id: str = RUN, process: str = "main-1")
                     run_id=run_id,
                     process=process,
                     seq=seq,
-                    ts=1000.0 + seq,
+                    ts=NOW + seq,
                     nodeid=nodeid,
                     worker="main",
                     outcome="passed",
@@ -61,7 +62,7 @@ def make_events(seqs: Sequence[int], run_id: str = RUN, process: str = "main-1")
         else:
             events.append(
                 protocol.TestStarted(
-                    run_id=run_id, process=process, seq=seq, ts=1000.0 + seq, nodeid=nodeid, worker="main"
+                    run_id=run_id, process=process, seq=seq, ts=NOW + seq, nodeid=nodeid, worker="main"
                 )
             )
     return events

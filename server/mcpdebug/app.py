@@ -14,16 +14,20 @@ from typing import Any, TypeVar
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.server.mcpserver.resources import ResourceSecurity
 from mcp.types import ToolAnnotations
 
-from . import lookup, render
+from . import lookup, outview, render
+from .outquery import OutputError
 from .store import Store
 
 INSTRUCTIONS = """\
 pytest-mcpdebug records pytest runs (`pytest --mcp-debug`) in this project: each test's outcome per
-phase, its failure text and its captured stdout/stderr/log. Start with list_sessions or
-get_run_summary (run_id="latest"), then get_test for a failing test's traceback and output.
-Runs in progress are visible live: a test listed as RUNNING is still executing."""
+phase, its failure text and everything it printed or logged. Start with list_sessions or
+get_run_summary (run_id="latest"), then get_test for a failing test's traceback and output tail.
+Read more output with get_output (line ranges, negative = from the end) and find things in it with
+search_output (Python regex, with context). Runs in progress are visible live: a test listed as
+RUNNING is still executing, and its output so far is readable."""
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
 
@@ -41,8 +45,19 @@ def build_server(store: Store) -> MCPServer:
             lookup.refresh(store)
             try:
                 return fn(*args, **kwargs)
-            except lookup.NotFound as exc:
+            except (lookup.NotFound, OutputError) as exc:
                 raise ToolError(str(exc)) from None
+
+        return wrapper  # type: ignore[return-value]
+
+    def resource_reading(fn: F) -> F:
+        @wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> str:
+            lookup.refresh(store)
+            try:
+                return fn(*args, **kwargs)
+            except (lookup.NotFound, OutputError) as exc:
+                raise ResourceError(str(exc)) from None
 
         return wrapper  # type: ignore[return-value]
 
@@ -78,12 +93,95 @@ def build_server(store: Store) -> MCPServer:
     @reading
     def get_test(test: str, run_id: str = "latest", tail_lines: int = 50) -> str:
         """One test: outcome per phase (setup/call/teardown), failure text (traceback), and the last
-        tail_lines lines of its captured stdout, stderr and log. test: a node id as pytest prints it
-        (or a unique part of one)."""
+        tail_lines lines of its output (stdout, stderr, log records and warnings, interleaved).
+        test: a node id as pytest prints it (or a unique part of one)."""
         row = lookup.run(store, run_id)
         found = lookup.test(store, row, test)
         phases = store.phases(row["run_id"], found["nodeid"])
-        return render.test_detail(row, found, phases, max(0, min(tail_lines, 2000)))
+        output = outview.output_tail(store, row, found["nodeid"], max(0, min(tail_lines, 2000)))
+        return render.test_detail(row, found, phases, output)
+
+    @server.tool(annotations=READ_ONLY)
+    @reading
+    def get_output(
+        run_id: str = "latest",
+        test: str | None = None,
+        stream: str = "combined",
+        phase: str | None = None,
+        start: int | None = None,
+        end: int | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        line_numbers: bool = True,
+    ) -> str:
+        """Lines a test printed or logged, live while it runs. Without start/end: the last 200 lines.
+        start/end are 1-based and inclusive; negative counts from the end (start=-50, end=-1 is the
+        last 50 lines). test: a node id (or a unique part); omitted: the run's output outside tests
+        (collection, session fixtures). stream: combined (stdout, stderr, log and warnings
+        interleaved, non-stdout lines tagged), stdout, stderr, log or warnings. phase: setup, call or
+        teardown. since/until: ISO time, epoch seconds or an age like 5m. Long replies show a window
+        and say how to get the rest."""
+        row = lookup.run(store, run_id)
+        return outview.get_output(
+            store,
+            row,
+            test,
+            stream=stream,
+            phase=phase,
+            start=start,
+            end=end,
+            since=since,
+            until=until,
+            line_numbers=line_numbers,
+        )
+
+    @server.tool(annotations=READ_ONLY)
+    @reading
+    def search_output(
+        pattern: str,
+        run_id: str = "latest",
+        test: str | None = None,
+        stream: str = "combined",
+        context: int = 3,
+        occurrence: int = 1,
+        ignore_case: bool = False,
+        max_results: int = 20,
+    ) -> str:
+        """Find lines matching a Python regex in a test's output (or, without test, in every test of
+        the run; each hit names its test). Shows the total number of matching lines and up to
+        max_results of them from the occurrence-th on, each with context lines before and after and
+        the match marked >>> N: line <<<; says how to get the next one."""
+        row = lookup.run(store, run_id)
+        return outview.search_output(
+            store,
+            row,
+            pattern,
+            test,
+            stream=stream,
+            context=context,
+            occurrence=occurrence,
+            ignore_case=ignore_case,
+            max_results=max_results,
+        )
+
+    @server.tool(annotations=READ_ONLY)
+    @reading
+    def get_logs(
+        labels: list[str],
+        lines: int = 100,
+        since: str | None = None,
+        stream: str = "both",
+        pattern: str | None = None,
+        max_results: int = 1000,
+    ) -> str:
+        """The last `lines` lines of one or more sessions merged in time order, across all their tests.
+        labels: run ids (or "latest", or a session label such as "pytest tests -x"). stream: stdout,
+        stderr, log, warnings or both (all). pattern: a regex the lines must match. since: ISO time
+        or an age like 10m. Replies start with total_results, truncated, sessions_queried,
+        sessions_not_found and time_range."""
+        return outview.get_logs(
+            store, labels, lines=lines, since=since, stream=stream, pattern=pattern, max_results=max_results
+        )
 
     @server.resource(
         "mcpdebug://runs",
@@ -107,6 +205,107 @@ def build_server(store: Store) -> MCPServer:
             return _summary(run_id)
         except lookup.NotFound as exc:
             raise ResourceError(str(exc)) from None
+
+    node = ResourceSecurity(exempt_params={"nodeid"})
+
+    @server.resource(
+        "mcpdebug://logs/list",
+        name="logs-list",
+        mime_type="application/json",
+        description="Stored output of every run: per run, its tests with output, their lines and size.",
+    )
+    @resource_reading
+    def logs_list() -> str:
+        return outview.logs_list(store)
+
+    @server.resource(
+        "mcpdebug://logs/recent{?n}",
+        name="logs-recent",
+        mime_type="application/json",
+        description="As logs/list for the n most recent runs (default 5).",
+    )
+    @resource_reading
+    def logs_recent(n: int = 5) -> str:
+        return outview.logs_list(store, max(1, min(n, 1000)))
+
+    @server.resource(
+        "mcpdebug://runs/{run_id}/output",
+        name="run-output",
+        mime_type="text/plain",
+        description="The run's output outside tests (collection, session fixtures): the last 200 lines.",
+    )
+    @resource_reading
+    def run_output(run_id: str) -> str:
+        return outview.get_output(store, lookup.run(store, run_id), None)
+
+    @server.resource(
+        "mcpdebug://runs/{run_id}/tests/{nodeid}/output",
+        name="test-output",
+        mime_type="text/plain",
+        description="A test's combined output (last 200 lines, with how to get the rest); nodeid "
+        "percent-encoded.",
+        security=node,
+    )
+    @resource_reading
+    def test_output(run_id: str, nodeid: str) -> str:
+        return outview.get_output(store, lookup.run(store, run_id), nodeid)
+
+    @server.resource(
+        "mcpdebug://runs/{run_id}/tests/{nodeid}/range{?start,end,lineNumbers}",
+        name="test-output-range",
+        mime_type="text/plain",
+        description="Lines start..end of a test's output (1-based, negative from the end).",
+        security=node,
+    )
+    @resource_reading
+    def test_range(
+        run_id: str, nodeid: str, start: int | None = None, end: int | None = None, lineNumbers: bool = True
+    ) -> str:
+        run = lookup.run(store, run_id)
+        return outview.get_output(store, run, nodeid, start=start, end=end, line_numbers=lineNumbers)
+
+    @server.resource(
+        "mcpdebug://runs/{run_id}/tests/{nodeid}/search{?q,context,occurrence,caseInsensitive}",
+        name="test-output-search",
+        mime_type="text/plain",
+        description="Search a test's output for a regex, with context lines, one occurrence at a time.",
+        security=node,
+    )
+    @resource_reading
+    def test_search(
+        run_id: str,
+        nodeid: str,
+        q: str = "",
+        context: int = 3,
+        occurrence: int = 1,
+        caseInsensitive: bool = False,
+    ) -> str:
+        run = lookup.run(store, run_id)
+        return outview.search_output(
+            store,
+            run,
+            q,
+            nodeid,
+            context=context,
+            occurrence=occurrence,
+            ignore_case=caseInsensitive,
+            max_results=1,
+        )
+
+    @server.resource(
+        "mcpdebug://runs/{run_id}/search{?q,context,occurrence,caseInsensitive}",
+        name="run-output-search",
+        mime_type="text/plain",
+        description="Search every test's output of a run for a regex; each hit names its test.",
+    )
+    @resource_reading
+    def run_search(
+        run_id: str, q: str = "", context: int = 3, occurrence: int = 1, caseInsensitive: bool = False
+    ) -> str:
+        run = lookup.run(store, run_id)
+        return outview.search_output(
+            store, run, q, None, context=context, occurrence=occurrence, ignore_case=caseInsensitive
+        )
 
     def _summary(run_id: str) -> str:
         row = lookup.run(store, run_id)

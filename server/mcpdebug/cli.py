@@ -14,10 +14,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pytest_mcpdebug import __version__
+from pytest_mcpdebug import __version__, limits
 from pytest_mcpdebug.layout import DIRNAME, STORE_FILE
 
-from . import lookup, render
+from . import lookup, outquery, outview, render
+from .outquery import ErrorType, OutputError
 from .store import Store, StoreError
 
 EXIT_USAGE = 2
@@ -70,6 +71,14 @@ def _parser() -> argparse.ArgumentParser:
         help="log level of the server's log on stderr (default: info)",
     )
 
+    for name, spec in limits.SPECS.items():
+        serve.add_argument(
+            limits.option_name(name),
+            dest=name,
+            metavar="SIZE" if spec.parse is limits.parse_size else "N" if name == "max_runs" else "AGE",
+            help=f"{spec.help}; also {limits.env_name(name)} or {name} in [tool.mcpdebug] of pyproject.toml",
+        )
+
     runs = sub.add_parser("runs", help="list recorded runs, newest first")
     runs.add_argument("--dir", help=dir_help)
     runs.add_argument("--limit", type=int, default=20, help="how many runs (default: 20)")
@@ -80,31 +89,72 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("test", nargs="?", help="node id (or a unique part of one)")
     show.add_argument("--dir", help=dir_help)
     show.add_argument(
-        "--tail", type=int, default=50, help="lines of captured output per stream (default: 50)"
+        "--tail", type=int, default=50, help="last lines of the test's output to show (default: 50)"
     )
     show.add_argument("--json", action="store_true", help="print JSON")
+
+    logs = sub.add_parser("logs", help="read or search a test's captured output (or the run's)")
+    logs.add_argument("run", nargs="?", default="latest", help='run id or unique prefix (default: "latest")')
+    logs.add_argument("test", nargs="?", help="node id or a unique part (default: output outside tests)")
+    logs.add_argument("--dir", help=dir_help)
+    logs.add_argument(
+        "--range",
+        metavar="START:END",
+        help="lines to show, 1-based, negative from the end: 1:100, -50:-1, 10:-10, -20: (default: last 200)",
+    )
+    logs.add_argument("--grep", metavar="PATTERN", help="show lines matching this Python regex, with context")
+    logs.add_argument(
+        "-C", "--context", type=int, default=3, help="context lines around a match (default: 3)"
+    )
+    logs.add_argument("-i", "--ignore-case", action="store_true", help="case-insensitive --grep")
+    logs.add_argument("--occurrence", type=int, default=1, help="first match to show (default: 1)")
+    logs.add_argument("--max-results", type=int, default=20, help="matches to show (default: 20)")
+    logs.add_argument(
+        "--stream", default="combined", choices=outquery.STREAM_CHOICES, help="default: combined"
+    )
+    logs.add_argument("--phase", choices=outquery.PHASE_CHOICES, help="only this phase's lines")
+    logs.add_argument("--no-line-numbers", action="store_true", help="print lines without their numbers")
+
+    tail = sub.add_parser("tail", help="follow a run's output live, as it is written")
+    tail.add_argument("run", nargs="?", default="latest", help='run id or unique prefix (default: "latest")')
+    tail.add_argument("--dir", help=dir_help)
+    tail.add_argument(
+        "-n", "--lines", type=int, default=10, help="lines of history to show first (default: 10)"
+    )
+    tail.add_argument(
+        "--stream", default="combined", choices=outquery.STREAM_CHOICES, help="default: combined"
+    )
+    tail.add_argument("--interval", type=float, default=0.25, help="seconds between looks (default: 0.25)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = _parser().parse_args(_glue_negative_range(sys.argv[1:] if argv is None else argv))
     if args.command is None:
         _parser().print_help()
         return EXIT_USAGE
     try:
         if args.command == "serve":
             return _serve(args)
-        store = Store(find_dir(args.dir, create=False), create=False)
+        directory = find_dir(args.dir, create=False)
+        store = Store(directory, create=False, limits=_limits(args, directory))
         lookup.refresh(store)
         if args.command == "runs":
             return _runs(store, args)
+        if args.command == "logs":
+            return _logs(store, args)
+        if args.command == "tail":
+            return _tail(store, args)
         return _show(store, args)
-    except StoreError as exc:
+    except (StoreError, limits.LimitsError) as exc:
         print(f"mcpdebug: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except lookup.NotFound as exc:
         print(f"mcpdebug: {exc}", file=sys.stderr)
         return EXIT_NOT_FOUND
+    except OutputError as exc:
+        print(f"mcpdebug: {exc}", file=sys.stderr)
+        return EXIT_NOT_FOUND if exc.kind in (ErrorType.LOG_NOT_FOUND, ErrorType.NO_MATCHES) else EXIT_USAGE
     except KeyboardInterrupt:
         return 130
 
@@ -120,8 +170,15 @@ def _serve(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     logging.getLogger("mcpdebug.ingest.websockets").setLevel(logging.WARNING)
+    directory = find_dir(args.dir, create=True)
+    try:
+        found = _limits(args, directory)
+    except limits.LimitsError as exc:
+        print(f"mcpdebug serve: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     config = ServeConfig(
-        directory=find_dir(args.dir, create=True),
+        directory=directory,
+        limits=found,
         http=args.http,
         host=args.host,
         port=args.port,
@@ -135,6 +192,114 @@ def _serve(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     return 0
+
+
+def _limits(args: argparse.Namespace, directory: Path) -> limits.Limits:
+    """Limits from the serve flags, the environment and the project's pyproject.toml."""
+    cli = {name: getattr(args, name, None) for name in limits.SPECS}
+    return limits.load(cli=cli, env=os.environ, pyproject=directory.parent / "pyproject.toml")
+
+
+def _logs(store: Store, args: argparse.Namespace) -> int:
+    run = lookup.run(store, args.run)
+    if args.grep is not None:
+        print(
+            outview.search_output(
+                store,
+                run,
+                args.grep,
+                args.test,
+                stream=args.stream,
+                context=args.context,
+                occurrence=args.occurrence,
+                ignore_case=args.ignore_case,
+                max_results=args.max_results,
+            )
+        )
+        return 0
+    start, end = _parse_range(args.range)
+    print(
+        outview.get_output(
+            store,
+            run,
+            args.test,
+            stream=args.stream,
+            phase=args.phase,
+            start=start,
+            end=end,
+            line_numbers=not args.no_line_numbers,
+        )
+    )
+    return 0
+
+
+def _glue_negative_range(argv: list[str]) -> list[str]:
+    """``--range -50:-1`` would read as an unknown option to argparse: pass it as ``--range=-50:-1``."""
+    out: list[str] = []
+    args = iter(argv)
+    for arg in args:
+        if arg == "--range":
+            value = next(args, None)
+            out.append(arg if value is None else f"--range={value}")
+        else:
+            out.append(arg)
+    return out
+
+
+def _parse_range(text: str | None) -> tuple[int | None, int | None]:
+    if not text:
+        return None, None
+    head, sep, tail = text.partition(":")
+    try:
+        start = int(head) if head.strip() else None
+        end = int(tail) if tail.strip() else None
+    except ValueError:
+        raise OutputError(
+            ErrorType.INVALID_RANGE, f"--range {text!r} is not START:END; e.g. 1:100, -50:-1 or 10:-10"
+        ) from None
+    if not sep:
+        end = start
+    return start, end
+
+
+def _tail(store: Store, args: argparse.Namespace) -> int:
+    """Print each unit's new lines as they are stored, like ``tail -f`` over every test's output."""
+    import time
+
+    run = lookup.run(store, args.run)
+    rid = run["run_id"]
+    printed: dict[int, int] = {}
+    current: int | None = None
+    first_look = True
+    while True:
+        lookup.refresh(store)
+        run = store.run(rid) or run
+        for unit in outquery.units(store.db, rid):
+            view = outquery.build_view(store.outputs, store.db, rid, unit, stream=args.stream)
+            done = printed.get(unit["id"], 0)
+            if first_look:
+                done = max(view.total - args.lines, 0) if unit is not None else 0
+            if view.total <= done:
+                printed[unit["id"]] = done
+                continue
+            if current != unit["id"]:
+                print(f"\n==> {outview.describe_unit(unit['unit'])} <==")
+                current = unit["id"]
+            for line in view.lines(done + 1, view.total):
+                prefix = (
+                    "" if args.stream != "combined" or line.stream in ("stdout", "") else f"[{line.stream}] "
+                )
+                print(line.gap_text() if line.number is None else f"{line.number}: {prefix}{line.text}")
+            printed[unit["id"]] = view.total
+        sys.stdout.flush()
+        if first_look and run["status"] != "running":
+            print(f"\n(run {rid} is {render.status_text(run)}; nothing more will come)")
+            return 0
+        first_look = False
+        if run["status"] != "running":
+            print(f"\n(run {rid} ended: {render.status_text(run)})")
+            return 0
+        time.sleep(max(args.interval, 0.05))
 
 
 def _console() -> Any:
@@ -178,7 +343,8 @@ def _show(store: Store, args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps({"run_id": rid, **test, "phases": phases}, indent=2))
         else:
-            print(render.test_detail(run, test, phases, max(0, args.tail)))
+            output = outview.output_tail(store, run, test["nodeid"], max(0, args.tail))
+            print(render.test_detail(run, test, phases, output))
         return 0
     problems = store.problems(rid)
     errors = store.collection_errors(rid)

@@ -154,16 +154,8 @@ def test_list(
     return bound("\n".join(lines))
 
 
-def tail(text: str, lines: int) -> tuple[str, int, int]:
-    """The last ``lines`` lines of ``text``; returns (tail, shown, total)."""
-    all_lines = text.splitlines()
-    kept = all_lines[-lines:] if lines > 0 else []
-    return "\n".join(kept), len(kept), len(all_lines)
-
-
-def test_detail(
-    run: dict[str, Any], test: dict[str, Any], phases: list[dict[str, Any]], tail_lines: int
-) -> str:
+def test_detail(run: dict[str, Any], test: dict[str, Any], phases: list[dict[str, Any]], output: str) -> str:
+    """``output``: the tail of the test's captured output, as `outview.output_tail` renders it."""
     rid = run["run_id"]
     lines = [
         f"{test['nodeid']}: {_LABELS.get(test['status'], test['status'])} "
@@ -200,22 +192,7 @@ def test_detail(
             lines.append(text)
         elif p["outcome"] == "skipped" and p["message"]:
             lines += ["", f"--- {p['phase']} skipped: {p['message']} ---"]
-    for p in phases:
-        for stream in ("stdout", "stderr", "log"):
-            content = p[stream]
-            if not content:
-                continue
-            text, shown, total = tail(content, tail_lines)
-            header = f"--- captured {stream} ({p['phase']})"
-            header += f", last {shown} of {total} lines ---" if shown < total else f", {total} lines ---"
-            lines += ["", header, text]
-            if shown < total:
-                lines.append(
-                    f'[{total - shown} earlier lines omitted: get_test(run_id="{rid}", '
-                    f'test="{test["nodeid"]}", tail_lines={min(total, 1000)})]'
-                )
-    if not any(p[s] for p in phases for s in ("stdout", "stderr", "log")):
-        lines += ["", "No captured output."]
+    lines += ["", output]
     return bound("\n".join(lines))
 
 

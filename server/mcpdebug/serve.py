@@ -13,12 +13,13 @@ import os
 import signal
 import socket
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
 
 from pytest_mcpdebug.layout import SERVER_FILE, ServerInfo, read_server_info, write_server_info
+from pytest_mcpdebug.limits import Limits, describe
 
 from .app import build_server
 from .ingest import ingest_spool
@@ -35,10 +36,12 @@ class ServeConfig:
     host: str = "127.0.0.1"
     port: int = 8765
     ingest_port: int = 0
+    limits: Limits = field(default_factory=Limits)
 
 
 async def run(config: ServeConfig) -> None:
-    store = Store(config.directory)
+    store = Store(config.directory, limits=config.limits)
+    log.info("store %s (%s)", config.directory, describe(config.limits))
     report = ingest_spool(store)
     if report.files:
         log.info(
@@ -47,6 +50,9 @@ async def run(config: ServeConfig) -> None:
             len(report.runs),
             report.files,
         )
+    evicted = store.enforce_retention()
+    if evicted:
+        log.info("evicted %d run(s) beyond the retention limits", len(evicted))
     ingest: IngestServer | None = None
     other = read_server_info(config.directory)
     if other is not None and other.pid != os.getpid():
@@ -82,7 +88,10 @@ async def _serve_http(app: object, config: ServeConfig) -> None:
     import uvicorn
 
     starlette_app = app.streamable_http_app(host=config.host)  # type: ignore[attr-defined]
-    sock = socket.socket(socket.AF_INET6 if ":" in config.host else socket.AF_INET)
+    # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY on accepted connections only when the listening
+    # socket's proto says TCP; with proto 0 every reply waits ~40 ms on Nagle + delayed ACK.
+    family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((config.host, config.port))

@@ -9,8 +9,11 @@ spool replayed late may deliver ``test_started`` after ``test_finished``).
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import sqlite3
+import threading
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,10 +21,19 @@ from typing import Any
 
 from pytest_mcpdebug import protocol
 from pytest_mcpdebug.layout import SPOOL_DIR, STORE_FILE, ensure_dir, pid_alive
+from pytest_mcpdebug.limits import Limits
 
-SCHEMA_VERSION = 1
+from . import outstore
+from .outstore import Outputs, unit_key
 
-_SCHEMA = """
+SCHEMA_VERSION = 2
+EVENT_BYTES = 200
+"""What a stored event costs, roughly (its rows and indexes), for the store-size limit."""
+
+log = logging.getLogger("mcpdebug.store")
+
+_SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY,
@@ -43,7 +55,9 @@ CREATE TABLE IF NOT EXISTS runs (
     exit_status INTEGER,
     collected INTEGER,
     pytest_counts TEXT NOT NULL DEFAULT '{}',
-    last_event REAL NOT NULL
+    last_event REAL NOT NULL,
+    bytes INTEGER NOT NULL DEFAULT 0,
+    stored REAL NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS processes (
     run_id TEXT NOT NULL,
@@ -84,9 +98,6 @@ CREATE TABLE IF NOT EXISTS phases (
     message TEXT NOT NULL DEFAULT '',
     longrepr TEXT NOT NULL DEFAULT '',
     wasxfail TEXT,
-    stdout TEXT NOT NULL DEFAULT '',
-    stderr TEXT NOT NULL DEFAULT '',
-    log TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (run_id, nodeid, phase)
 );
 CREATE TABLE IF NOT EXISTS collection_errors (
@@ -102,6 +113,8 @@ CREATE TABLE IF NOT EXISTS spool_files (
 );
 CREATE INDEX IF NOT EXISTS runs_by_start ON runs (started);
 """
+    + outstore.SCHEMA
+)
 
 PHASE_ORDER = {"setup": 0, "call": 1, "teardown": 2}
 FINAL_OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
@@ -113,45 +126,133 @@ class StoreError(Exception):
 
 
 class Store:
-    def __init__(self, directory: Path, *, create: bool = True) -> None:
+    """The store of one `.mcpdebug/` folder.
+
+    Each thread gets its own SQLite connection (tools run in worker threads while the event loop
+    ingests): WAL lets readers see a consistent snapshot while one writer commits.
+    """
+
+    def __init__(self, directory: Path, *, create: bool = True, limits: Limits | None = None) -> None:
         self.dir = directory
+        self.limits = limits or Limits()
         path = directory / STORE_FILE
         if not create and not path.exists() and not (directory / SPOOL_DIR).is_dir():
             raise StoreError(
                 f"no recorded runs in {directory} (no {STORE_FILE}); record one with `pytest --mcp-debug`"
             )
+        self.path = path
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._connections_lock = threading.Lock()
+        self._known_runs: set[str] = set()
+        self.outputs = Outputs(directory, self.limits)
         try:
             ensure_dir(directory)
-            self.db = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
-            self.db.row_factory = sqlite3.Row
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=NORMAL")
-            self.db.executescript(_SCHEMA)
-            version = self.db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
-            if version is None:
-                self.db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
-            elif int(version[0]) > SCHEMA_VERSION:
+            db = self.db
+            fresh = not db.execute("SELECT 1 FROM sqlite_master WHERE name='runs'").fetchone()
+            if fresh:
+                db.execute("PRAGMA auto_vacuum=INCREMENTAL")  # lets eviction give space back
+            version = self._schema_version(db)
+            if version is not None and version > SCHEMA_VERSION:
                 raise StoreError(
-                    f"{path} was written by a newer pytest-mcpdebug (schema {version[0]}); "
+                    f"{path} was written by a newer pytest-mcpdebug (schema {version}); "
                     "upgrade pytest-mcpdebug to read it"
                 )
+            db.executescript(_SCHEMA)
+            if version is None:
+                db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+            elif version < SCHEMA_VERSION:
+                self._migrate(version)
         except (sqlite3.Error, OSError) as exc:
             raise StoreError(f"cannot open the store {path}: {exc}") from exc
-        self.path = path
-        self._known_runs: set[str] = set()
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        """This thread's connection."""
+        db: sqlite3.Connection | None = getattr(self._local, "db", None)
+        if db is None:
+            db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
+            db.row_factory = sqlite3.Row
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            self._local.db = db
+            with self._connections_lock:
+                self._connections.append(db)
+        return db
 
     def close(self) -> None:
-        self.db.close()
+        with self._connections_lock:
+            for db in self._connections:
+                db.close()
+            self._connections.clear()
+        self._local = threading.local()
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        self.db.execute("BEGIN IMMEDIATE")
+        db = self.db
+        db.execute("BEGIN IMMEDIATE")
         try:
-            yield self.db
+            yield db
         except BaseException:
-            self.db.execute("ROLLBACK")
+            db.execute("ROLLBACK")
             raise
-        self.db.execute("COMMIT")
+        db.execute("COMMIT")
+
+    @staticmethod
+    def _schema_version(db: sqlite3.Connection) -> int | None:
+        if not db.execute("SELECT 1 FROM sqlite_master WHERE name='meta'").fetchone():
+            return None
+        row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+        return int(row[0]) if row else None
+
+    def _migrate(self, version: int) -> None:
+        """Schema 1 kept each phase's output in columns of `phases`: move it into output files."""
+        with self.transaction() as db:
+            if version < 2:
+                db.execute("ALTER TABLE runs ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0")
+                db.execute("ALTER TABLE runs ADD COLUMN stored REAL NOT NULL DEFAULT 0")
+                db.execute("UPDATE runs SET stored=?", (time.time(),))
+                rows = db.execute(
+                    "SELECT p.run_id, p.nodeid, p.phase, p.finished, p.stdout, p.stderr, p.log, "
+                    "t.worker FROM phases p LEFT JOIN tests t USING (run_id, nodeid) "
+                    "ORDER BY p.run_id, p.nodeid, p.finished"
+                ).fetchall()
+                numbers: dict[tuple[str, str], dict[str, int]] = {}
+                for r in rows:
+                    counters = numbers.setdefault((r["run_id"], r["nodeid"]), {})
+                    for stream in ("stdout", "stderr", "log"):
+                        text = (r[stream] or "").rstrip("\n")
+                        if not text:
+                            continue
+                        count = text.count("\n") + 1
+                        first = counters.get("", 0) + 1
+                        stream_first = counters.get(stream, 0) + 1
+                        self.outputs.append(
+                            db,
+                            protocol.Output(
+                                run_id=r["run_id"],
+                                process="migrated",
+                                seq=0,
+                                ts=r["finished"],
+                                nodeid=r["nodeid"],
+                                worker=r["worker"] or "",
+                                phase=r["phase"],
+                                stream=stream,
+                                first=first,
+                                stream_first=stream_first,
+                                count=count,
+                                text=text,
+                            ),
+                        )
+                        counters[""] = first + count - 1
+                        counters[stream] = stream_first + count - 1
+                for column in ("stdout", "stderr", "log"):
+                    db.execute(f"ALTER TABLE phases DROP COLUMN {column}")
+                db.execute(
+                    "UPDATE runs SET bytes = (SELECT coalesce(sum(bytes_stored), 0) FROM outputs o "
+                    "WHERE o.run_id = runs.run_id)"
+                )
+            db.execute("UPDATE meta SET value=? WHERE key='schema'", (str(SCHEMA_VERSION),))
 
     # Writing --------------------------------------------------------------------------------------
 
@@ -159,7 +260,9 @@ class Store:
         """Store a batch of events in one transaction; returns how many were new."""
         new = 0
         span: dict[str, tuple[float, float]] = {}  # run -> (first, last) timestamp of its new events
+        grown: dict[str, int] = {}  # run -> bytes its new events add to the store
         created: set[str] = set()
+        finished = False
         with self.transaction() as db:
             for event in events:
                 cur = db.execute(
@@ -172,11 +275,74 @@ class Store:
                     if event.run_id not in self._known_runs and event.run_id not in created:
                         _touch_run(db, event.run_id, event.ts, event.ts)  # handlers UPDATE this row
                         created.add(event.run_id)
-                    _HANDLERS[type(event)](db, event)
+                    size = EVENT_BYTES
+                    if isinstance(event, protocol.Output):
+                        size += self.outputs.append(db, event)
+                    else:
+                        _HANDLERS[type(event)](db, event)
+                        if isinstance(event, protocol.TestFinished):
+                            self.outputs.finish(db, event.run_id, event.nodeid)
+                        elif isinstance(event, protocol.ProcessFinished):
+                            self._finish_process_output(db, event)
+                        elif isinstance(event, protocol.RunFinished):
+                            finished = True
+                    grown[event.run_id] = grown.get(event.run_id, 0) + size
             for run_id, (first, last) in span.items():
-                _touch_run(db, run_id, first, last)
+                _touch_run(db, run_id, first, last, grown.get(run_id, 0))
         self._known_runs |= created  # only once committed
+        if created or finished:
+            self.enforce_retention()
         return new
+
+    def _finish_process_output(self, db: sqlite3.Connection, e: protocol.Event) -> None:
+        row = db.execute(
+            "SELECT worker FROM processes WHERE run_id=? AND process=?", (e.run_id, e.process)
+        ).fetchone()
+        if row is not None:
+            self.outputs.finish(db, e.run_id, unit_key("", row["worker"]))
+
+    # Retention --------------------------------------------------------------------------------------
+
+    def enforce_retention(self, now: float | None = None) -> list[str]:
+        """Evict the oldest runs beyond the limits (count, total size, age); returns their ids.
+
+        A run still recording is kept unless it is older than the age limit (it may be a run whose
+        process died long ago). Age counts from the run's last event or from when this store last
+        received some of it, whichever is later: a CI run's spool opened a month later is kept.
+        """
+        now = time.time() if now is None else now
+        limits = self.limits
+        rows = self.db.execute(
+            "SELECT run_id, status, max(last_event, stored) AS seen, bytes FROM runs "
+            "ORDER BY started DESC, run_id DESC"
+        ).fetchall()
+        evict: list[str] = []
+        total = 0
+        kept = 0
+        for row in rows:
+            old = row["seen"] < now - limits.max_age
+            total += row["bytes"]
+            over = kept >= limits.max_runs or total > limits.max_store_size
+            if old or (over and row["status"] != "running" and kept > 0):
+                evict.append(row["run_id"])
+                total -= row["bytes"]
+            else:
+                kept += 1
+        if evict:
+            self.delete_runs(evict)
+            log.info("evicted %d old run(s): %s", len(evict), ", ".join(evict))
+        return evict
+
+    def delete_runs(self, run_ids: list[str]) -> None:
+        with self.transaction() as db:
+            for table in ("runs", "processes", "events", "tests", "phases", "collection_errors"):
+                db.executemany(f"DELETE FROM {table} WHERE run_id=?", [(r,) for r in run_ids])
+            db.executemany("DELETE FROM outputs WHERE run_id=?", [(r,) for r in run_ids])
+            db.executemany("DELETE FROM segments WHERE run_id=?", [(r,) for r in run_ids])
+        for run_id in run_ids:
+            self.outputs.delete_run(run_id)
+            self._known_runs.discard(run_id)
+        self.db.execute("PRAGMA incremental_vacuum")
 
     # Reading --------------------------------------------------------------------------------------
 
@@ -331,13 +497,13 @@ def _like_prefix(text: str) -> str:
 # Event handlers: one per event type; each must be safe in any arrival order. -----------------------
 
 
-def _touch_run(db: sqlite3.Connection, run_id: str, first: float, last: float) -> None:
+def _touch_run(db: sqlite3.Connection, run_id: str, first: float, last: float, grown: int = 0) -> None:
     """Create the run's row if this is its first event; widen its [started, last_event] span."""
     db.execute(
-        "INSERT INTO runs (run_id, started, last_event) VALUES (?, ?, ?) ON CONFLICT(run_id) DO "
-        "UPDATE SET last_event=max(last_event, excluded.last_event), "
-        "started=min(started, excluded.started)",
-        (run_id, first, last),
+        "INSERT INTO runs (run_id, started, last_event, bytes, stored) VALUES (?, ?, ?, ?, ?) "
+        "ON CONFLICT(run_id) DO UPDATE SET last_event=max(last_event, excluded.last_event), "
+        "started=min(started, excluded.started), bytes=bytes+excluded.bytes, stored=excluded.stored",
+        (run_id, first, last, grown, time.time()),
     )
 
 
@@ -399,21 +565,9 @@ def _test_started(db: sqlite3.Connection, e: protocol.TestStarted) -> None:
 def _phase_finished(db: sqlite3.Connection, e: protocol.PhaseFinished) -> None:
     _ensure_test(db, e.run_id, e.nodeid, e.worker, e.ts - e.duration)
     db.execute(
-        "INSERT OR REPLACE INTO phases VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-        (
-            e.run_id,
-            e.nodeid,
-            e.when,
-            e.outcome,
-            e.duration,
-            e.ts,
-            e.message,
-            e.longrepr,
-            e.wasxfail,
-            e.stdout,
-            e.stderr,
-            e.log,
-        ),
+        "INSERT OR REPLACE INTO phases (run_id, nodeid, phase, outcome, duration, finished, message, "
+        "longrepr, wasxfail) VALUES (?,?,?,?,?,?,?,?,?)",
+        (e.run_id, e.nodeid, e.when, e.outcome, e.duration, e.ts, e.message, e.longrepr, e.wasxfail),
     )
 
 
