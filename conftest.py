@@ -86,7 +86,9 @@ def start_server(directory: Path, *extra: str, timeout: float = 20.0) -> Running
     log = directory.parent / f"serve-{time.monotonic_ns()}.log"
     process = subprocess.Popen(
         [MCPDEBUG, "serve", "--http", "--port", "0", "--dir", str(directory), *extra],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=open(log, "wb"),  # noqa: SIM115
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=open(log, "wb"),  # noqa: SIM115
     )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

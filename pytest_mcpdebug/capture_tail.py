@@ -21,6 +21,7 @@ import logging
 import os
 import threading
 import time
+import warnings
 from collections.abc import Callable, Generator
 from typing import Any, Final, Protocol
 
@@ -128,7 +129,7 @@ class OutputTail:
         self.wait_for_room = wait_for_room
         self.worker = worker
         self.max_line = max_line
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entrant: a warning can be issued while we hold it
         self._units: dict[str, _Unit] = {"": _Unit("")}
         self._unit = self._units[""]
         self._phase = ""
@@ -138,6 +139,7 @@ class OutputTail:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="mcpdebug-output", daemon=True)
         self._handler = _RecordHandler(self)
+        self._warnings_sent: set[int] = set()
         self.lost_bytes = 0
 
     # Life cycle -----------------------------------------------------------------------------------
@@ -201,10 +203,20 @@ class OutputTail:
     @contextlib.contextmanager
     def _capturing(self, nodeid: str, phase: str, *, emptied: bool = True) -> Generator[None]:
         previous = self._begin(nodeid, phase)
+        shown = _watch_warnings(self._live_warning)
         try:
             yield
         finally:
+            _unwatch_warnings(shown)
             self._end(previous, emptied=emptied)
+
+    def _live_warning(self, message: Any) -> None:
+        """A warning as it is issued (pytest reports it only after the test), in its place in the output."""
+        with self._lock:
+            if self._tailing:
+                self._read(TICK_BYTES)
+            self._send(self._unit, self._phase, "warnings", _warning_line(message), time.time())
+            self._warnings_sent.add(id(message))
 
     # Hooks: innermost wrappers, so they run inside pytest's capture of each phase ------------------
 
@@ -239,12 +251,14 @@ class OutputTail:
             return (yield)
 
     def pytest_warning_recorded(self, warning_message: Any, when: str, nodeid: str, location: Any) -> None:
-        category = getattr(warning_message.category, "__name__", "Warning")
-        text = f"{category}: {warning_message.message} ({warning_message.filename}:{warning_message.lineno})"
+        """Warnings not seen as they were issued (at collection, or with no phase running)."""
         with self._lock:
+            if id(warning_message) in self._warnings_sent:
+                self._warnings_sent.discard(id(warning_message))
+                return
             unit = self._units.get(nodeid) or self._units.setdefault(nodeid, _Unit(nodeid))
             self._send_records()
-            self._send(unit, when, "warnings", text.encode("utf-8", "replace"), time.time())
+            self._send(unit, when, "warnings", _warning_line(warning_message), time.time())
 
     # Reading --------------------------------------------------------------------------------------
 
@@ -355,6 +369,42 @@ class OutputTail:
                 except (OSError, ValueError):
                     return False
         return False
+
+
+def _warning_line(message: Any) -> bytes:
+    category = getattr(message.category, "__name__", "Warning")
+    text = f"{category}: {message.message} ({message.filename}:{message.lineno})"
+    return text.encode("utf-8", "replace")
+
+
+_Shown = tuple[Any, Any] | None
+
+
+def _watch_warnings(seen: Callable[[Any], None]) -> _Shown:
+    """Chain ``seen`` in front of the function ``warnings`` calls for each warning it shows.
+
+    Inside a test pytest's ``catch_warnings(record=True)`` makes that function ``log.append``; pytest
+    reads the log after the test, too late to place a warning among the lines printed around it.
+    (A private hook of the ``warnings`` module, present in 3.10-3.13; without it warnings are still
+    recorded, after the phase.)
+    """
+    original = getattr(warnings, "_showwarnmsg_impl", None)
+    if original is None:
+        return None
+
+    def show(message: Any) -> None:
+        try:
+            seen(message)
+        finally:
+            original(message)
+
+    warnings._showwarnmsg_impl = show  # type: ignore[attr-defined]
+    return original, show
+
+
+def _unwatch_warnings(shown: _Shown) -> None:
+    if shown is not None and getattr(warnings, "_showwarnmsg_impl", None) is shown[1]:
+        warnings._showwarnmsg_impl = shown[0]  # type: ignore[attr-defined]
 
 
 class _RecordHandler(logging.Handler):

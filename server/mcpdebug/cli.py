@@ -157,6 +157,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_NOT_FOUND if exc.kind in (ErrorType.LOG_NOT_FOUND, ErrorType.NO_MATCHES) else EXIT_USAGE
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `mcpdebug logs ... | head`: the reader has had enough
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 def _serve(args: argparse.Namespace) -> int:

@@ -158,7 +158,10 @@ def get_output(
     if view.total == 0 and start is None and end is None:
         return _no_output(store, run, unit, view, what)
     first, last = outquery.resolve_range(start, end, view.total)
-    tail = keep_end or (start is None and end is None)
+    # a window counted from the end ("the last N lines") keeps its end when the reply limit cuts it
+    tail = (
+        keep_end or (start is None and end is None) or (start is not None and start < 0 and (end or -1) < 0)
+    )
     rendered = _render(view, first, last, line_numbers, keep_end=tail)
     shown_first, shown_last = rendered.first, rendered.last
     header = f"Lines {shown_first}-{shown_last} of {view.total} ({what}):" if view.total else f"({what})"
