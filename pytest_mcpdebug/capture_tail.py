@@ -140,6 +140,8 @@ class OutputTail:
         self._thread = threading.Thread(target=self._run, name="mcpdebug-output", daemon=True)
         self._handler = _RecordHandler(self)
         self._warnings_sent: set[int] = set()
+        self._capman = config.pluginmanager.getplugin("capturemanager")
+        self._attached_to: Any = None
         self.lost_bytes = 0
 
     # Life cycle -----------------------------------------------------------------------------------
@@ -195,8 +197,11 @@ class OutputTail:
                     stream.offset = 0
 
     def _attach(self) -> None:
-        capman = self.config.pluginmanager.getplugin("capturemanager")
-        capturing = getattr(capman, "_global_capturing", None)
+        """Find pytest's capture files (once per capture object: pytest keeps one per session)."""
+        capturing = getattr(self._capman, "_global_capturing", None)
+        if capturing is self._attached_to and capturing is not None:
+            return
+        self._attached_to = capturing
         for stream in self._streams:
             stream.source = _source(getattr(capturing, "out" if stream.name == "stdout" else "err", None))
 
@@ -222,18 +227,33 @@ class OutputTail:
 
     @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None]:
-        with self._capturing(item.nodeid, "setup"):
+        previous = self._begin(item.nodeid, "setup")
+        shown = _watch_warnings(self._live_warning)
+        try:
             return (yield)
+        finally:
+            _unwatch_warnings(shown)
+            self._end(previous, emptied=True)
 
     @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None]:
-        with self._capturing(item.nodeid, "call"):
+        previous = self._begin(item.nodeid, "call")
+        shown = _watch_warnings(self._live_warning)
+        try:
             return (yield)
+        finally:
+            _unwatch_warnings(shown)
+            self._end(previous, emptied=True)
 
     @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_runtest_teardown(self, item: pytest.Item) -> Generator[None]:
-        with self._capturing(item.nodeid, "teardown"):
+        previous = self._begin(item.nodeid, "teardown")
+        shown = _watch_warnings(self._live_warning)
+        try:
             return (yield)
+        finally:
+            _unwatch_warnings(shown)
+            self._end(previous, emptied=True)
 
     @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_make_collect_report(self, collector: pytest.Collector) -> Generator[None, Any, Any]:

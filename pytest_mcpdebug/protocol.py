@@ -1,8 +1,8 @@
 """The wire protocol between a test process and `mcpdebug serve`.
 
-One format for both transports: a WebSocket text message and a spool file are each newline-delimited
-JSON *frames*, one frame per line. Every frame is an object whose ``type`` names one of the typed
-definitions below; anything else is rejected with a reason. This module does no I/O and imports
+One format for both transports: a WebSocket message (text or binary) and a spool file are each
+newline-delimited JSON *frames*, one frame per line. Every frame is an object whose ``type`` names
+one of the definitions below; anything else is rejected with a reason. This module does no I/O and imports
 nothing from pytest, so the server can depend on it and the plugin can import it cheaply.
 
 Delivery is at-least-once and ingestion is idempotent: every event carries ``run_id``, ``process``
@@ -182,6 +182,20 @@ class Output(_Event, tag="output"):
     """Per-line timestamps when they differ (log records); otherwise every line has ``ts``."""
 
 
+class PassedPhase(msgspec.Struct, array_like=True):
+    """A phase that passed quietly, reported with its test's end rather than in an event of its own."""
+
+    when: str
+    duration: float
+    finished: float
+
+    def __post_init__(self) -> None:
+        if not math.isfinite(self.duration):
+            self.duration = 0.0
+        if not math.isfinite(self.finished):
+            self.finished = 0.0
+
+
 class TestFinished(_Event, tag="test_finished"):
     """The test's final outcome after teardown, as pytest's summary counts it."""
 
@@ -193,6 +207,9 @@ class TestFinished(_Event, tag="test_finished"):
     """passed, failed, error, skipped, xfailed or xpassed."""
     duration: float
     message: str = ""
+    passed_phases: list[PassedPhase] = []
+    """Phases that passed (not xpassed) and so were not sent as `PhaseFinished`: a passing test
+    costs two events, not five."""
 
 
 class RunFinished(_Event, tag="run_finished"):
@@ -293,7 +310,7 @@ def decode_server_frame(line: bytes | str) -> Welcome | Ack:
 def split_lines(body: bytes | str) -> list[bytes]:
     """The non-empty lines of a message or spool chunk."""
     data = body.encode() if isinstance(body, str) else body
-    return [line for line in data.split(b"\n") if line.strip()]
+    return [line for line in data.split(b"\n") if line and not line.isspace()]
 
 
 def clip(text: str, limit: int = MAX_TEXT_CHARS) -> str:

@@ -34,6 +34,7 @@ class Reporter:
         self._lock = threading.Lock()
         self._started = time.time()
         self._phases: dict[str, list[tuple[str, str, bool, float, str]]] = {}
+        self._passed: dict[str, list[protocol.PassedPhase]] = {}
         self._collected_sent = False
         self.tests_recorded = 0
 
@@ -110,18 +111,21 @@ class Reporter:
         outcome = report.outcome
         wasxfail = getattr(report, "wasxfail", None)
         message = "" if outcome == "passed" else _message(report)
-        longrepr = protocol.clip(str(report.longrepr)) if outcome == "failed" else ""
-        self.emit(
-            protocol.PhaseFinished,
-            nodeid=report.nodeid,
-            worker=self.worker,
-            when=when,
-            outcome=outcome,
-            duration=report.duration,
-            message=message,
-            longrepr=longrepr,
-            wasxfail=wasxfail,
-        )
+        if outcome == "passed" and wasxfail is None:
+            quiet = self._passed.setdefault(report.nodeid, [])
+            quiet.append(protocol.PassedPhase(when, report.duration, time.time()))
+        else:
+            self.emit(
+                protocol.PhaseFinished,
+                nodeid=report.nodeid,
+                worker=self.worker,
+                when=when,
+                outcome=outcome,
+                duration=report.duration,
+                message=message,
+                longrepr=protocol.clip(str(report.longrepr)) if outcome == "failed" else "",
+                wasxfail=wasxfail,
+            )
         phases = self._phases.setdefault(report.nodeid, [])
         phases.append((when, outcome, wasxfail is not None, report.duration, message))
         if when == "teardown":
@@ -135,6 +139,7 @@ class Reporter:
                 outcome=final,
                 duration=sum(p[3] for p in phases),
                 message=next((p[4] for p in phases if p[4]), ""),
+                passed_phases=self._passed.pop(report.nodeid, []),
             )
 
     def emit_finish(self, exitstatus: int, stats: dict[str, list[Any]] | None) -> None:

@@ -204,7 +204,7 @@ class Sender:
 
     def _ws_send(self, lines: list[bytes]) -> None:
         assert self._ws is not None
-        self._ws.send(b"\n".join(lines).decode())
+        self._ws.send(b"\n".join(lines))  # a binary message: no decode of megabytes of output
 
     def _read_acks(self, timeout: float) -> None:
         ws = self._ws

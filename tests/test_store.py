@@ -660,3 +660,39 @@ def test_run_finished_with_exit_status_2_is_interrupted(store: Store) -> None:
 
 def _fields(event: Any) -> dict[str, Any]:
     return {f: getattr(event, f) for f in event.__struct_fields__}
+
+
+def test_quiet_passing_phases_arrive_with_the_test_and_are_stored_as_phases(tmp_path: Path) -> None:
+    """A passing test is sent as two events; its three passed phases are still stored and shown."""
+    from pytest_mcpdebug.protocol import PassedPhase
+
+    store = Store(tmp_path)
+    try:
+        ev = Events(RUN)
+        store.apply(
+            [
+                ev.start(),
+                ev(TestStarted, nodeid=OK, worker="main"),
+                ev(
+                    TestFinished,
+                    nodeid=OK,
+                    worker="main",
+                    outcome="passed",
+                    duration=0.3,
+                    passed_phases=[
+                        PassedPhase("setup", 0.1, T0 + 1),
+                        PassedPhase("call", 0.15, T0 + 2),
+                        PassedPhase("teardown", 0.05, T0 + 3),
+                    ],
+                ),
+            ]
+        )
+        phases = store.phases(RUN, OK)
+        assert [(p["phase"], p["outcome"], p["duration"]) for p in phases] == [
+            ("setup", "passed", 0.1),
+            ("call", "passed", 0.15),
+            ("teardown", "passed", 0.05),
+        ]
+        assert store.test(RUN, OK)["status"] == "passed"
+    finally:
+        store.close()

@@ -573,6 +573,12 @@ def _phase_finished(db: sqlite3.Connection, e: protocol.PhaseFinished) -> None:
 
 def _test_finished(db: sqlite3.Connection, e: protocol.TestFinished) -> None:
     _ensure_test(db, e.run_id, e.nodeid, e.worker, e.ts - e.duration)
+    if e.passed_phases:
+        db.executemany(
+            "INSERT OR IGNORE INTO phases (run_id, nodeid, phase, outcome, duration, finished) "
+            "VALUES (?, ?, ?, 'passed', ?, ?)",
+            [(e.run_id, e.nodeid, p.when, p.duration, p.finished) for p in e.passed_phases],
+        )
     db.execute(
         "UPDATE tests SET status=?, finished=?, duration=?, message=?, worker=? WHERE run_id=? AND nodeid=?",
         (e.outcome, e.ts, e.duration, e.message, e.worker, e.run_id, e.nodeid),
