@@ -311,7 +311,7 @@ class Sender:
                 if self._spool is None:
                     self._spool_path.parent.mkdir(parents=True, exist_ok=True)
                     self._spool = open(self._spool_path, "ab")  # noqa: SIM115 - kept open for the run
-                self._spool.write(b"\n".join(lines) + b"\n")
+                self._spool.writelines([b"\n".join(lines), b"\n"])  # no copy of a big batch to add "\n"
                 self._spool.flush()
                 self.spooled += len(lines)
             except (OSError, ValueError) as exc:
