@@ -186,12 +186,18 @@ def load(
 ) -> Limits:
     """Limits from the command line, then the environment, then pyproject.toml, then defaults.
 
-    ``only`` restricts which limits are read (the plugin needs just the line length); keys of
-    ``[tool.mcpdebug]`` that are not limits are left to their own readers.
+    ``only`` restricts which limits are read (the plugin needs just the line length). An unknown key
+    in ``[tool.mcpdebug]`` is an error, so a misspelt limit does not go unnoticed.
     """
     names = only or tuple(SPECS)
     table = read_pyproject(pyproject) if pyproject is not None else {}
     table = {str(k).replace("-", "_"): v for k, v in table.items()}
+    unknown = sorted(set(table) - set(SPECS))
+    if unknown:
+        raise LimitsError(
+            f"{pyproject} [tool.mcpdebug]: unknown key{'s' if len(unknown) > 1 else ''} "
+            f"{', '.join(unknown)}; known keys: {', '.join(SPECS)}"
+        )
     values: dict[str, Any] = {}
     for name in names:
         cli_value = (cli or {}).get(name)

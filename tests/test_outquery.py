@@ -1023,3 +1023,15 @@ def test_an_old_run_received_now_is_kept_until_max_age_after_it_arrived(tmp_path
         assert store.enforce_retention(now=time.time() + 8 * 86400) == [run_id]
     finally:
         store.close()
+
+
+def test_a_misspelt_key_in_pyproject_is_an_error_listing_the_known_ones(tmp_path: Path) -> None:
+    from pytest_mcpdebug.limits import LimitsError, load
+
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text('[tool.mcpdebug]\nmax_test_ouptut = "5MB"\nmax-runs = 3\n')
+    with pytest.raises(LimitsError, match=r"unknown key max_test_ouptut; known keys: max_line_length, "):
+        load(pyproject=pyproject)
+    pyproject.write_text('[tool.mcpdebug]\nmax_test_output = "5MB"\nmax-runs = 3\n')
+    limits = load(pyproject=pyproject)
+    assert (limits.max_test_output, limits.max_runs) == (5 * 1024 * KB, 3)
