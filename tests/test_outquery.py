@@ -1035,3 +1035,27 @@ def test_a_misspelt_key_in_pyproject_is_an_error_listing_the_known_ones(tmp_path
     pyproject.write_text('[tool.mcpdebug]\nmax_test_output = "5MB"\nmax-runs = 3\n')
     limits = load(pyproject=pyproject)
     assert (limits.max_test_output, limits.max_runs) == (5 * 1024 * KB, 3)
+
+
+def test_a_test_named_exactly_wins_over_longer_names_containing_it(tmp_path: Path) -> None:
+    from mcpdebug import lookup
+
+    store = Store(tmp_path)
+    try:
+        ev = Events("20250301-101500-3fa201")
+        store.apply(
+            [
+                ev.start(),
+                ev.run_started(),
+                *ev.test("t.py::test_total", output=[("call", "stdout", "total")]),
+                *ev.test("t.py::test_total_tax", output=[("call", "stdout", "tax")]),
+                *ev.test("t.py::test_totals[1]"),
+            ]
+        )
+        run = lookup.run(store, "latest")
+        assert lookup.test(store, run, "test_total")["nodeid"] == "t.py::test_total"
+        assert lookup.test(store, run, "test_totals")["nodeid"] == "t.py::test_totals[1]"
+        with pytest.raises(lookup.NotFound, match="matches several tests"):
+            lookup.test(store, run, "test_tot")
+    finally:
+        store.close()

@@ -46,6 +46,10 @@ def test(store: Store, run_row: dict[str, Any], query: str) -> dict[str, Any]:
     if exact is not None:
         return exact
     matches = store.find_tests(rid, query)
+    if len(matches) > 1:  # "test_total" names test_x.py::test_total, not also test_total_tax
+        named = [m for m in matches if m.endswith("::" + query) or m.split("::")[-1].split("[")[0] == query]
+        if len(named) == 1:
+            matches = named
     if len(matches) == 1:
         found = store.test(rid, matches[0])
         assert found is not None
