@@ -122,7 +122,7 @@ def run_summary(
         lines += [
             "",
             f'Next: get_test(run_id="{rid}", test="{problems[0]["nodeid"]}") for the failure text '
-            "and captured output.",
+            "and its output's tail; search_output(pattern=...) searches every test's output.",
         ]
     elif not collect_errors:
         lines += ["", f'Next: list_tests(run_id="{rid}") lists every test.']
