@@ -16,7 +16,6 @@ file each line without depending on arrival order.
 from __future__ import annotations
 
 import collections
-import contextlib
 import logging
 import os
 import threading
@@ -205,12 +204,12 @@ class OutputTail:
         for stream in self._streams:
             stream.source = _source(getattr(capturing, "out" if stream.name == "stdout" else "err", None))
 
-    @contextlib.contextmanager
-    def _capturing(self, nodeid: str, phase: str, *, emptied: bool = True) -> Generator[None]:
+    def _tail_phase(self, nodeid: str, phase: str, *, emptied: bool = True) -> Generator[None, Any, Any]:
+        """The body of a wrapper hook: tail the output of what runs at the ``yield``."""
         previous = self._begin(nodeid, phase)
         shown = _watch_warnings(self._live_warning)
         try:
-            yield
+            return (yield)
         finally:
             _unwatch_warnings(shown)
             self._end(previous, emptied=emptied)
@@ -226,49 +225,29 @@ class OutputTail:
     # Hooks: innermost wrappers, so they run inside pytest's capture of each phase ------------------
 
     @pytest.hookimpl(wrapper=True, trylast=True)
-    def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None]:
-        previous = self._begin(item.nodeid, "setup")
-        shown = _watch_warnings(self._live_warning)
-        try:
-            return (yield)
-        finally:
-            _unwatch_warnings(shown)
-            self._end(previous, emptied=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, Any, Any]:
+        return (yield from self._tail_phase(item.nodeid, "setup"))
 
     @pytest.hookimpl(wrapper=True, trylast=True)
-    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None]:
-        previous = self._begin(item.nodeid, "call")
-        shown = _watch_warnings(self._live_warning)
-        try:
-            return (yield)
-        finally:
-            _unwatch_warnings(shown)
-            self._end(previous, emptied=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
+        return (yield from self._tail_phase(item.nodeid, "call"))
 
     @pytest.hookimpl(wrapper=True, trylast=True)
-    def pytest_runtest_teardown(self, item: pytest.Item) -> Generator[None]:
-        previous = self._begin(item.nodeid, "teardown")
-        shown = _watch_warnings(self._live_warning)
-        try:
-            return (yield)
-        finally:
-            _unwatch_warnings(shown)
-            self._end(previous, emptied=True)
+    def pytest_runtest_teardown(self, item: pytest.Item) -> Generator[None, Any, Any]:
+        return (yield from self._tail_phase(item.nodeid, "teardown"))
 
     @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_make_collect_report(self, collector: pytest.Collector) -> Generator[None, Any, Any]:
         if not isinstance(collector, pytest.File):
             return (yield)
-        with self._capturing("", "collect"):
-            return (yield)
+        return (yield from self._tail_phase("", "collect"))
 
     @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_fixture_setup(self, fixturedef: Any, request: Any) -> Generator[None, Any, Any]:
         """A session-scoped fixture's set-up output is the run's, not the first test's that needs it."""
         if fixturedef.scope != "session" or not self._tailing:
             return (yield)
-        with self._capturing("", "fixture", emptied=False):
-            return (yield)
+        return (yield from self._tail_phase("", "fixture", emptied=False))
 
     def pytest_warning_recorded(self, warning_message: Any, when: str, nodeid: str, location: Any) -> None:
         """Warnings not seen as they were issued (at collection, or with no phase running)."""

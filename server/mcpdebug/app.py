@@ -37,29 +37,23 @@ F = TypeVar("F", bound=Callable[..., str])
 def build_server(store: Store) -> MCPServer:
     server: MCPServer = MCPServer("mcpdebug", instructions=INSTRUCTIONS, version=_version())
 
-    def reading(fn: F) -> F:
-        """Ingest pending spool first; turn lookup failures into error results."""
+    def reads_store(error: type[Exception]) -> Callable[[F], F]:
+        """Ingest pending spool first; turn lookup failures into ``error`` (an error result)."""
 
-        @wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> str:
-            lookup.refresh(store)
-            try:
-                return fn(*args, **kwargs)
-            except (lookup.NotFound, OutputError) as exc:
-                raise ToolError(str(exc)) from None
+        def decorate(fn: F) -> F:
+            @wraps(fn)
+            def wrapper(*args: Any, **kwargs: Any) -> str:
+                lookup.refresh(store)
+                try:
+                    return fn(*args, **kwargs)
+                except (lookup.NotFound, OutputError) as exc:
+                    raise error(str(exc)) from None
 
-        return wrapper  # type: ignore[return-value]
+            return wrapper  # type: ignore[return-value]
 
-    def resource_reading(fn: F) -> F:
-        @wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> str:
-            lookup.refresh(store)
-            try:
-                return fn(*args, **kwargs)
-            except (lookup.NotFound, OutputError) as exc:
-                raise ResourceError(str(exc)) from None
+        return decorate
 
-        return wrapper  # type: ignore[return-value]
+    reading, resource_reading = reads_store(ToolError), reads_store(ResourceError)
 
     @server.tool(annotations=READ_ONLY)
     @reading
