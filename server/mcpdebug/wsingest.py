@@ -108,20 +108,15 @@ class IngestServer:
             self.connections[key] = ws
             async for message in ws:
                 try:
-                    events = decode_events(protocol.split_lines(message))
-                    for event in events:
-                        if (event.run_id, event.process) != key:
-                            raise protocol.ProtocolError(
-                                f"event of {event.run_id}/{event.process} on the connection of "
-                                f"{key[0]}/{key[1]}"
-                            )
+                    # In a worker thread: megabytes of output must not hold up other connections
+                    # or the MCP server sharing this event loop.
+                    last = await asyncio.to_thread(self._ingest, message, key)
                 except protocol.ProtocolError as exc:
                     log.warning("closing %s (%s/%s): %s", peer, key[0], key[1], exc)
                     await ws.close(protocol.CLOSE_MALFORMED, str(exc)[:120])
                     return
-                if events:
-                    self.store.apply(events)
-                    await ws.send(protocol.encode(protocol.Ack(seq=max(e.seq for e in events))).decode())
+                if last is not None:
+                    await ws.send(protocol.encode(protocol.Ack(seq=last)).decode())
         except ConnectionClosed as exc:
             if (exc.rcvd and exc.rcvd.code == protocol.CLOSE_TOO_BIG) or (exc.sent and exc.sent.code == 1009):
                 log.warning("closed %s: message over %d bytes", peer, self.max_size)
@@ -160,7 +155,7 @@ class IngestServer:
             await ws.close(protocol.CLOSE_POLICY, "the first frame must be a hello")
             return None
         if frame.spool:  # it recorded offline before: take that in first, so the store is in order
-            ingest_spool(self.store, only=os.path.basename(frame.spool))
+            await asyncio.to_thread(ingest_spool, self.store, only=os.path.basename(frame.spool))
         await ws.send(
             protocol.encode(
                 protocol.Welcome(protocol=protocol.PROTOCOL_VERSION, server_pid=os.getpid())
@@ -168,6 +163,19 @@ class IngestServer:
         )
         log.info("%s connected: run %s, %s", peer, frame.run_id, frame.process)
         return frame
+
+    def _ingest(self, message: str | bytes, key: tuple[str, str]) -> int | None:
+        """Decode and store one message of a connection; returns the highest seq, to acknowledge."""
+        events = decode_events(protocol.split_lines(message))
+        for event in events:
+            if (event.run_id, event.process) != key:
+                raise protocol.ProtocolError(
+                    f"event of {event.run_id}/{event.process} on the connection of {key[0]}/{key[1]}"
+                )
+        if not events:
+            return None
+        self.store.apply(events)
+        return max(e.seq for e in events)
 
 
 def _peer(ws: Any) -> str:
