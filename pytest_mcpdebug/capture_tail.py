@@ -16,6 +16,7 @@ file each line without depending on arrival order.
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import os
 import threading
@@ -141,6 +142,7 @@ class OutputTail:
         self._warnings_sent: set[int] = set()
         self._capman = config.pluginmanager.getplugin("capturemanager")
         self._attached_to: Any = None
+        self._session_fixtures_unmarked = False
         self.lost_bytes = 0
 
     # Life cycle -----------------------------------------------------------------------------------
@@ -214,6 +216,14 @@ class OutputTail:
             _unwatch_warnings(shown)
             self._end(previous, emptied=emptied)
 
+    def _session_teardown_begins(self) -> None:
+        """From here on, the last test's teardown phase runs the session's fixtures' teardown."""
+        with self._lock:
+            if self._tailing and self._unit.nodeid:
+                self._read(None)
+                self._flush_lines()
+                self._unit, self._phase = self._units[""], "fixture"
+
     def _live_warning(self, message: Any) -> None:
         """A warning as it is issued (pytest reports it only after the test), in its place in the output."""
         with self._lock:
@@ -234,6 +244,12 @@ class OutputTail:
 
     @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_runtest_teardown(self, item: pytest.Item) -> Generator[None, Any, Any]:
+        if self._session_fixtures_unmarked:
+            # Runs first when the session is torn down (finalizers run last-in, first-out), i.e.
+            # after this test's own fixtures and before every session fixture set up so far.
+            with contextlib.suppress(Exception):  # the session not being set up is no reason to fail
+                item.session.addfinalizer(self._session_teardown_begins)
+                self._session_fixtures_unmarked = False
         return (yield from self._tail_phase(item.nodeid, "teardown"))
 
     @pytest.hookimpl(wrapper=True, trylast=True)
@@ -245,7 +261,10 @@ class OutputTail:
     @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_fixture_setup(self, fixturedef: Any, request: Any) -> Generator[None, Any, Any]:
         """A session-scoped fixture's set-up output is the run's, not the first test's that needs it."""
-        if fixturedef.scope != "session" or not self._tailing:
+        if fixturedef.scope != "session":
+            return (yield)
+        self._session_fixtures_unmarked = True
+        if not self._tailing:
             return (yield)
         return (yield from self._tail_phase("", "fixture", emptied=False))
 

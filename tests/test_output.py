@@ -721,3 +721,43 @@ async def test_xdist_output_is_attributed_to_each_test(pytester: pytest.Pytester
         test = store.test(run_id, nodeid)
         assert test is not None and test["worker"] == worker  # printed on the worker that ran it
     assert {worker for _, _, worker in hits} == {"gw0", "gw1"}
+
+
+def test_session_fixture_teardown_output_is_the_runs_not_the_last_tests(pytester: pytest.Pytester) -> None:
+    """pytest runs session teardown in the last test's teardown phase; its output is the run's."""
+    pytester.makeconftest(
+        """
+        import pytest
+
+        @pytest.fixture(scope="session")
+        def db():
+            print("db: up")
+            yield "db"
+            print("db: down")
+
+        @pytest.fixture
+        def fn():
+            yield
+            print("fn: down")
+        """
+    )
+    pytester.makepyfile(
+        test_s="""
+        def test_one(db, fn):
+            print("one")
+
+        def test_two(db, fn):
+            print("two")
+        """
+    )
+    run_inner(pytester, "--mcp-debug").assert_outcomes(passed=2)
+    store = recorded(pytester.path / ".mcpdebug")
+    try:
+        from mcpdebug import lookup, outview
+
+        run = lookup.run(store, "latest")
+        assert outview.get_output(store, run).splitlines()[2:4] == ["1: db: up", "2: db: down"]
+        last = outview.get_output(store, run, "test_two").splitlines()
+        assert last[2:4] == ["1: two", "2: fn: down"] and "db: down" not in "\n".join(last)
+    finally:
+        store.close()
