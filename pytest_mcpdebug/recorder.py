@@ -155,6 +155,12 @@ class Recorder:
             return
         for warning in dict.fromkeys(self.sender.warnings[self._warned :]):
             terminalreporter.write_line(f"mcpdebug: warning: {warning}", yellow=True)
+        if self.tail is not None and self.tail.lost_bytes:
+            terminalreporter.write_line(
+                f"mcpdebug: warning: {self.tail.lost_bytes} bytes of captured output were taken from "
+                "pytest's capture before they could be recorded (e.g. by --pdb); the rest was recorded",
+                yellow=True,
+            )
         sender = self.sender
         if not sender.spooled:
             where = f"streamed to {sender.connected_url or 'the server'}"

@@ -22,8 +22,6 @@ from typing import Any, Final
 
 from .outstore import Outputs, Segment, row_dict
 
-__all__ = ["Outputs", "Segment"]
-
 COMBINED: Final = "combined"
 STREAM_CHOICES: Final = (COMBINED, "stdout", "stderr", "log", "warnings")
 PHASE_CHOICES: Final = ("setup", "call", "teardown", "collect", "fixture")

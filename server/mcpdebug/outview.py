@@ -17,7 +17,7 @@ from urllib.parse import quote
 
 from . import lookup, outquery
 from .outquery import COMBINED, ErrorType, Hit, Line, OutputError, View
-from .outstore import is_run_unit
+from .outstore import Segment, is_run_unit
 from .store import Store
 
 MAX_REPLY_CHARS: Final = 30_000
@@ -550,7 +550,7 @@ def _session_lines(
         unit = units.get(row[0])
         if unit is None:
             continue
-        seg = outquery.Segment(*row[1:])
+        seg = Segment(*row[1:])
         data = store.outputs.read(run_id, unit["id"], seg)
         texts = data.split(b"\n")
         times = seg.line_times()
@@ -607,10 +607,3 @@ def logs_list(store: Store, limit: int | None = None) -> str:
             {"runs": listed, "totalCount": total_count, "totalSize": total_size, "truncated": True}, indent=1
         )
     return text
-
-
-def error_text(exc: OutputError) -> str:
-    return str(exc)
-
-
-__all__ = ["OutputError", "get_logs", "get_output", "logs_list", "search_output"]
