@@ -196,6 +196,56 @@ class PassedPhase(msgspec.Struct, array_like=True):
             self.finished = 0.0
 
 
+class SnapshotVar(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A variable: its value rendered by seed 000's rules; ``ref`` > 0 if it has children."""
+
+    name: str
+    type: str
+    value: str
+    ref: Int = 0
+
+
+class SnapshotException(msgspec.Struct, kw_only=True, omit_defaults=True):
+    type: str
+    message: str
+    relation: str = ""
+    """For a link of the chain: "cause" (raise ... from) or "context" (raised while handling)."""
+
+
+class SnapshotFrame(msgspec.Struct, kw_only=True, omit_defaults=True):
+    file: str
+    """Absolute path."""
+    line: Int
+    function: str
+    library: bool = False
+    """A frame of the standard library, site-packages, pytest or pluggy (no locals kept)."""
+    source: list[tuple[Int, str]] = []
+    locals: list[SnapshotVar] = []
+
+
+class Snapshot(msgspec.Struct, kw_only=True, omit_defaults=True):
+    exception: SnapshotException
+    chain: list[SnapshotException] = []
+    notes: list[str] = []
+    """The exception's notes: hypothesis puts its falsifying example here."""
+    assertion: str = ""
+    """pytest's assertion introspection: the compared values and its explanation."""
+    frames: list[SnapshotFrame] = []
+    """Innermost (the raise point) first, down to the test function."""
+    frames_dropped: Int = 0
+    children: dict[str, list[SnapshotVar]] = {}
+    """Children of expandable variables, by ``ref``."""
+
+
+class FailureSnapshot(_Event, tag="failure_snapshot"):
+    """A failed phase's exception and frames, taken while they were alive."""
+
+    nodeid: str
+    worker: str
+    when: str
+    snapshot: Snapshot
+
+
 class TestFinished(_Event, tag="test_finished"):
     """The test's final outcome after teardown, as pytest's summary counts it."""
 
@@ -231,6 +281,7 @@ Event = (
     | CollectionError
     | TestStarted
     | PhaseFinished
+    | FailureSnapshot
     | Output
     | TestFinished
     | RunFinished
@@ -305,6 +356,18 @@ def decode_server_frame(line: bytes | str) -> Welcome | Ack:
         raise ProtocolError(f"invalid server frame: {exc}") from None
     except (RecursionError, UnicodeEncodeError):
         raise ProtocolError("invalid server frame: not decodable JSON") from None
+
+
+_snapshot_decoder = msgspec.json.Decoder(Snapshot)
+
+
+def encode_value(value: msgspec.Struct) -> str:
+    return _encoder.encode(value).decode()
+
+
+def decode_snapshot(text: str | bytes) -> Snapshot:
+    snapshot: Snapshot = _snapshot_decoder.decode(text)
+    return snapshot
 
 
 def split_lines(body: bytes | str) -> list[bytes]:

@@ -142,6 +142,35 @@ class Reporter:
                 passed_phases=self._passed.pop(report.nodeid, []),
             )
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_exception_interact(self, node: Any, call: Any, report: Any) -> None:
+        """A failed phase (never a skip or xfail): snapshot its frames while they are alive."""
+        if self.role == "controller" or not isinstance(node, pytest.Item) or call.excinfo is None:
+            return
+        from .snapshot import take
+
+        exc = call.excinfo.value
+        try:
+            snapshot = take(
+                exc,
+                call.excinfo.tb,
+                first_code=getattr(getattr(node, "obj", None), "__code__", None),
+                assertion=str(exc) if isinstance(exc, AssertionError) else "",
+            )
+        except Exception as error:  # never let a snapshot break the run; say what went wrong instead
+            snapshot = protocol.Snapshot(
+                exception=protocol.SnapshotException(
+                    type=type(exc).__name__, message=f"(snapshot failed: {type(error).__name__}: {error})"
+                )
+            )
+        self.emit(
+            protocol.FailureSnapshot,
+            nodeid=node.nodeid,
+            worker=self.worker,
+            when=getattr(report, "when", None) or call.when,
+            snapshot=snapshot,
+        )
+
     def emit_finish(self, exitstatus: int, stats: dict[str, list[Any]] | None) -> None:
         if self.role != "worker":
             counts = {k: len(v) for k, v in (stats or {}).items() if k and k != "warnings"}

@@ -89,7 +89,40 @@ EVENT_STRATEGIES: dict[type, st.SearchStrategy[Any]] = {
         times=st.none() | st.lists(floats, max_size=5),
     ),
     TestFinished: _event(
-        TestFinished, nodeid=texts, worker=texts, outcome=texts, duration=floats, message=texts
+        TestFinished,
+        nodeid=texts,
+        worker=texts,
+        outcome=texts,
+        duration=floats,
+        message=texts,
+        passed_phases=st.lists(st.builds(protocol.PassedPhase, texts, floats, floats), max_size=3),
+    ),
+    protocol.FailureSnapshot: _event(
+        protocol.FailureSnapshot,
+        nodeid=texts,
+        worker=texts,
+        when=texts,
+        snapshot=st.builds(
+            protocol.Snapshot,
+            exception=st.builds(protocol.SnapshotException, type=texts, message=texts, relation=texts),
+            notes=st.lists(texts, max_size=2),
+            assertion=texts,
+            frames=st.lists(
+                st.builds(
+                    protocol.SnapshotFrame,
+                    file=texts,
+                    line=ints,
+                    function=texts,
+                    library=st.booleans(),
+                    source=st.lists(st.tuples(ints, texts), max_size=3),
+                    locals=st.lists(
+                        st.builds(protocol.SnapshotVar, name=texts, type=texts, value=texts, ref=ints),
+                        max_size=3,
+                    ),
+                ),
+                max_size=3,
+            ),
+        ),
     ),
     RunFinished: _event(
         RunFinished, exit_status=ints, duration=floats, counts=st.dictionaries(texts, ints, max_size=5)
@@ -232,7 +265,7 @@ def test_optional_fields_take_their_defaults_when_absent() -> None:
 
 def test_event_types_lists_every_event_tag() -> None:
     assert set(protocol.EVENT_TYPES) == {c.__struct_config__.tag for c in EVENT_CLASSES}
-    assert len(protocol.EVENT_TYPES) == 10
+    assert len(protocol.EVENT_TYPES) == 11
     assert "output" in protocol.EVENT_TYPES
     assert "hello" not in protocol.EVENT_TYPES
 

@@ -17,7 +17,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.server.mcpserver.resources import ResourceSecurity
 from mcp.types import ToolAnnotations
 
-from . import lookup, outview, render
+from . import failview, lookup, outview, render
 from .outquery import OutputError
 from .store import Store
 
@@ -94,6 +94,16 @@ def build_server(store: Store) -> MCPServer:
         phases = store.phases(row["run_id"], found["nodeid"])
         output = outview.output_tail(store, row, found["nodeid"], max(0, min(tail_lines, 2000)))
         return render.test_detail(row, found, phases, output)
+
+    @server.tool(annotations=READ_ONLY)
+    @reading
+    def get_failure(run_id: str = "latest", test: str | None = None) -> str:
+        """Everything about one failure, from the snapshot taken while the failing frames were alive:
+        exception, chain and notes (hypothesis's falsifying example), pytest's assertion introspection,
+        each frame from the raise point to the test (absolute path, line, source, locals with type and
+        value; secrets redacted), and the tail of the test's output. Without test: the run's first
+        failure, and a list of the others."""
+        return failview.get_failure(store, lookup.run(store, run_id), test)
 
     @server.tool(annotations=READ_ONLY)
     @reading

@@ -107,6 +107,14 @@ CREATE TABLE IF NOT EXISTS collection_errors (
     longrepr TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (run_id, nodeid)
 );
+CREATE TABLE IF NOT EXISTS failures (
+    run_id TEXT NOT NULL,
+    nodeid TEXT NOT NULL,
+    phase TEXT NOT NULL,
+    finished REAL NOT NULL,
+    snapshot TEXT NOT NULL,
+    PRIMARY KEY (run_id, nodeid, phase)
+);
 CREATE TABLE IF NOT EXISTS spool_files (
     name TEXT PRIMARY KEY,
     offset INTEGER NOT NULL DEFAULT 0
@@ -335,7 +343,7 @@ class Store:
 
     def delete_runs(self, run_ids: list[str]) -> None:
         with self.transaction() as db:
-            for table in ("runs", "processes", "events", "tests", "phases", "collection_errors"):
+            for table in ("runs", "processes", "events", "tests", "phases", "collection_errors", "failures"):
                 db.executemany(f"DELETE FROM {table} WHERE run_id=?", [(r,) for r in run_ids])
             db.executemany("DELETE FROM outputs WHERE run_id=?", [(r,) for r in run_ids])
             db.executemany("DELETE FROM segments WHERE run_id=?", [(r,) for r in run_ids])
@@ -435,6 +443,16 @@ class Store:
             (run_id,),
         )
         return [dict(r) for r in rows]
+
+    def failures(self, run_id: str, nodeid: str | None = None) -> list[dict[str, Any]]:
+        """Failure snapshots of a run (or of one test), in the order they happened."""
+        sql = (
+            "SELECT * FROM failures WHERE run_id=?"
+            + (" AND nodeid=?" if nodeid else "")
+            + " ORDER BY finished"
+        )
+        rows = self.db.execute(sql, (run_id, nodeid) if nodeid else (run_id,)).fetchall()
+        return [{**dict(r), "snapshot": protocol.decode_snapshot(r["snapshot"])} for r in rows]
 
     def collection_errors(self, run_id: str) -> list[dict[str, Any]]:
         return [
@@ -585,6 +603,14 @@ def _test_finished(db: sqlite3.Connection, e: protocol.TestFinished) -> None:
     )
 
 
+def _failure_snapshot(db: sqlite3.Connection, e: protocol.FailureSnapshot) -> None:
+    _ensure_test(db, e.run_id, e.nodeid, e.worker, e.ts)
+    db.execute(
+        "INSERT OR REPLACE INTO failures VALUES (?, ?, ?, ?, ?)",
+        (e.run_id, e.nodeid, e.when, e.ts, protocol.encode_value(e.snapshot)),
+    )
+
+
 def _run_finished(db: sqlite3.Connection, e: protocol.RunFinished) -> None:
     status = "interrupted" if e.exit_status == 2 else "finished"
     db.execute(
@@ -609,6 +635,7 @@ _HANDLERS: dict[type, Any] = {
     protocol.TestStarted: _test_started,
     protocol.PhaseFinished: _phase_finished,
     protocol.TestFinished: _test_finished,
+    protocol.FailureSnapshot: _failure_snapshot,
     protocol.RunFinished: _run_finished,
     protocol.ProcessFinished: _process_finished,
 }

@@ -1,0 +1,138 @@
+"""Failure snapshots: taken in the test process while the frames are alive, read through get_failure."""
+
+from __future__ import annotations
+
+import pytest
+from mcp import Client
+
+from helpers import recorded, run_inner
+from mcpdebug.app import build_server
+from pytest_mcpdebug.snapshot import ITEMS, STRING_CHARS, render
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def text(result) -> str:
+    assert len(result.content) == 1
+    return result.content[0].text
+
+
+@pytest.mark.anyio
+async def test_a_failing_assertion_shows_its_line_locals_and_compared_values(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        test_cart="""
+        class Order:
+            def __init__(self, items):
+                self.items = items
+                self.customer = "ada@example.com"
+
+        def total(order):
+            return sum(order.items) + 1
+
+        def test_total():
+            order = Order([1, 2, 3])
+            api_token = "s3cr3t-value"
+            expected = 6
+            actual = total(order)
+            assert actual == expected
+        """
+    )
+    run_inner(pytester, "--mcp-debug").assert_outcomes(failed=1)
+    path = pytester.path / "test_cart.py"
+    async with Client(build_server(recorded(pytester.path / ".mcpdebug"))) as client:
+        reply = text(await client.call_tool("get_failure", {}))
+    assert reply.startswith("FAILED test_cart.py::test_total (call) in run ")
+    assert "AssertionError: assert 7 == 6" in reply
+    assert f"Raised at {path}:14 in test_total()" in reply
+    assert f"#0 {path}:14 in test_total()" in reply
+    assert "  > 14 |     assert actual == expected" in reply
+    for line in (
+        "order (test_cart.Order) = <test_cart.Order object at",
+        "expected (int) = 6",
+        "actual (int) = 7",
+        "api_token (str) = <redacted>",
+    ):
+        assert line in reply
+    assert "s3cr3t-value" not in reply.split("locals:")[1]  # (the source line shows the literal itself)
+    assert "@py_assert" not in reply  # pytest's rewriting temporaries are not the test's locals
+
+
+@pytest.mark.anyio
+async def test_errors_in_fixtures_and_chains_and_notes(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_more="""
+        import pytest
+
+        def connect(dsn):
+            raise RuntimeError("database unavailable")
+
+        @pytest.fixture
+        def db():
+            return connect("postgresql://localhost/app")
+
+        def test_query(db):
+            pass
+
+        def test_chain():
+            try:
+                {}["missing"]
+            except KeyError as exc:
+                raise ValueError("config broken") from exc
+
+        def test_notes():
+            err = AssertionError("property failed")
+            err.add_note("Falsifying example: test_notes(x=0)")
+            raise err
+        """
+    )
+    run_inner(pytester, "--mcp-debug").assert_outcomes(failed=2, errors=1)
+    async with Client(build_server(recorded(pytester.path / ".mcpdebug"))) as client:
+        setup = text(await client.call_tool("get_failure", {"test": "test_query"}))
+        chain = text(await client.call_tool("get_failure", {"test": "test_chain"}))
+        notes = text(await client.call_tool("get_failure", {"test": "test_notes"}))
+        first = text(await client.call_tool("get_failure", {}))
+        passing = await client.call_tool("get_failure", {"test": "nope"})
+    assert setup.startswith("ERROR test_more.py::test_query (setup)")
+    assert "RuntimeError: database unavailable" in setup
+    assert "in connect()" in setup and "dsn (str) = 'postgresql://localhost/app'" in setup
+    assert "in db()" in setup and "_pytest" not in setup.split("Other failures")[0]
+    assert "ValueError: config broken" in chain and "The above was caused by: KeyError: 'missing'" in chain
+    assert "Falsifying example: test_notes(x=0)" in notes
+    assert "Other failures in this run (2):" in first
+    assert passing.is_error and "No test matching 'nope'" in text(passing)
+
+
+def test_values_follow_seed_000s_truncation_rules() -> None:
+    assert render("x" * 500) == repr("x" * STRING_CHARS) + "... (truncated)"
+    assert render(list(range(12))) == f"[0, 1, 2, 3, 4, ... +{12 - ITEMS} more]"
+    assert render({"a": 1}) == "{'a': 1}"
+
+    class Broken:
+        def __repr__(self) -> str:
+            raise RuntimeError("no")
+
+    assert render(Broken()) == "<Broken object; repr() failed: RuntimeError>"
+
+
+def test_huge_locals_keep_the_snapshot_bounded(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_big="""
+        def test_big():
+            blob = "y" * 5_000_000
+            rows = [{"id": i, "payload": "z" * 1000} for i in range(100_000)]
+            assert len(rows) == 0
+        """
+    )
+    run_inner(pytester, "--mcp-debug").assert_outcomes(failed=1)
+    store = recorded(pytester.path / ".mcpdebug")
+    [failure] = store.failures(store.runs()[0]["run_id"])
+    size = len(store.db.execute("SELECT snapshot FROM failures").fetchone()[0])
+    assert size < 200_000
+    names = {v.name: v for v in failure["snapshot"].frames[0].locals}
+    assert names["blob"].value.endswith("... (truncated)")
+    assert names["rows"].value.endswith("... +99995 more]") and names["rows"].ref
