@@ -136,3 +136,58 @@ def test_huge_locals_keep_the_snapshot_bounded(pytester: pytest.Pytester) -> Non
     names = {v.name: v for v in failure["snapshot"].frames[0].locals}
     assert names["blob"].value.endswith("... (truncated)")
     assert names["rows"].value.endswith("... +99995 more]") and names["rows"].ref
+
+
+@pytest.mark.anyio
+async def test_stack_scopes_variables_and_source_of_a_stored_failure(pytester: pytest.Pytester) -> None:
+    import json
+
+    pytester.makepyfile(
+        test_inv="""
+        class Item:
+            def __init__(self, sku, qty):
+                self.sku = sku
+                self.qty = qty
+
+        def reserve(stock, item):
+            if stock[item.sku] < item.qty:
+                raise LookupError(f"not enough {item.sku}")
+
+        def test_reserve():
+            stock = {"apple": 1, "pear": 5}
+            wanted = Item("apple", 3)
+            reserve(stock, wanted)
+        """
+    )
+    run_inner(pytester, "--mcp-debug").assert_outcomes(failed=1)
+    path = str(pytester.path / "test_inv.py")
+    async with Client(build_server(recorded(pytester.path / ".mcpdebug"))) as client:
+
+        async def call(name: str, **args):
+            result = await client.call_tool(name, args)
+            return json.loads(text(result)) if not result.is_error else text(result)
+
+        stack = await call("get_stack_trace")
+        assert [(f["id"], f["name"], f["file"], f["line"]) for f in stack["stackFrames"]] == [
+            (0, "reserve", path, 8),
+            (1, "test_reserve", path, 13),
+        ]
+        scopes = await call("get_scopes", frame_id=1)
+        ref = scopes["scopes"][0]["variablesReference"]
+        local = {v["name"]: v for v in (await call("get_variables", variables_reference=ref))["variables"]}
+        assert local["stock"]["value"] == "{'apple': 1, 'pear': 5}" and local["stock"]["expandable"]
+        wanted = await call("get_variables", variables_reference=local["wanted"]["variablesReference"])
+        assert {(v["name"], v["value"]) for v in wanted["variables"]} == {("sku", "'apple'"), ("qty", "3")}
+        default = await call("get_local_variables")
+        assert default["frame"]["name"] == "test_reserve" and default["count"] == 2
+        inner = await call("get_local_variables", frame_id=0)
+        assert {v["name"] for v in inner["variables"]} == {"stock", "item"}
+        source = await call("get_source_context", file="test_inv.py", line=8, lines_context=1)
+        assert source["lineContent"] == '        raise LookupError(f"not enough {item.sku}")'
+        assert [s["line"] for s in source["surrounding"]] == [7, 8, 9]
+        refused = await call("get_source_context", file="/etc/passwd", line=1)
+        assert "outside the run's rootdir" in refused
+        missing = await call("get_scopes", frame_id=9)
+        assert "this failure has frames 0-1" in missing
+        bad_ref = await call("get_variables", variables_reference=777)
+        assert "No variablesReference 777" in bad_ref

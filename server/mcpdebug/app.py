@@ -17,7 +17,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.server.mcpserver.resources import ResourceSecurity
 from mcp.types import ToolAnnotations
 
-from . import failview, lookup, outview, render
+from . import failview, lookup, outview, render, snapview
 from .outquery import OutputError
 from .store import Store
 
@@ -104,6 +104,52 @@ def build_server(store: Store) -> MCPServer:
         value; secrets redacted), and the tail of the test's output. Without test: the run's first
         failure, and a list of the others."""
         return failview.get_failure(store, lookup.run(store, run_id), test)
+
+    @server.tool(annotations=READ_ONLY)
+    @reading
+    def get_stack_trace(
+        run_id: str = "latest", test: str | None = None, include_library: bool = False
+    ) -> str:
+        """The failing test's frames from its snapshot, innermost (the raise point, id 0) first: id,
+        function, absolute file, line. Library frames (stdlib, site-packages, pytest) only with
+        include_library. Without test: the run's first failure."""
+        return snapview.get_stack_trace(store, lookup.run(store, run_id), test, include_library)
+
+    @server.tool(annotations=READ_ONLY)
+    @reading
+    def get_scopes(frame_id: int, run_id: str = "latest", test: str | None = None) -> str:
+        """The scopes of a frame (its Locals) with the variablesReference to pass to get_variables."""
+        return snapview.get_scopes(store, lookup.run(store, run_id), test, frame_id)
+
+    @server.tool(annotations=READ_ONLY)
+    @reading
+    def get_variables(variables_reference: int, run_id: str = "latest", test: str | None = None) -> str:
+        """The variables under a variablesReference (a scope from get_scopes, or an expandable value):
+        name, value, type and their own variablesReference (0 = nothing to expand)."""
+        return snapview.get_variables(store, lookup.run(store, run_id), test, variables_reference)
+
+    @server.tool(annotations=READ_ONLY)
+    @reading
+    def get_local_variables(
+        frame_id: int | None = None,
+        include_special: bool = False,
+        run_id: str = "latest",
+        test: str | None = None,
+    ) -> str:
+        """A frame's locals in one call (default: the test function's frame). include_special shows
+        dunder names too."""
+        run = lookup.run(store, run_id)
+        return snapview.get_local_variables(store, run, test, frame_id, include_special)
+
+    @server.tool(annotations=READ_ONLY)
+    @reading
+    def get_source_context(
+        file: str, line: int, lines_context: int = 5, run_id: str = "latest", test: str | None = None
+    ) -> str:
+        """Source lines around a line of a file of the run's rootdir or of the failure's frames (others
+        are refused), as the file is on disk now."""
+        run = lookup.run(store, run_id)
+        return snapview.get_source_context(store, run, test, file, line, lines_context)
 
     @server.tool(annotations=READ_ONLY)
     @reading
