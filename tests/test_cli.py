@@ -68,3 +68,16 @@ def test_errors_are_one_line_with_what_to_do(project: Path, tmp_path: Path) -> N
     assert nothing.returncode == 2
     assert "record a run with `pytest --mcp-debug` first, or pass --dir" in nothing.stderr
     assert "Traceback" not in nothing.stderr + unknown.stderr
+
+
+def test_failure_shows_frames_and_locals_of_a_failure(project: Path) -> None:
+    first = cli(project, "failure")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.startswith("FAILED test_assertion.py::test_order_total (call) in run ")
+    assert f"Raised at {project / 'test_assertion.py'}:27 in test_order_total()" in first.stdout
+    assert "customer (str) = 'ada@example.com'" in first.stdout
+    assert "Other failures in this run (3):" in first.stdout
+    setup = cli(project, "failure", "latest", "test_query_users")
+    assert setup.returncode == 0 and "RuntimeError: database unavailable" in setup.stdout
+    unknown = cli(project, "failure", "latest", "nope")
+    assert unknown.returncode == 3 and "No test matching 'nope'" in unknown.stderr

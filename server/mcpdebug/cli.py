@@ -17,7 +17,7 @@ from typing import Any
 from pytest_mcpdebug import __version__, limits
 from pytest_mcpdebug.layout import DIRNAME, STORE_FILE
 
-from . import lookup, outquery, outview, render
+from . import failview, lookup, outquery, outview, render
 from .outquery import ErrorType, OutputError
 from .store import Store, StoreError
 
@@ -115,6 +115,15 @@ def _parser() -> argparse.ArgumentParser:
     logs.add_argument("--phase", choices=outquery.PHASE_CHOICES, help="only this phase's lines")
     logs.add_argument("--no-line-numbers", action="store_true", help="print lines without their numbers")
 
+    failure = sub.add_parser("failure", help="a failure's frames, locals and source (as get_failure)")
+    failure.add_argument(
+        "run", nargs="?", default="latest", help='run id or unique prefix (default: "latest")'
+    )
+    failure.add_argument(
+        "test", nargs="?", help="node id or a unique part (default: the run's first failure)"
+    )
+    failure.add_argument("--dir", help=dir_help)
+
     tail = sub.add_parser("tail", help="follow a run's output live, as it is written")
     tail.add_argument("run", nargs="?", default="latest", help='run id or unique prefix (default: "latest")')
     tail.add_argument("--dir", help=dir_help)
@@ -145,6 +154,9 @@ def main(argv: list[str] | None = None) -> int:
             return _logs(store, args)
         if args.command == "tail":
             return _tail(store, args)
+        if args.command == "failure":
+            print(failview.get_failure(store, lookup.run(store, args.run), args.test))
+            return 0
         return _show(store, args)
     except (StoreError, limits.LimitsError) as exc:
         print(f"mcpdebug: {exc}", file=sys.stderr)

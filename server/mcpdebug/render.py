@@ -121,8 +121,9 @@ def run_summary(
     if problems:
         lines += [
             "",
-            f'Next: get_test(run_id="{rid}", test="{problems[0]["nodeid"]}") for the failure text '
-            "and its output's tail; search_output(pattern=...) searches every test's output.",
+            f'Next: get_failure(run_id="{rid}", test="{problems[0]["nodeid"]}") for the failing frames '
+            "with their locals and source; get_test(...) for pytest's traceback text; "
+            "search_output(pattern=...) searches every test's output.",
         ]
     elif not collect_errors:
         lines += ["", f'Next: list_tests(run_id="{rid}") lists every test.']
