@@ -51,15 +51,22 @@ def is_secret(name: str) -> bool:
     return bool(_SECRET.search(name))
 
 
+_SECRET_IN_REPR = re.compile(
+    r"""(?P<key>['"]?[A-Za-z_]*(?:""" + _SECRET.pattern + r""")[A-Za-z_]*['"]?\s*[=:]\s*)"""
+    r"""(?P<value>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|[^,)}\]\s]+)""",
+    re.IGNORECASE,
+)
+
+
 def render(value: Any) -> str:
-    """A value as seed 000 shows it: bounded, and never raising."""
+    """A value as seed 000 shows it: bounded, secrets inside it redacted, and never raising."""
     try:
         if isinstance(value, str):
             text = repr(value)
             return text if len(value) <= STRING_CHARS else repr(value[:STRING_CHARS]) + "... (truncated)"
         if isinstance(value, (list, tuple, set, frozenset, dict)):
             return _render_collection(value)
-        text = repr(value)
+        text = _SECRET_IN_REPR.sub(lambda m: m["key"] + REDACTED, repr(value))
     except Exception as exc:  # a broken __repr__ must not break the snapshot
         return f"<{type(value).__name__} object; repr() failed: {type(exc).__name__}>"
     return text if len(text) <= STRING_CHARS else text[:STRING_CHARS] + "... (truncated)"
@@ -68,7 +75,9 @@ def render(value: Any) -> str:
 def _render_collection(value: Any) -> str:
     items = list(value.items())[:ITEMS] if isinstance(value, dict) else list(value)[:ITEMS]
     if isinstance(value, dict):
-        shown = ", ".join(f"{_short(k)}: {_short(v)}" for k, v in items)
+        shown = ", ".join(
+            f"{_short(k)}: {REDACTED if isinstance(k, str) and is_secret(k) else _short(v)}" for k, v in items
+        )
         open_, close = "{", "}"
     else:
         shown = ", ".join(_short(v) for v in items)

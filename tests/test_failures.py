@@ -191,3 +191,26 @@ async def test_stack_scopes_variables_and_source_of_a_stored_failure(pytester: p
         assert "this failure has frames 0-1" in missing
         bad_ref = await call("get_variables", variables_reference=777)
         assert "No variablesReference 777" in bad_ref
+
+
+def test_secrets_inside_containers_and_object_reprs_are_redacted() -> None:
+    from dataclasses import dataclass
+
+    @dataclass
+    class Settings:
+        user: str
+        password: str
+        port: int = 5432
+
+    assert render(Settings("ada", "hunter2")).endswith("Settings(user='ada', password=<redacted>, port=5432)")
+    assert render({"user": "ada", "db_password": "hunter2"}) == "{'user': 'ada', 'db_password': <redacted>}"
+    try:
+        config = {"api_key": "k-123", "host": "db"}
+        raise RuntimeError(f"boom with {len(config)} settings")
+    except RuntimeError as exc:
+        from pytest_mcpdebug.snapshot import take
+
+        snap = take(exc, exc.__traceback__)
+    [local] = [v for v in snap.frames[0].locals if v.name == "config"]
+    assert "k-123" not in local.value
+    assert "k-123" not in repr(snap.children) and "'db'" in repr(snap.children)
