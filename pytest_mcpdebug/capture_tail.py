@@ -75,8 +75,11 @@ class _BufferSource:
         return int(self.buffer.tell())  # writes append at the position; pytest rewinds when it empties
 
     def read(self, offset: int, size: int) -> bytes:
-        data: bytes = self.buffer.getvalue()[offset : offset + size]
-        return data
+        # A view copies just the slice (getvalue() would copy the whole buffer on every read). It is
+        # released before returning, and the copy holds the GIL, so no write can try to resize the
+        # buffer while it is exported.
+        with self.buffer.getbuffer() as view:
+            return bytes(view[offset : offset + size])
 
 
 def _source(capture: Any) -> _Source | None:

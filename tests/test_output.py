@@ -761,3 +761,28 @@ def test_session_fixture_teardown_output_is_the_runs_not_the_last_tests(pytester
         assert last[2:4] == ["1: two", "2: fn: down"] and "db: down" not in "\n".join(last)
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("capture", ["sys", "tee-sys"])
+def test_sys_capture_is_recorded_too(pytester: pytest.Pytester, capture: str) -> None:
+    """--capture=sys keeps output in memory, not in a file: it is read from pytest's buffer."""
+    pytester.makepyfile(
+        test_sys="""
+        import sys
+
+        def test_prints():
+            for i in range(3000):
+                print(f"row {i}")
+            print("done", file=sys.stderr)
+        """
+    )
+    run_inner(pytester, "--mcp-debug", f"--capture={capture}").assert_outcomes(passed=1)
+    store = recorded(pytester.path / ".mcpdebug")
+    try:
+        from mcpdebug import lookup, outview
+
+        run = lookup.run(store, "latest")
+        tail = outview.get_output(store, run, "test_prints", start=-2, end=-1).splitlines()
+        assert tail[2:4] == ["3000: row 2999", "3001: [stderr] done"]
+    finally:
+        store.close()
