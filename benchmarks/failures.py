@@ -23,8 +23,7 @@ import time
 from pathlib import Path
 
 from mcp import Client
-from output import bytecode_env
-from overhead import clean_env, running_server
+from overhead import bytecode_env, clean_env, running_server
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
 

@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 # Run as `python benchmarks/output.py`: the script's folder is on sys.path, so this resolves.
-from overhead import BenchmarkError, clean_env, log_tail, nproc, plugin_installed, stop_server
+from overhead import BenchmarkError, bytecode_env, clean_env, log_tail, nproc, plugin_installed, stop_server
 
 LINE_CHARS = 99
 """Characters per printed line; with its newline every line is 100 bytes."""
@@ -336,18 +336,6 @@ def check_run(mode: str, output: str, lines: int, server: Server | None, spooldi
         if where != "saved to" or spooled < lines * (LINE_CHARS + 1):
             raise BenchmarkError(f"{mode}: expected a spool of at least {lines} lines, got {spooled} bytes")
     return run_id
-
-
-def bytecode_env(env: dict[str, str], prefix: Path) -> dict[str, str]:
-    """Let the runs cache bytecode (in a folder of ours), as a developer's Python does by default.
-
-    With PYTHONDONTWRITEBYTECODE set (some sandboxes set it) pytest re-rewrites the asserts of every
-    plugin module (hypothesis, anyio, ...) on each run: over a second of start-up that is the same
-    in every mode and would make the ratios look smaller than a user sees them.
-    """
-    env = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env["PYTHONPYCACHEPREFIX"] = str(prefix)
-    return env
 
 
 def wall_benchmark(
