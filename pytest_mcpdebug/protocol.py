@@ -19,7 +19,7 @@ it has committed, so the client knows what it may forget.
 from __future__ import annotations
 
 import math
-from typing import Annotated, Final
+from typing import Annotated, Any, Final
 
 import msgspec
 
@@ -86,6 +86,31 @@ class Ack(_Frame, tag="ack"):
     """The server committed every event of this connection up to and including ``seq``."""
 
     seq: Int
+
+
+# Live inspection ---------------------------------------------------------------------------------
+#
+# While a test is held the server sends `Request` frames on the same connection; the held process
+# answers each with a `Reply` (a text message of its own, never batched with events) naming its id.
+
+
+class Request(_Frame, tag="request"):
+    id: Int
+    session: str
+    command: str
+    """stack, scopes, variables, locals, evaluate, continue or close."""
+    arguments: dict[str, Any] = {}
+
+
+class Reply(_Frame, tag="reply"):
+    id: Int
+    ok: bool = True
+    result: dict[str, Any] = {}
+    error: str = ""
+    """Why the request failed, in words an agent can act on (``ok`` is false)."""
+
+
+REQUEST_COMMANDS: Final = ("stack", "scopes", "variables", "locals", "evaluate", "continue", "close")
 
 
 # Events -----------------------------------------------------------------------------------------
@@ -262,6 +287,29 @@ class TestFinished(_Event, tag="test_finished"):
     costs two events, not five."""
 
 
+class Held(_Event, tag="held"):
+    """A failing test is held alive for an agent (``--mcp-debug-break``); it answers `Request` frames.
+
+    Sent after the failure's `FailureSnapshot`, so the server has the snapshot when it learns of the hold.
+    """
+
+    session: str
+    """The live session's id: ``<run id>-<worker>-<n>``."""
+    nodeid: str
+    worker: str
+    when: str
+    reason: str = "failure"
+    timeout: float = 0.0
+    """Seconds without a request after which the test resumes by itself."""
+
+
+class Resumed(_Event, tag="resumed"):
+    """A hold ended: ``reason`` is continue, close, timeout or disconnected."""
+
+    session: str
+    reason: str
+
+
 class RunFinished(_Event, tag="run_finished"):
     exit_status: Int
     duration: float
@@ -284,11 +332,13 @@ Event = (
     | FailureSnapshot
     | Output
     | TestFinished
+    | Held
+    | Resumed
     | RunFinished
     | ProcessFinished
 )
 ClientFrame = Hello | Event
-ServerFrame = Welcome | Ack
+ServerFrame = Welcome | Ack | Request
 
 EVENT_TYPES: Final = tuple(t.__struct_config__.tag for t in Event.__args__)  # type: ignore[attr-defined]
 
@@ -348,14 +398,29 @@ def hello_version(line: bytes | str) -> int | None:
     return probe.protocol if probe.type == "hello" else None
 
 
-def decode_server_frame(line: bytes | str) -> Welcome | Ack:
+def decode_server_frame(line: bytes | str) -> Welcome | Ack | Request:
     try:
-        frame: Welcome | Ack = _server_decoder.decode(line)
+        frame: Welcome | Ack | Request = _server_decoder.decode(line)
         return frame
     except msgspec.DecodeError as exc:  # ValidationError is a DecodeError
         raise ProtocolError(f"invalid server frame: {exc}") from None
     except (RecursionError, UnicodeEncodeError):
         raise ProtocolError("invalid server frame: not decodable JSON") from None
+
+
+_reply_decoder = msgspec.json.Decoder(Reply)
+REPLY_PREFIX: Final = '{"type":"reply"'
+"""How a reply message starts (msgspec writes the tag first): the server tells it from events by this."""
+
+
+def decode_reply(message: bytes | str) -> Reply:
+    try:
+        reply: Reply = _reply_decoder.decode(message)
+        return reply
+    except msgspec.DecodeError as exc:
+        raise ProtocolError(f"invalid reply: {exc}") from None
+    except (RecursionError, UnicodeEncodeError):
+        raise ProtocolError("invalid reply: not decodable JSON") from None
 
 
 _snapshot_decoder = msgspec.json.Decoder(Snapshot)

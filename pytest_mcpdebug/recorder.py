@@ -15,14 +15,16 @@ import pytest
 
 from . import protocol
 from .capture_tail import OutputTail
+from .inspector import Inspector
 from .layout import ensure_dir, read_server_info, spool_dir
 from .limits import Limits
 from .reporter import Reporter, Role
 from .sender import Sender, split_token, spool_file_name
-from .settings import Settings
+from .settings import DEFAULT_BREAK_TIMEOUT, Settings
 
 _REPORTER = "mcpdebug-reporter"
 _TAIL = "mcpdebug-output"
+_INSPECTOR = "mcpdebug-inspector"
 
 
 class Recorder:
@@ -36,6 +38,8 @@ class Recorder:
         url: str | None,
         token: str | None,
         max_line_length: int = Limits.max_line_length,
+        break_on_failure: bool = False,
+        break_timeout: float = DEFAULT_BREAK_TIMEOUT,
     ) -> None:
         self.config = config
         self.run_id = run_id
@@ -44,6 +48,8 @@ class Recorder:
         self.url = url
         self.token = token
         self.max_line_length = max_line_length
+        self.break_on_failure = break_on_failure
+        self.break_timeout = break_timeout
         self.process = f"{worker}-{os.getpid()}"
         ensure_dir(directory)
         self.sender = Sender(
@@ -59,6 +65,7 @@ class Recorder:
         )
         self.reporter: Reporter | None = None
         self.tail: OutputTail | None = None
+        self.inspector: Inspector | None = None
         self._closed = False
         self._warned = 0
 
@@ -68,12 +75,14 @@ class Recorder:
 
         return cls(
             config,
-            run_id=new_run_id(),
+            run_id=settings.run_id or new_run_id(),
             worker="main",
             directory=settings.dir,
             url=settings.url,
             token=settings.token,
             max_line_length=settings.max_line_length,
+            break_on_failure=settings.break_on_failure,
+            break_timeout=settings.break_timeout,
         )
 
     @classmethod
@@ -87,6 +96,8 @@ class Recorder:
             url=shared.get("url"),
             token=shared.get("token"),
             max_line_length=int(shared.get("max_line_length", Limits.max_line_length)),
+            break_on_failure=bool(shared.get("break", False)),
+            break_timeout=float(shared.get("break_timeout", DEFAULT_BREAK_TIMEOUT)),
         )
 
     def _discover(self) -> tuple[str, str] | None:
@@ -107,6 +118,8 @@ class Recorder:
             "url": self.url,
             "token": self.token,
             "max_line_length": self.max_line_length,
+            "break": self.break_on_failure,
+            "break_timeout": self.break_timeout,
         }
 
     @pytest.hookimpl(tryfirst=True)
@@ -135,10 +148,22 @@ class Recorder:
             )
             self.config.pluginmanager.register(self.tail, _TAIL)
             self.tail.start()
+        if self.break_on_failure and role != "controller":
+            self.inspector = Inspector(
+                config=self.config, reporter=self.reporter, sender=self.sender, timeout=self.break_timeout
+            )
+            self.config.pluginmanager.register(self.inspector, _INSPECTOR)
         if role != "worker":
             self._warned = len(self.sender.warnings)
             for warning in self.sender.warnings:
                 self._write_line(f"mcpdebug: warning: {warning}; recording to {self._spool_display()}")
+            if self.break_on_failure and not self.sender.connected:
+                self._write_line(
+                    "mcpdebug: --mcp-debug-break: no mcpdebug server is connected, so failing tests will not "
+                    "be held (start `mcpdebug serve` first, or let an agent call run_tests)"
+                )
+            elif self.break_on_failure and self.config.getvalue("usepdb"):
+                self._write_line("mcpdebug: --mcp-debug-break: --pdb takes the failures; none will be held")
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -182,6 +207,8 @@ class Recorder:
             self.config.pluginmanager.unregister(self.tail, _TAIL)
             self.tail = None
         self.sender.close()
+        if self.inspector is not None:
+            self.config.pluginmanager.unregister(self.inspector, _INSPECTOR)
         if self.reporter is not None:
             self.config.pluginmanager.unregister(self.reporter, _REPORTER)
 

@@ -6,6 +6,9 @@ event until the server acknowledges it; if the connection drops, whatever was no
 to the spool file, and the thread keeps retrying the connection. Without a server every batch is
 appended to the spool. Delivery is at-least-once; the server's ingestion is idempotent.
 
+The same connection carries the server's `Request` frames for a held test (see `inspector.py`):
+the sender thread hands each to ``on_request``, and the held test thread answers with `reply`.
+
 Nothing here raises into the test process: failures become `warnings` the plugin prints once.
 """
 
@@ -22,7 +25,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from . import protocol
 from .layout import SPOOL_SUFFIX
-from .protocol import Ack, Event, Hello, Welcome
+from .protocol import Ack, Event, Hello, Reply, Request, Welcome
 
 if TYPE_CHECKING:
     from websockets.sync.client import ClientConnection
@@ -77,9 +80,13 @@ class Sender:
         self.started = False
         self._close_timeout = CLOSE_TIMEOUT
         self._spool_closed = False
+        self._send_lock = threading.Lock()
         self.sent = 0
         self.spooled = 0
         self.warnings: list[str] = []
+        self.on_request: Callable[[Request], None] | None = None
+        """Called in the sender thread for each request of the server (live inspection)."""
+        self.on_disconnect: Callable[[], None] | None = None
 
     # Called from the test process's threads ---------------------------------------------------
 
@@ -116,6 +123,22 @@ class Sender:
         return self._connected_url
 
     @property
+    def connected(self) -> bool:
+        return self._ws is not None
+
+    def reply(self, reply: Reply) -> bool:
+        """Answer a server request at once, from any thread; False if there is no connection."""
+        ws = self._ws
+        if ws is None:
+            return False
+        try:
+            with self._send_lock:
+                ws.send(protocol.encode(reply).decode())  # text: the server tells replies from events
+        except Exception:
+            return False  # the sender thread notices the lost connection on its next send or receive
+        return True
+
+    @property
     def spool_path(self) -> Path | None:
         return self._spool_path if self._spool is not None else None
 
@@ -144,12 +167,14 @@ class Sender:
             self._maybe_connect()
         finally:
             self._first_attempt.set()
-        while not self._stop.wait(FLUSH_INTERVAL):
-            self._flush()
+        while not self._stop.is_set():
             if self._ws is None:
-                self._maybe_connect()
+                self._stop.wait(FLUSH_INTERVAL)
             else:
-                self._read_acks(0)
+                self._receive(FLUSH_INTERVAL)  # wakes at once for a request of the server
+            self._flush()
+            if self._ws is None and not self._stop.is_set():
+                self._maybe_connect()
         self._flush()
         self._finish()
 
@@ -204,25 +229,40 @@ class Sender:
 
     def _ws_send(self, lines: list[bytes]) -> None:
         assert self._ws is not None
-        self._ws.send(b"\n".join(lines))  # a binary message: no decode of megabytes of output
+        with self._send_lock:
+            self._ws.send(b"\n".join(lines))  # a binary message: no decode of megabytes of output
 
-    def _read_acks(self, timeout: float) -> None:
+    def _receive(self, timeout: float, *, until_acked: bool = False) -> None:
+        """Handle the server's frames (acks, requests) for up to ``timeout`` seconds."""
         ws = self._ws
         if ws is None:
             return
+        deadline = time.monotonic() + timeout
         try:
             while True:
-                message = ws.recv(timeout=timeout)
+                message = ws.recv(timeout=max(deadline - time.monotonic(), 0))
                 frame = protocol.decode_server_frame(message)
                 if isinstance(frame, Ack):
                     while self._unacked and self._unacked[0][0] <= frame.seq:
                         self._unacked_bytes -= len(self._unacked.popleft()[1])
-                    if not self._unacked:
+                    if until_acked and not self._unacked:
                         return
+                elif isinstance(frame, Request):
+                    self._handle_request(frame)
         except TimeoutError:
             return
         except Exception as exc:
             self._lost_connection(exc)
+
+    def _handle_request(self, request: Request) -> None:
+        handler = self.on_request
+        if handler is None:
+            self.reply(Reply(id=request.id, ok=False, error="this process holds no test"))
+            return
+        try:
+            handler(request)
+        except Exception as exc:  # never let a request break the sender
+            self.reply(Reply(id=request.id, ok=False, error=f"internal error: {_describe(exc)}"))
 
     def _maybe_connect(self) -> None:
         now = time.monotonic()
@@ -277,6 +317,8 @@ class Sender:
         with contextlib.suppress(Exception):
             self._ws_stack.close()
         self.warnings.append(f"lost the server at {url} mid-run ({_describe(exc)})")
+        if self.on_disconnect is not None:
+            self.on_disconnect()
         self._write_spool([line for _, line in self._unacked])
         self._unacked.clear()
         self._unacked_bytes = 0
@@ -287,7 +329,7 @@ class Sender:
             return
         deadline = time.monotonic() + self._close_timeout
         while self._unacked and self._ws is not None and time.monotonic() < deadline:
-            self._read_acks(0.1)
+            self._receive(0.1, until_acked=True)
         if self._unacked:  # the server did not confirm in time: keep a copy for later ingestion
             self._write_spool([line for _, line in self._unacked])
             self._unacked.clear()

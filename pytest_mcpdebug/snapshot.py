@@ -155,10 +155,11 @@ def is_library(path: str) -> bool:
     )
 
 
-def take(
-    exc: BaseException, tb: TracebackType | None, *, first_code: Any = None, assertion: str = ""
-) -> Snapshot:
-    """Snapshot ``exc`` from the frame running ``first_code`` (the test function) to the raise point."""
+def failure_frames(
+    tb: TracebackType | None, first_code: Any = None
+) -> tuple[list[tuple[FrameType, int]], int]:
+    """The frames of a failure from the one running ``first_code`` (the test function) to the raise
+    point, outermost first, at most `MAX_FRAMES` of them; and how many were dropped."""
     entries: list[tuple[FrameType, int]] = []
     while tb is not None:
         entries.append((tb.tb_frame, tb.tb_lineno))
@@ -172,7 +173,14 @@ def take(
         start = next((i for i, (f, _) in enumerate(entries) if not is_library(f.f_code.co_filename)), 0)
         entries = entries[start:]
     dropped = max(len(entries) - MAX_FRAMES, 0)
-    entries = entries[dropped:]
+    return entries[dropped:], dropped
+
+
+def take(
+    exc: BaseException, tb: TracebackType | None, *, first_code: Any = None, assertion: str = ""
+) -> Snapshot:
+    """Snapshot ``exc`` from the frame running ``first_code`` (the test function) to the raise point."""
+    entries, dropped = failure_frames(tb, first_code)
     builder = _Builder()
     frames = []
     for frame, line in reversed(entries):  # innermost first, as DAP's stackTrace

@@ -31,7 +31,7 @@ from pytest_mcpdebug.protocol import (
 
 EVENT_CLASSES = protocol.Event.__args__  # type: ignore[attr-defined]
 CLIENT_CLASSES = (Hello, *EVENT_CLASSES)
-SERVER_CLASSES = (Welcome, Ack)
+SERVER_CLASSES = (Welcome, Ack, protocol.Request)
 ALL_TAGS = sorted({c.__struct_config__.tag for c in (*CLIENT_CLASSES, *SERVER_CLASSES)})
 
 # Strategies -----------------------------------------------------------------------------------------
@@ -124,6 +124,10 @@ EVENT_STRATEGIES: dict[type, st.SearchStrategy[Any]] = {
             ),
         ),
     ),
+    protocol.Held: _event(
+        protocol.Held, session=texts, nodeid=texts, worker=texts, when=texts, reason=texts, timeout=floats
+    ),
+    protocol.Resumed: _event(protocol.Resumed, session=texts, reason=texts),
     RunFinished: _event(
         RunFinished, exit_status=ints, duration=floats, counts=st.dictionaries(texts, ints, max_size=5)
     ),
@@ -137,6 +141,13 @@ client_frames = st.one_of(hellos, events)
 server_frames = st.one_of(
     st.builds(Welcome, protocol=ints, server_pid=ints),
     st.builds(Ack, seq=ints),
+    st.builds(
+        protocol.Request,
+        id=ints,
+        session=texts,
+        command=st.sampled_from(protocol.REQUEST_COMMANDS),
+        arguments=st.dictionaries(texts, ints | texts | st.booleans(), max_size=3),
+    ),
 )
 
 json_scalars = st.none() | st.booleans() | ints | floats | texts
@@ -265,7 +276,7 @@ def test_optional_fields_take_their_defaults_when_absent() -> None:
 
 def test_event_types_lists_every_event_tag() -> None:
     assert set(protocol.EVENT_TYPES) == {c.__struct_config__.tag for c in EVENT_CLASSES}
-    assert len(protocol.EVENT_TYPES) == 11
+    assert len(protocol.EVENT_TYPES) == 13
     assert "output" in protocol.EVENT_TYPES
     assert "hello" not in protocol.EVENT_TYPES
 
@@ -557,3 +568,28 @@ def test_clip_with_a_limit_below_two_still_drops_text() -> None:
     clipped = protocol.clip("abcdef", 1)
     assert "6 characters dropped" in clipped
     assert "abcdef" not in clipped
+
+
+replies = st.builds(
+    protocol.Reply,
+    id=ints,
+    ok=st.booleans(),
+    result=st.dictionaries(texts, json_values, max_size=4),
+    error=texts,
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(reply=replies)
+def test_replies_round_trip_and_are_told_from_events_by_their_prefix(reply: protocol.Reply) -> None:
+    text = protocol.encode(reply).decode()
+    assert text.startswith(protocol.REPLY_PREFIX)  # how the server routes a message to a waiting request
+    assert protocol.decode_reply(text) == reply
+    with pytest.raises(protocol.ProtocolError):
+        protocol.decode_client_frame(text)  # a reply is never taken for an event
+
+
+@settings(max_examples=100, deadline=None)
+@given(event=events)
+def test_no_event_looks_like_a_reply(event: Any) -> None:
+    assert not protocol.encode(event).decode().startswith(protocol.REPLY_PREFIX)

@@ -8,17 +8,21 @@ what exists and what to call instead; the server carries on.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import wraps
+import json
+from collections.abc import Awaitable, Callable
+from functools import partial, wraps
 from typing import Any, TypeVar
 
-from mcp.server.mcpserver import MCPServer
+import anyio.to_thread
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.server.mcpserver.resources import ResourceSecurity
 from mcp.types import ToolAnnotations
 
-from . import failview, lookup, outview, render, snapview
+from . import failview, liveview, lookup, outview, render, snapview
 from .outquery import OutputError
+from .runner import RunError, Runner
+from .sessions import SessionError, Sessions
 from .store import Store
 
 INSTRUCTIONS = """\
@@ -27,15 +31,29 @@ phase, its failure text and everything it printed or logged. Start with list_ses
 get_run_summary (run_id="latest"), then get_test for a failing test's traceback and output tail.
 Read more output with get_output (line ranges, negative = from the end) and find things in it with
 search_output (Python regex, with context). Runs in progress are visible live: a test listed as
-RUNNING is still executing, and its output so far is readable."""
+RUNNING is still executing, and its output so far is readable.
+To investigate a failure alive, call run_tests(args=[...], break_on_failure=True): it returns when a
+test fails, with a session_id; the failing test is held with its frames alive, so evaluate_expression
+runs code in them and get_stack_trace / get_local_variables / get_variables take that session_id.
+continue_execution resumes the run (then wait_for_stop), close_session stops it."""
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
+RUNS_CODE = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False)
+CONTROLS = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+SESSION_HELP = (
+    " session_id: a live session (a test held at its failure, from run_tests or list_sessions): read "
+    "the live frames instead of the stored snapshot."
+)
 
 F = TypeVar("F", bound=Callable[..., str])
+T = TypeVar("T")
 
 
-def build_server(store: Store) -> MCPServer:
+def build_server(store: Store, sessions: Sessions | None = None, runner: Runner | None = None) -> MCPServer:
+    """The MCP server over ``store``; ``sessions`` and ``runner`` (from `serve`) make the live tools work."""
     server: MCPServer = MCPServer("mcpdebug", instructions=INSTRUCTIONS, version=_version())
+    live = sessions if sessions is not None else Sessions(store)
+    runs = runner if runner is not None else Runner(store, live, url=None, token=None)
 
     def reads_store(error: type[Exception]) -> Callable[[F], F]:
         """Ingest pending spool first; turn lookup failures into ``error`` (an error result)."""
@@ -55,12 +73,33 @@ def build_server(store: Store) -> MCPServer:
 
     reading, resource_reading = reads_store(ToolError), reads_store(ResourceError)
 
+    async def stored(fn: Callable[[], str]) -> str:
+        """A stored-data reply, computed in a worker thread (SQLite and files)."""
+
+        def call() -> str:
+            lookup.refresh(store)
+            try:
+                return fn()
+            except (lookup.NotFound, OutputError) as exc:
+                raise ToolError(str(exc)) from None
+
+        return await anyio.to_thread.run_sync(call)
+
+    async def asking(pending: Awaitable[T]) -> T:
+        """Await a live request or a run; what cannot be done becomes an error result."""
+        try:
+            return await pending
+        except (SessionError, RunError, lookup.NotFound) as exc:
+            raise ToolError(str(exc)) from None
+
     @server.tool(annotations=READ_ONLY)
     @reading
     def list_sessions() -> str:
         """Every recorded session (test run), newest first: id, kind, label, status, start time,
-        duration and test counts. Status is running, finished, interrupted or crashed."""
-        return render.sessions(store.runs())
+        duration and test counts. Status is running, finished, interrupted or crashed. Tests held
+        alive at a failure right now are listed first, with the session_id the live tools take."""
+        held = liveview.held_sessions(live.held())
+        return (held + "\n\n" if held else "") + render.sessions(store.runs())
 
     @server.tool(annotations=READ_ONLY)
     @reading
@@ -106,50 +145,181 @@ def build_server(store: Store) -> MCPServer:
         return failview.get_failure(store, lookup.run(store, run_id), test)
 
     @server.tool(annotations=READ_ONLY)
-    @reading
-    def get_stack_trace(
-        run_id: str = "latest", test: str | None = None, include_library: bool = False
+    async def get_stack_trace(
+        run_id: str = "latest",
+        test: str | None = None,
+        include_library: bool = False,
+        session_id: str | None = None,
     ) -> str:
-        """The failing test's frames from its snapshot, innermost (the raise point, id 0) first: id,
-        function, absolute file, line. Library frames (stdlib, site-packages, pytest) only with
-        include_library. Without test: the run's first failure."""
-        return snapview.get_stack_trace(store, lookup.run(store, run_id), test, include_library)
+        """The failing test's frames, innermost (the raise point, id 0) first: id, function, absolute
+        file, line. Library frames (stdlib, site-packages, pytest) only with include_library. Without
+        test: the run's first failure."""
+        if session_id:
+            return await asking(liveview.inspect(live, session_id, "stack", include_library=include_library))
+        return await stored(
+            lambda: snapview.get_stack_trace(store, lookup.run(store, run_id), test, include_library)
+        )
+
+    get_stack_trace.__doc__ = (get_stack_trace.__doc__ or "") + SESSION_HELP
 
     @server.tool(annotations=READ_ONLY)
-    @reading
-    def get_scopes(frame_id: int, run_id: str = "latest", test: str | None = None) -> str:
-        """The scopes of a frame (its Locals) with the variablesReference to pass to get_variables."""
-        return snapview.get_scopes(store, lookup.run(store, run_id), test, frame_id)
+    async def get_scopes(
+        frame_id: int, run_id: str = "latest", test: str | None = None, session_id: str | None = None
+    ) -> str:
+        """The scopes of a frame (its Locals; live also its Globals) with the variablesReference to pass
+        to get_variables."""
+        if session_id:
+            return await asking(liveview.inspect(live, session_id, "scopes", frame_id=frame_id))
+        return await stored(lambda: snapview.get_scopes(store, lookup.run(store, run_id), test, frame_id))
 
     @server.tool(annotations=READ_ONLY)
-    @reading
-    def get_variables(variables_reference: int, run_id: str = "latest", test: str | None = None) -> str:
+    async def get_variables(
+        variables_reference: int,
+        run_id: str = "latest",
+        test: str | None = None,
+        session_id: str | None = None,
+    ) -> str:
         """The variables under a variablesReference (a scope from get_scopes, or an expandable value):
         name, value, type and their own variablesReference (0 = nothing to expand)."""
-        return snapview.get_variables(store, lookup.run(store, run_id), test, variables_reference)
+        if session_id:
+            return await asking(
+                liveview.inspect(live, session_id, "variables", variables_reference=variables_reference)
+            )
+        return await stored(
+            lambda: snapview.get_variables(store, lookup.run(store, run_id), test, variables_reference)
+        )
 
     @server.tool(annotations=READ_ONLY)
-    @reading
-    def get_local_variables(
+    async def get_local_variables(
         frame_id: int | None = None,
         include_special: bool = False,
         run_id: str = "latest",
         test: str | None = None,
+        session_id: str | None = None,
     ) -> str:
         """A frame's locals in one call (default: the test function's frame). include_special shows
         dunder names too."""
-        run = lookup.run(store, run_id)
-        return snapview.get_local_variables(store, run, test, frame_id, include_special)
+        if session_id:
+            return await asking(
+                liveview.inspect(
+                    live, session_id, "locals", frame_id=frame_id, include_special=include_special
+                )
+            )
+        return await stored(
+            lambda: snapview.get_local_variables(
+                store, lookup.run(store, run_id), test, frame_id, include_special
+            )
+        )
 
     @server.tool(annotations=READ_ONLY)
-    @reading
-    def get_source_context(
-        file: str, line: int, lines_context: int = 5, run_id: str = "latest", test: str | None = None
+    async def get_source_context(
+        file: str,
+        line: int,
+        lines_context: int = 5,
+        run_id: str = "latest",
+        test: str | None = None,
+        session_id: str | None = None,
     ) -> str:
         """Source lines around a line of a file of the run's rootdir or of the failure's frames (others
         are refused), as the file is on disk now."""
-        run = lookup.run(store, run_id)
-        return snapview.get_source_context(store, run, test, file, line, lines_context)
+        if session_id:
+            return await asking(liveview.source(live, store, session_id, file, line, lines_context))
+        return await stored(
+            lambda: snapview.get_source_context(
+                store, lookup.run(store, run_id), test, file, line, lines_context
+            )
+        )
+
+    for tool in (get_scopes, get_variables, get_local_variables, get_source_context):
+        tool.__doc__ = (tool.__doc__ or "") + SESSION_HELP
+
+    @server.tool(annotations=RUNS_CODE)
+    async def evaluate_expression(session_id: str, expression: str, frame_id: int | None = None) -> str:
+        """Run Python in a held test's frame (default: the test function's frame; frame_id from
+        get_stack_trace picks another) and return the value's repr, type and variablesReference.
+        Expressions and statements both work (`x = 3; x * 2`); side effects are real and stay for
+        the rest of the test. Exceptions come back as errors with their traceback. A runaway
+        expression is interrupted after 10 s."""
+        return await asking(
+            liveview.inspect(live, session_id, "evaluate", expression=expression, frame_id=frame_id)
+        )
+
+    @server.tool(annotations=CONTROLS)
+    async def continue_execution(session_id: str) -> str:
+        """Resume a held test: it finishes (teardown) and the run goes on to its next stop or its end;
+        wait_for_stop(run id) waits for that."""
+        session = live.get(session_id) if session_id in {s.id for s in live.held()} else None
+        await asking(live.request(session_id, "continue", {}))
+        rid = session.run_id if session else "latest"
+        message = (
+            f'Continued session {session_id}; wait_for_stop("{rid}") waits for the run\'s next stop or end.'
+        )
+        return json.dumps({"success": True, "state": "running", "message": message})
+
+    @server.tool(annotations=RUNS_CODE)
+    async def close_session(session_id: str) -> str:
+        """End a run: a held test's session (the test resumes, finishes its teardown, and the run
+        stops after it, as interrupted) or the run id of a run started by run_tests (stopped as
+        Ctrl-C would)."""
+        return await asking(_close(session_id))
+
+    async def _close(identifier: str) -> str:
+        if identifier in {s.id for s in live.held()}:
+            session = live.get(identifier)
+            await live.request(identifier, "close", {})
+            result = await runs.wait(session.run_id, 15.0)
+            state = (
+                f"run {session.run_id} has stopped ({render.status_text(result.run)})"
+                if result.kind == "finished" and result.run
+                else f"run {session.run_id} stops after this test"
+            )
+            return f"Closed session {identifier}: {state}."
+        managed = runs.runs.get(identifier)
+        if managed is not None:
+            if managed.returncode is not None:
+                return f"Run {identifier} had already ended (exit status {managed.returncode})."
+            for held in live.held(identifier):
+                await live.request(held.id, "close", {})
+            code = await runs.stop(managed)
+            return f"Stopped run {identifier} (exit status {code})."
+        live.get(identifier)  # raises with the live sessions listed
+        raise SessionError(f"No session or managed run {identifier!r}.")
+
+    @server.tool(annotations=RUNS_CODE)
+    async def run_tests(
+        ctx: Context,
+        args: list[str] | None = None,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        break_on_failure: bool = False,
+        timeout: float | None = None,
+    ) -> str:
+        """Run `pytest --mcp-debug <args>` (e.g. args=["tests/test_api.py", "-x"]) in cwd (default: the
+        server's folder) as a process of this server, and return when it finishes or, with
+        break_on_failure, when a test fails and is held alive: the reply gives the session_id, the
+        test, the exception, the top frame and its locals. timeout (seconds) returns earlier with
+        the run still going. Progress is reported while waiting. Runs started together are kept
+        apart: each has its own run id."""
+        managed = await asking(runs.start(args or [], cwd, env, break_on_failure))
+        return await _wait(ctx, managed.run_id, timeout)
+
+    @server.tool(annotations=READ_ONLY)
+    async def wait_for_stop(ctx: Context, id: str, timeout: float | None = None) -> str:
+        """Wait until a run holds a failing test or finishes, and say which (as run_tests does).
+        id: a run id (or "latest") or a session id (waits on its run). timeout in seconds."""
+        run_id = id
+        if id in {s.id for s in live.held()}:
+            run_id = live.get(id).run_id
+        elif id not in runs.runs:
+            run_id = await stored(lambda: str(lookup.run(store, id)["run_id"]))
+        return await _wait(ctx, run_id, timeout)
+
+    async def _wait(ctx: Context, run_id: str, timeout: float | None) -> str:
+        async def progress(elapsed: float, total: float | None, message: str) -> None:
+            await ctx.report_progress(elapsed, total, message)
+
+        result = await asking(runs.wait(run_id, timeout, progress))
+        return await asking(anyio.to_thread.run_sync(partial(liveview.outcome, store, result)))
 
     @server.tool(annotations=READ_ONLY)
     @reading

@@ -23,6 +23,8 @@ from pytest_mcpdebug.limits import Limits, describe
 
 from .app import build_server
 from .ingest import ingest_spool
+from .runner import Runner
+from .sessions import Sessions
 from .store import Store
 from .wsingest import IngestServer
 
@@ -54,6 +56,8 @@ async def run(config: ServeConfig) -> None:
     if evicted:
         log.info("evicted %d run(s) beyond the retention limits", len(evicted))
     ingest: IngestServer | None = None
+    sessions = Sessions(store)
+    runner = Runner(store, sessions, url=None, token=None)
     other = read_server_info(config.directory)
     if other is not None and other.pid != os.getpid():
         log.info(
@@ -62,13 +66,14 @@ async def run(config: ServeConfig) -> None:
             config.directory,
         )
     else:
-        ingest = IngestServer(store, port=config.ingest_port)
+        ingest = IngestServer(store, port=config.ingest_port, sessions=sessions)
         url = await ingest.start()
+        runner.url, runner.token = url, ingest.token
         write_server_info(
             config.directory,
             ServerInfo(url=url, token=ingest.token, pid=os.getpid(), host=socket.gethostname()),
         )
-    app = build_server(store)
+    app = build_server(store, sessions, runner)
     try:
         if config.http:
             await _serve_http(app, config)  # uvicorn handles SIGINT/SIGTERM itself
@@ -78,6 +83,7 @@ async def run(config: ServeConfig) -> None:
                 await app.run_stdio_async()
                 tasks.cancel_scope.cancel()
     finally:
+        await runner.close()
         if ingest is not None:
             await ingest.close()
             _remove_server_file(config.directory)

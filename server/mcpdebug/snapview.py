@@ -150,11 +150,16 @@ def get_source_context(
 ) -> str:
     """Source around ``line`` of a file of the run's rootdir or of the failure's frames, as on disk now."""
     _, snap = _failure(store, run, test)
-    root = Path(run["rootdir"]).resolve() if run["rootdir"] else None
-    frame_files = {os.path.realpath(f.file) for f in snap.frames}
+    return source_context(run["rootdir"], [f.file for f in snap.frames], file, line, lines_context)
+
+
+def source_context(rootdir: str, frame_files: list[str], file: str, line: int, lines_context: int = 5) -> str:
+    """Read source lines, refusing files outside ``rootdir`` that are not among ``frame_files``."""
+    root = Path(rootdir).resolve() if rootdir else None
+    allowed = {os.path.realpath(f) for f in frame_files}
     target = Path(file if os.path.isabs(file) or root is None else root / file).resolve()
     inside = root is not None and (target == root or root in target.parents)
-    if not inside and str(target) not in frame_files:
+    if not inside and str(target) not in allowed:
         raise lookup.NotFound(
             f"{file} is outside the run's rootdir ({root}) and is not a file of the failure's frames; "
             "get_source_context reads only those."

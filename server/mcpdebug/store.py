@@ -115,6 +115,19 @@ CREATE TABLE IF NOT EXISTS failures (
     snapshot TEXT NOT NULL,
     PRIMARY KEY (run_id, nodeid, phase)
 );
+CREATE TABLE IF NOT EXISTS holds (
+    run_id TEXT NOT NULL,
+    session TEXT NOT NULL,
+    nodeid TEXT NOT NULL DEFAULT '',
+    worker TEXT NOT NULL DEFAULT '',
+    process TEXT NOT NULL DEFAULT '',
+    phase TEXT NOT NULL DEFAULT '',
+    held REAL,
+    timeout REAL NOT NULL DEFAULT 0,
+    resumed REAL,
+    reason TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (run_id, session)
+);
 CREATE TABLE IF NOT EXISTS spool_files (
     name TEXT PRIMARY KEY,
     offset INTEGER NOT NULL DEFAULT 0
@@ -343,7 +356,16 @@ class Store:
 
     def delete_runs(self, run_ids: list[str]) -> None:
         with self.transaction() as db:
-            for table in ("runs", "processes", "events", "tests", "phases", "collection_errors", "failures"):
+            for table in (
+                "runs",
+                "processes",
+                "events",
+                "tests",
+                "phases",
+                "collection_errors",
+                "failures",
+                "holds",
+            ):
                 db.executemany(f"DELETE FROM {table} WHERE run_id=?", [(r,) for r in run_ids])
             db.executemany("DELETE FROM outputs WHERE run_id=?", [(r,) for r in run_ids])
             db.executemany("DELETE FROM segments WHERE run_id=?", [(r,) for r in run_ids])
@@ -443,6 +465,11 @@ class Store:
             (run_id,),
         )
         return [dict(r) for r in rows]
+
+    def holds(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        """Tests held for an agent (``--mcp-debug-break``), oldest first; ``resumed`` is None while held."""
+        sql = "SELECT * FROM holds" + (" WHERE run_id=?" if run_id else "") + " ORDER BY held"
+        return [dict(r) for r in self.db.execute(sql, (run_id,) if run_id else ())]
 
     def failures(self, run_id: str, nodeid: str | None = None) -> list[dict[str, Any]]:
         """Failure snapshots of a run (or of one test), in the order they happened."""
@@ -611,6 +638,24 @@ def _failure_snapshot(db: sqlite3.Connection, e: protocol.FailureSnapshot) -> No
     )
 
 
+def _held(db: sqlite3.Connection, e: protocol.Held) -> None:
+    db.execute(
+        "INSERT INTO holds (run_id, session, nodeid, worker, process, phase, held, timeout) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO UPDATE SET nodeid=excluded.nodeid, "
+        "worker=excluded.worker, process=excluded.process, phase=excluded.phase, held=excluded.held, "
+        "timeout=excluded.timeout",
+        (e.run_id, e.session, e.nodeid, e.worker, e.process, e.when, e.ts, e.timeout),
+    )
+
+
+def _resumed(db: sqlite3.Connection, e: protocol.Resumed) -> None:
+    db.execute(
+        "INSERT INTO holds (run_id, session, resumed, reason) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT DO UPDATE SET resumed=excluded.resumed, reason=excluded.reason",
+        (e.run_id, e.session, e.ts, e.reason),
+    )
+
+
 def _run_finished(db: sqlite3.Connection, e: protocol.RunFinished) -> None:
     status = "interrupted" if e.exit_status == 2 else "finished"
     db.execute(
@@ -636,6 +681,8 @@ _HANDLERS: dict[type, Any] = {
     protocol.PhaseFinished: _phase_finished,
     protocol.TestFinished: _test_finished,
     protocol.FailureSnapshot: _failure_snapshot,
+    protocol.Held: _held,
+    protocol.Resumed: _resumed,
     protocol.RunFinished: _run_finished,
     protocol.ProcessFinished: _process_finished,
 }

@@ -4,6 +4,9 @@ Listens on 127.0.0.1 only. Refuses before the upgrade: a missing or wrong token 
 carrying an Origin header, i.e. a browser page (403). After the upgrade: a first frame that is not a
 valid ``hello`` of our protocol version closes with 1008, a malformed frame with 1007, an oversized
 message with 1009 (enforced by websockets). Each refusal is logged; other connections carry on.
+
+Live inspection shares the connection: `Sessions` sends a held process `Request` frames, and the
+process's `Reply` messages (text messages starting with the reply tag) are routed back to it here.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from websockets.http11 import Request, Response
 from pytest_mcpdebug import protocol
 
 from .ingest import decode_events, ingest_spool
+from .sessions import Sessions
 from .store import Store
 
 log = logging.getLogger("mcpdebug.ingest")
@@ -41,8 +45,10 @@ class IngestServer:
         port: int = 0,
         token: str | None = None,
         max_size: int = protocol.MAX_MESSAGE_BYTES,
+        sessions: Sessions | None = None,
     ) -> None:
         self.store = store
+        self.sessions = sessions if sessions is not None else Sessions(store)
         self.host = host
         self.port = port
         self.token = token or secrets.token_urlsafe(24)
@@ -106,15 +112,21 @@ class IngestServer:
                 return
             key = (hello.run_id, hello.process)
             self.connections[key] = ws
+            self.sessions.connected(key, ws)
             async for message in ws:
                 try:
+                    if isinstance(message, str) and message.startswith(protocol.REPLY_PREFIX):
+                        self.sessions.resolve(protocol.decode_reply(message))
+                        continue
                     # In a worker thread: megabytes of output must not hold up other connections
                     # or the MCP server sharing this event loop.
-                    last = await asyncio.to_thread(self._ingest, message, key)
+                    last, notable = await asyncio.to_thread(self._ingest, message, key)
                 except protocol.ProtocolError as exc:
                     log.warning("closing %s (%s/%s): %s", peer, key[0], key[1], exc)
                     await ws.close(protocol.CLOSE_MALFORMED, str(exc)[:120])
                     return
+                if notable:
+                    self.sessions.observe(notable)
                 if last is not None:
                     await ws.send(protocol.encode(protocol.Ack(seq=last)).decode())
         except ConnectionClosed as exc:
@@ -126,6 +138,8 @@ class IngestServer:
         finally:
             if key is not None and self.connections.get(key) is ws:
                 del self.connections[key]
+            if key is not None:
+                self.sessions.disconnected(key, ws)
 
     async def _handshake(self, ws: ServerConnection, peer: str) -> protocol.Hello | None:
         try:
@@ -164,8 +178,9 @@ class IngestServer:
         log.info("%s connected: run %s, %s", peer, frame.run_id, frame.process)
         return frame
 
-    def _ingest(self, message: str | bytes, key: tuple[str, str]) -> int | None:
-        """Decode and store one message of a connection; returns the highest seq, to acknowledge."""
+    def _ingest(self, message: str | bytes, key: tuple[str, str]) -> tuple[int | None, list[protocol.Event]]:
+        """Decode and store one message of a connection; returns the highest seq, to acknowledge, and
+        the events live sessions and their waiters care about."""
         events = decode_events(protocol.split_lines(message))
         for event in events:
             if (event.run_id, event.process) != key:
@@ -173,9 +188,19 @@ class IngestServer:
                     f"event of {event.run_id}/{event.process} on the connection of {key[0]}/{key[1]}"
                 )
         if not events:
-            return None
+            return None, []
         self.store.apply(events)
-        return max(e.seq for e in events)
+        notable = [e for e in events if type(e) in _NOTABLE]
+        return max(e.seq for e in events), notable
+
+
+_NOTABLE = (
+    protocol.Held,
+    protocol.Resumed,
+    protocol.TestFinished,
+    protocol.RunFinished,
+    protocol.ProcessFinished,
+)
 
 
 def _peer(ws: Any) -> str:

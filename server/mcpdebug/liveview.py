@@ -1,0 +1,140 @@
+"""Replies of the live tools (a test held at its failure) and of run_tests / wait_for_stop.
+
+Inspection replies keep the shapes of the stored ones (`snapview`): the held process computes them
+from its live frames, this module adds the session and bounds them. Stop and finish summaries say
+what happened and which call comes next.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from . import failview, lookup, render
+from .runner import ManagedRun, Outcome
+from .sessions import LiveSession, Sessions
+from .snapview import _reply, source_context
+from .store import Store
+
+
+async def inspect(sessions: Sessions, session_id: str, command: str, **arguments: Any) -> str:
+    result = await sessions.request(session_id, command, arguments)
+    return _reply({"session": session_id, **result})
+
+
+async def source(
+    sessions: Sessions, store: Store, session_id: str, file: str, line: int, lines_context: int
+) -> str:
+    session = sessions.get(session_id)
+    stack = await sessions.request(session_id, "stack", {"include_library": True})
+    run = await asyncio.to_thread(store.run, session.run_id)
+    files = [f["file"] for f in stack.get("stackFrames", [])]
+    return source_context(run["rootdir"] if run else "", files, file, line, lines_context)
+
+
+def held_sessions(sessions: list[LiveSession]) -> str:
+    if not sessions:
+        return ""
+    now = time.time()
+    lines = [f"Held now, live ({len(sessions)}): evaluate_expression and the inspection tools take these ids"]
+    for s in sessions:
+        left = max(s.timeout - (now - s.held_at), 0) if s.timeout else None
+        lines.append(
+            f"- session {s.id}: {s.nodeid} ({s.when} failed), run {s.run_id}, worker {s.worker}, held "
+            f"{render.seconds(now - s.held_at)}"
+            + (f"; resumes by itself after {left:.0f} s more without a request" if left is not None else "")
+        )
+    return "\n".join(lines)
+
+
+def outcome(store: Store, result: Outcome) -> str:
+    """The reply of run_tests and wait_for_stop."""
+    if result.kind == "stopped":
+        assert result.session is not None
+        return render.bound(_stopped(store, result.session, result.run))
+    if result.kind == "waiting":
+        return render.bound(_waiting(result))
+    return render.bound(_finished(store, result))
+
+
+def _stopped(store: Store, session: LiveSession, run: dict[str, Any] | None) -> str:
+    sid, rid = session.id, session.run_id
+    lines = [
+        f"STOPPED: {session.nodeid} failed in {session.when} and is held alive as session {sid} "
+        f"(run {rid}, worker {session.worker})."
+    ]
+    failures = store.failures(rid, session.nodeid)
+    failure = next((f for f in failures if f["phase"] == session.when), failures[-1] if failures else None)
+    if failure is not None:
+        snap = failure["snapshot"]
+        lines.append(f"{snap.exception.type}: {failview._first_line(snap.exception.message)}")
+        user = [f for f in snap.frames if not f.library]
+        if user:
+            top = user[0]
+            lines += ["", f"Raised at {top.file}:{top.line} in {top.function}()", *failview._source(top)]
+            lines += failview._locals(top.locals)
+            test_frame = user[-1]
+            if test_frame is not top:
+                lines += [f"Test frame: {test_frame.file}:{test_frame.line} in {test_frame.function}()"]
+                lines += failview._locals(test_frame.locals)
+        if snap.assertion:
+            lines += ["", "Assertion (pytest's introspection):", failview._indent(snap.assertion)]
+    if run is not None:
+        lines += ["", f"Run so far: {render.counts_text(run['counts'])}"]
+    lines += [
+        "",
+        f'Next: evaluate_expression(session_id="{sid}", expression=...) runs code in the test\'s frame; '
+        f'get_stack_trace / get_local_variables / get_variables(session_id="{sid}") read the live frames. '
+        f'continue_execution(session_id="{sid}") resumes the run, then wait_for_stop("{rid}") waits for '
+        f'the next stop or the end; close_session(session_id="{sid}") stops the run.'
+        + (
+            f" Without a request for {session.timeout:g} s the test resumes by itself."
+            if session.timeout
+            else ""
+        ),
+    ]
+    return "\n".join(lines)
+
+
+def _waiting(result: Outcome) -> str:
+    run, managed = result.run, result.managed
+    rid = run["run_id"] if run else (managed.run_id if managed else "?")
+    text = f"RUNNING: run {rid} has not stopped at a failure or finished yet"
+    if run is not None:
+        text += f" ({render.counts_text(run['counts'])} so far)"
+    return (
+        text
+        + f'.\nNext: wait_for_stop("{rid}", timeout=...) waits again; get_run_summary(run_id="{rid}") and '
+        f'get_output(run_id="{rid}", test=...) read it live; close_session("{rid}") stops it.'
+        + _terminal(managed, 10)
+    )
+
+
+def _finished(store: Store, result: Outcome) -> str:
+    run, managed = result.run, result.managed
+    if run is None:
+        assert managed is not None
+        raise lookup.NotFound(
+            f"pytest exited with status {managed.returncode} before recording anything "
+            f"(run {managed.run_id}, in {managed.cwd}).{_terminal(managed, 30)}\n"
+            "Fix the arguments or the project and call run_tests again."
+        )
+    rid = run["run_id"]
+    summary = render.run_summary(
+        run, store.problems(rid), store.collection_errors(rid), store.tests(rid, ("running",))
+    )
+    exit_note = ""
+    if managed is not None and managed.returncode is not None and run.get("exit_status") is None:
+        exit_note = f"\nThe pytest process exited with status {managed.returncode} without finishing its run."
+    return f"FINISHED: run {rid}.\n{summary}{exit_note}{_terminal(managed, 15)}"
+
+
+def _terminal(managed: ManagedRun | None, lines: int) -> str:
+    if managed is None or not managed.terminal:
+        return ""
+    tail = list(managed.terminal)[-lines:]
+    return (
+        f"\n\npytest's terminal output (last {len(tail)} lines; all of it in {managed.log_path}):\n"
+        + "\n".join(tail)
+    )
