@@ -37,6 +37,9 @@ sender's flush interval."""
 # Limits
 READ_BYTES: Final = 1024 * 1024
 """Largest read, and so the largest event's text (plus one held-back line)."""
+RECENT_BLOCKS: Final = 20
+RECENT_BYTES: Final = 4096
+"""What is kept of the last blocks sent, for a hang report's output tail."""
 TICK_BYTES: Final = 16 * READ_BYTES
 """Most a tick reads per stream; a test writing faster is caught up at the next ticks (the data waits
 in pytest's file on disk, not in memory)."""
@@ -146,7 +149,25 @@ class OutputTail:
         self._capman = config.pluginmanager.getplugin("capturemanager")
         self._attached_to: Any = None
         self._session_fixtures_unmarked = False
+        self._recent: collections.deque[tuple[_Unit, str, bytes]] = collections.deque(maxlen=RECENT_BLOCKS)
         self.lost_bytes = 0
+
+    def recent(self, count: int = 20) -> list[str]:
+        """The last lines the running test wrote (read now), for a hang report."""
+        with self._lock:
+            if self._tailing:
+                self._read(READ_BYTES)
+            unit = self._unit
+            lines: list[str] = []
+            for owner, stream, block in reversed(self._recent):
+                if owner is not unit:
+                    break
+                tag = "" if stream == "stdout" else f"[{stream}] "
+                text = block.decode("utf-8", "replace").split("\n")
+                lines[:0] = [tag + line[:500] for line in text[-count:]]
+                if len(lines) >= count:
+                    break
+            return lines[-count:]
 
     # Life cycle -----------------------------------------------------------------------------------
 
@@ -361,6 +382,7 @@ class OutputTail:
         )
         unit.lines += count
         unit.streams[stream] = stream_lines + count
+        self._recent.append((unit, stream, block[-RECENT_BYTES:]))
 
     def record(self, record: logging.LogRecord) -> None:
         """From the log handler, in whichever thread logged: queue it for the next read.

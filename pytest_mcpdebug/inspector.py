@@ -26,14 +26,24 @@ from .liveframes import InspectError, LiveFrames
 from .reporter import Reporter
 from .sender import Sender
 from .snapshot import failure_frames
+from .watchdog import Watchdog
 
 POLL: Final = 0.5
 """How often a held test checks its connection while no request comes."""
 
 
 class Inspector:
-    def __init__(self, *, config: pytest.Config, reporter: Reporter, sender: Sender, timeout: float) -> None:
+    def __init__(
+        self,
+        *,
+        config: pytest.Config,
+        reporter: Reporter,
+        sender: Sender,
+        timeout: float,
+        watchdog: Watchdog | None = None,
+    ) -> None:
         self.config = config
+        self.watchdog = watchdog
         self.reporter = reporter
         self.sender = sender
         self.timeout = timeout
@@ -85,6 +95,8 @@ class Inspector:
         self.holds += 1
         session = f"{self.reporter.run_id}-{self.reporter.worker}-{self.holds}"
         _cancel_timers(item)
+        if self.watchdog is not None:
+            self.watchdog.suspend()
         self._requests = queue.SimpleQueue()
         self._held = session
         self.reporter.emit(
@@ -104,6 +116,8 @@ class Inspector:
             reason = self._serve(live, exception, item.nodeid, when)
         finally:
             self._held = None
+            if self.watchdog is not None:
+                self.watchdog.resume()
         self.reporter.emit(protocol.Resumed, session=session, reason=reason)
         self._say(f"mcpdebug: {session} resumed ({_REASONS[reason]})")
         if reason == "close":
@@ -124,22 +138,26 @@ class Inspector:
                 continue
             if request is None:
                 return "disconnected"
-            deadline = time.monotonic() + self.timeout  # the agent is at work: the idle clock restarts
             if request.command in ("continue", "close"):
                 self.sender.reply(protocol.Reply(id=request.id, result={"state": "running"}))
                 return request.command
-            try:
-                result = live.handle(request.command, dict(request.arguments))
-            except InspectError as exc:
-                self.sender.reply(protocol.Reply(id=request.id, ok=False, error=str(exc)))
-                continue
-            except Exception as exc:  # a bug here must not end the hold or the run
-                error = f"internal error answering {request.command}: {type(exc).__name__}: {exc}"
-                self.sender.reply(protocol.Reply(id=request.id, ok=False, error=error))
-                continue
-            if request.command == "stack":
-                result = {"test": nodeid, "phase": when, "exception": exception, **result}
-            self.sender.reply(protocol.Reply(id=request.id, result=result))
+            self.sender.reply(self._answer(live, request, exception, nodeid, when))
+            # The agent is at work: the idle clock restarts from the answer (an evaluation may be long).
+            deadline = time.monotonic() + self.timeout
+
+    def _answer(
+        self, live: LiveFrames, request: protocol.Request, exception: str, nodeid: str, when: str
+    ) -> protocol.Reply:
+        try:
+            result = live.handle(request.command, dict(request.arguments))
+        except InspectError as exc:
+            return protocol.Reply(id=request.id, ok=False, error=str(exc))
+        except Exception as exc:  # a bug here must not end the hold or the run
+            error = f"internal error answering {request.command}: {type(exc).__name__}: {exc}"
+            return protocol.Reply(id=request.id, ok=False, error=error)
+        if request.command == "stack":
+            result = {"test": nodeid, "phase": when, "exception": exception, **result}
+        return protocol.Reply(id=request.id, result=result)
 
     def _say(self, text: str) -> None:
         """A line on the terminal, outside pytest's capture (workers: their stderr reaches the controller)."""

@@ -112,9 +112,9 @@ class LiveFrames:
         if not isinstance(expression, str) or not expression.strip():
             raise InspectError("The expression is empty: give Python code, e.g. len(items).")
         index = self._default(frame_id)
-        value = evaluate(self._frame(index), expression, timeout)
-        if isinstance(value, BaseException):
-            raise InspectError(_format_error(value))
+        value, error = evaluate(self._frame(index), expression, timeout)
+        if error is not None:  # (an exception as the value, e.g. `excinfo.value`, is not an error)
+            raise InspectError(_format_error(error))
         text = REDACTED if expression.strip().isidentifier() and is_secret(expression) else _long(value)
         return {
             "result": text,
@@ -241,10 +241,13 @@ def _long(value: Any) -> str:
 # Evaluation -----------------------------------------------------------------------------------------
 
 
-def evaluate(frame: FrameType, source: str, timeout: float = EVALUATE_TIMEOUT) -> Any:
+def evaluate(
+    frame: FrameType, source: str, timeout: float = EVALUATE_TIMEOUT
+) -> tuple[Any, BaseException | None]:
     """Run ``source`` (an expression, or statements whose last may be an expression) in ``frame``.
 
-    Returns the value of the last expression (None after a statement) or the exception it raised.
+    Returns ``(value, None)`` with the value of the last expression (None after a statement), or
+    ``(None, exception)`` with the exception it raised.
     Names resolve as in the frame's code, and nested scopes (comprehensions, generator expressions,
     lambdas) see the frame's locals too, because everything runs in one namespace merged from the
     frame's globals and locals; assignments are written back to the frame's locals afterwards.
@@ -252,7 +255,7 @@ def evaluate(frame: FrameType, source: str, timeout: float = EVALUATE_TIMEOUT) -
     try:
         tree = ast.parse(source, _FILENAME, "exec")
     except SyntaxError as exc:
-        return exc
+        return None, exc
     last = tree.body[-1] if tree.body and isinstance(tree.body[-1], ast.Expr) else None
     if last is not None:
         tree.body.pop()
@@ -260,7 +263,7 @@ def evaluate(frame: FrameType, source: str, timeout: float = EVALUATE_TIMEOUT) -
         statements = compile(tree, _FILENAME, "exec") if tree.body else None
         expression = compile(ast.Expression(last.value), _FILENAME, "eval") if last is not None else None
     except (SyntaxError, ValueError) as exc:
-        return exc
+        return None, exc
     f_globals = frame.f_globals
     module_level = frame.f_locals is f_globals
     f_locals = frame.f_locals
@@ -292,8 +295,9 @@ def _write_back(
         ctypes.pythonapi.PyFrame_LocalsToFast(ctypes.py_object(frame), ctypes.c_int(0))
 
 
-def run_limited(fn: Any, timeout: float) -> Any:
-    """``fn()``'s value or the exception it raised; a runaway is interrupted after ``timeout`` s.
+def run_limited(fn: Any, timeout: float) -> tuple[Any, BaseException | None]:
+    """``(fn()'s value, None)`` or ``(None, the exception it raised)``; a runaway is interrupted
+    after ``timeout`` s.
 
     The interruption is an asynchronous exception raised in this thread at its next Python
     instruction, so a loop in Python code stops; a single C call that never returns (a sleep, a
@@ -314,9 +318,11 @@ def run_limited(fn: Any, timeout: float) -> Any:
     try:
         try:
             timer.start()
-            return fn()
-        except (Exception, SystemExit, GeneratorExit) as exc:  # exit() in an expression ends nothing
-            return exc
+            return fn(), None
+        except EvaluationTimeout:
+            raise
+        except BaseException as exc:  # exit(), pytest.skip()/fail(), KeyboardInterrupt: they end nothing
+            return None, exc
         finally:
             with lock:
                 state["done"] = True
@@ -324,7 +330,8 @@ def run_limited(fn: Any, timeout: float) -> Any:
             if state["fired"]:
                 _async_raise(thread, None)  # not yet delivered: withdraw it
     except EvaluationTimeout:
-        return EvaluationTimeout(f"the expression did not finish within {timeout:g} s and was interrupted")
+        message = f"the expression did not finish within {timeout:g} s and was interrupted"
+        return None, EvaluationTimeout(message)
 
 
 def _async_raise(thread: int, exc: type[BaseException] | None) -> None:

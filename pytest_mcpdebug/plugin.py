@@ -15,6 +15,11 @@ import pytest
 
 from . import settings
 
+MARKER_HELP = (
+    "mcpdebug_timeout(seconds, func_only=False): with --mcp-debug, fail this test with a hang "
+    "diagnosis if it runs longer (0: no timeout for this test)"
+)
+
 _RECORDER = "mcpdebug-recorder"
 
 
@@ -24,6 +29,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", MARKER_HELP)
     workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
     if workerinput is not None:
         shared = workerinput.get("mcpdebug")

@@ -271,6 +271,81 @@ class FailureSnapshot(_Event, tag="failure_snapshot"):
     snapshot: Snapshot
 
 
+class HangFrame(msgspec.Struct, kw_only=True, omit_defaults=True):
+    file: str
+    line: Int
+    function: str
+    code: str = ""
+    """The source line."""
+    library: bool = False
+
+
+class HangThread(msgspec.Struct, kw_only=True, omit_defaults=True):
+    name: str
+    ident: Int
+    frames: list[HangFrame] = []
+    """Innermost first."""
+    test: bool = False
+    """The thread running the test."""
+    daemon: bool = False
+    cpu: float | None = None
+    """CPU seconds this thread used while the test ran (where the platform tells)."""
+
+
+class HangTask(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """An asyncio task of the loop the test thread runs, and where it waits."""
+
+    name: str
+    coro: str
+    state: str
+    awaiting: str = ""
+    frames: list[HangFrame] = []
+
+
+class HangReport(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """Why a test (or a run) did not finish: the watchdog's diagnosis from the hung process itself."""
+
+    kind: str
+    """busy, polling, blocked, unknown, gil (a C call holding the GIL), killed or crashed."""
+    summary: str
+    """One line: "busy loop in lines 40-44 of retry_forever() (tests/test_x.py); 98% CPU"."""
+    file: str = ""
+    function: str = ""
+    line: Int = 0
+    lines: list[Int] = []
+    call: str = ""
+    wait_kind: str = ""
+    since: float = 0.0
+    timeout: float = 0.0
+    elapsed: float = 0.0
+    """Wall seconds from the start of the timed part of the test to the report."""
+    cpu: float | None = None
+    """CPU seconds the test's thread used in that time."""
+    phase: str = ""
+    samples: Int = 0
+    interval: float = 0.0
+    action: str = ""
+    """What happened next: fail, pause, exit, or "" (recorded only)."""
+    threads: list[HangThread] = []
+    locals: list[SnapshotVar] = []
+    locals_frame: str = ""
+    """Whose locals: "retry_forever() at /abs/x.py:42"."""
+    children: dict[str, list[SnapshotVar]] = {}
+    tasks: list[HangTask] = []
+    output: list[str] = []
+    """The last lines the test wrote before the report."""
+    source: list[tuple[Int, str]] = []
+
+
+class HangDetected(_Event, tag="hang"):
+    """A test ran past its timeout (or the run was killed, or crashed) and this is why."""
+
+    nodeid: str
+    worker: str
+    when: str
+    report: HangReport
+
+
 class TestFinished(_Event, tag="test_finished"):
     """The test's final outcome after teardown, as pytest's summary counts it."""
 
@@ -334,6 +409,7 @@ Event = (
     | TestFinished
     | Held
     | Resumed
+    | HangDetected
     | RunFinished
     | ProcessFinished
 )
@@ -428,6 +504,14 @@ _snapshot_decoder = msgspec.json.Decoder(Snapshot)
 
 def encode_value(value: msgspec.Struct) -> str:
     return _encoder.encode(value).decode()
+
+
+_hang_decoder = msgspec.json.Decoder(HangReport)
+
+
+def decode_hang_report(text: str | bytes) -> HangReport:
+    report: HangReport = _hang_decoder.decode(text)
+    return report
 
 
 def decode_snapshot(text: str | bytes) -> Snapshot:

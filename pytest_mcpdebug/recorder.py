@@ -6,6 +6,7 @@ and in each xdist worker from what the controller put in ``workerinput``.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -20,11 +21,13 @@ from .layout import ensure_dir, read_server_info, spool_dir
 from .limits import Limits
 from .reporter import Reporter, Role
 from .sender import Sender, split_token, spool_file_name
-from .settings import DEFAULT_BREAK_TIMEOUT, Settings
+from .settings import DEFAULT_BREAK_TIMEOUT, HangSettings, Settings
+from .timeouts import Timeouts
 
 _REPORTER = "mcpdebug-reporter"
 _TAIL = "mcpdebug-output"
 _INSPECTOR = "mcpdebug-inspector"
+_TIMEOUTS = "mcpdebug-timeouts"
 
 
 class Recorder:
@@ -40,6 +43,7 @@ class Recorder:
         max_line_length: int = Limits.max_line_length,
         break_on_failure: bool = False,
         break_timeout: float = DEFAULT_BREAK_TIMEOUT,
+        hangs: HangSettings | None = None,
     ) -> None:
         self.config = config
         self.run_id = run_id
@@ -50,6 +54,7 @@ class Recorder:
         self.max_line_length = max_line_length
         self.break_on_failure = break_on_failure
         self.break_timeout = break_timeout
+        self.hangs = hangs or HangSettings()
         self.process = f"{worker}-{os.getpid()}"
         ensure_dir(directory)
         self.sender = Sender(
@@ -66,6 +71,7 @@ class Recorder:
         self.reporter: Reporter | None = None
         self.tail: OutputTail | None = None
         self.inspector: Inspector | None = None
+        self.timeouts: Timeouts | None = None
         self._closed = False
         self._warned = 0
 
@@ -83,6 +89,7 @@ class Recorder:
             max_line_length=settings.max_line_length,
             break_on_failure=settings.break_on_failure,
             break_timeout=settings.break_timeout,
+            hangs=settings.hangs,
         )
 
     @classmethod
@@ -98,6 +105,7 @@ class Recorder:
             max_line_length=int(shared.get("max_line_length", Limits.max_line_length)),
             break_on_failure=bool(shared.get("break", False)),
             break_timeout=float(shared.get("break_timeout", DEFAULT_BREAK_TIMEOUT)),
+            hangs=HangSettings(**shared["hangs"]) if shared.get("hangs") else None,
         )
 
     def _discover(self) -> tuple[str, str] | None:
@@ -120,6 +128,7 @@ class Recorder:
             "max_line_length": self.max_line_length,
             "break": self.break_on_failure,
             "break_timeout": self.break_timeout,
+            "hangs": dataclasses.asdict(self.hangs),
         }
 
     @pytest.hookimpl(tryfirst=True)
@@ -148,9 +157,23 @@ class Recorder:
             )
             self.config.pluginmanager.register(self.tail, _TAIL)
             self.tail.start()
+        if role != "controller":
+            self.timeouts = Timeouts(
+                config=self.config,
+                settings=self.hangs,
+                reporter=self.reporter,
+                sender=self.sender,
+                tail=self.tail,
+                dump_path=self.dir / "hangs" / f"{self.run_id}.{self.process}.txt",
+            )
+            self.config.pluginmanager.register(self.timeouts, _TIMEOUTS)
         if self.break_on_failure and role != "controller":
             self.inspector = Inspector(
-                config=self.config, reporter=self.reporter, sender=self.sender, timeout=self.break_timeout
+                config=self.config,
+                reporter=self.reporter,
+                sender=self.sender,
+                timeout=self.break_timeout,
+                watchdog=self.timeouts.watchdog if self.timeouts is not None else None,
             )
             self.config.pluginmanager.register(self.inspector, _INSPECTOR)
         if role != "worker":
@@ -209,6 +232,9 @@ class Recorder:
         self.sender.close()
         if self.inspector is not None:
             self.config.pluginmanager.unregister(self.inspector, _INSPECTOR)
+        if self.timeouts is not None:
+            self.timeouts.close()
+            self.config.pluginmanager.unregister(self.timeouts, _TIMEOUTS)
         if self.reporter is not None:
             self.config.pluginmanager.unregister(self.reporter, _REPORTER)
 

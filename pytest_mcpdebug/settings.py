@@ -37,7 +37,35 @@ BREAK_TIMEOUT_HELP: Final = (
 )
 DEFAULT_BREAK_TIMEOUT: Final = 300.0
 
+TIMEOUT_HELP: Final = (
+    "Fail a test that runs longer than this many seconds with a diagnosis of where it hangs (all "
+    "threads' stacks, busy loop or blocking call); implies --mcp-debug. 0 or none: no timeout. A "
+    "test's @pytest.mark.mcpdebug_timeout(seconds) wins."
+)
+FUNC_ONLY_HELP: Final = "Time only the test function, not its fixtures' set-up and teardown."
+HANG_ACTION_HELP: Final = (
+    "What a hang does: fail (the test fails and the run goes on; the default), pause (the hung process "
+    "is held for an agent while a server is connected), or exit (the run ends)."
+)
+HANG_GRACE_HELP: Final = (
+    "Seconds a hung test may take to stop once interrupted before the process is ended (a C call that "
+    "holds the GIL cannot be interrupted); default 3."
+)
+SAMPLE_HELP: Final = "Seconds between the watchdog's samples of a running test's stack (default 0.1)."
+SESSION_TIMEOUT_HELP: Final = (
+    "End the whole run after this many seconds, recording where the running tests are (0: none)."
+)
+HANG_ACTIONS: Final = ("fail", "pause", "exit")
+DEFAULT_HANG_GRACE: Final = 3.0
+DEFAULT_SAMPLE_INTERVAL: Final = 0.1
+
 ENV_ENABLE: Final = "MCPDEBUG"
+ENV_TIMEOUT: Final = "MCPDEBUG_TIMEOUT"
+ENV_FUNC_ONLY: Final = "MCPDEBUG_TIMEOUT_FUNC_ONLY"
+ENV_HANG_ACTION: Final = "MCPDEBUG_HANG_ACTION"
+ENV_HANG_GRACE: Final = "MCPDEBUG_HANG_GRACE"
+ENV_SAMPLE: Final = "MCPDEBUG_SAMPLE_INTERVAL"
+ENV_SESSION_TIMEOUT: Final = "MCPDEBUG_SESSION_TIMEOUT"
 ENV_BREAK: Final = "MCPDEBUG_BREAK"
 ENV_BREAK_TIMEOUT: Final = "MCPDEBUG_BREAK_TIMEOUT"
 ENV_RUN_ID: Final = "MCPDEBUG_RUN_ID"
@@ -64,6 +92,35 @@ def addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--mcp-debug-break-timeout", metavar="SECONDS", dest="mcpdebug_break_timeout", help=BREAK_TIMEOUT_HELP
     )
+    group.addoption("--mcp-debug-timeout", metavar="SECONDS", dest="mcpdebug_timeout", help=TIMEOUT_HELP)
+    group.addoption(
+        "--mcp-debug-timeout-func-only",
+        action="store_true",
+        default=None,
+        dest="mcpdebug_timeout_func_only",
+        help=FUNC_ONLY_HELP,
+    )
+    group.addoption(
+        "--mcp-debug-hang-action", choices=HANG_ACTIONS, dest="mcpdebug_hang_action", help=HANG_ACTION_HELP
+    )
+    group.addoption(
+        "--mcp-debug-hang-grace", metavar="SECONDS", dest="mcpdebug_hang_grace", help=HANG_GRACE_HELP
+    )
+    group.addoption(
+        "--mcp-debug-sample-interval", metavar="SECONDS", dest="mcpdebug_sample_interval", help=SAMPLE_HELP
+    )
+    group.addoption(
+        "--mcp-debug-session-timeout",
+        metavar="SECONDS",
+        dest="mcpdebug_session_timeout",
+        help=SESSION_TIMEOUT_HELP,
+    )
+    parser.addini("mcpdebug_timeout", help=TIMEOUT_HELP)
+    parser.addini("mcpdebug_timeout_func_only", type="bool", default=False, help=FUNC_ONLY_HELP)
+    parser.addini("mcpdebug_hang_action", help=HANG_ACTION_HELP)
+    parser.addini("mcpdebug_hang_grace", help=HANG_GRACE_HELP)
+    parser.addini("mcpdebug_sample_interval", help=SAMPLE_HELP)
+    parser.addini("mcpdebug_session_timeout", help=SESSION_TIMEOUT_HELP)
     parser.addini("mcpdebug", type="bool", default=False, help=ENABLE_HELP)
     parser.addini("mcpdebug_break", type="bool", default=False, help=BREAK_HELP)
     parser.addini("mcpdebug_break_timeout", help=BREAK_TIMEOUT_HELP)
@@ -83,6 +140,9 @@ def _parse_bool(value: str, where: str) -> bool:
 def is_enabled(config: pytest.Config) -> bool:
     if config.getoption("mcpdebug") or breaks(config):
         return True
+    timeout, _ = _first(config, "mcpdebug_timeout", ENV_TIMEOUT)
+    if timeout and timeout.strip().lower() not in ("0", "none", "off"):
+        return True  # asking for hang timeouts is asking for the recording that diagnoses them
     env = os.environ.get(ENV_ENABLE)
     if env is not None:
         return _parse_bool(env, f"environment variable {ENV_ENABLE}")
@@ -100,18 +160,62 @@ def breaks(config: pytest.Config) -> bool:
 
 
 def _break_timeout(config: pytest.Config) -> float:
-    raw, where = _first(config, "mcpdebug_break_timeout", ENV_BREAK_TIMEOUT)
-    if not raw:
-        return DEFAULT_BREAK_TIMEOUT
+    return _seconds(config, "mcpdebug_break_timeout", ENV_BREAK_TIMEOUT, DEFAULT_BREAK_TIMEOUT, "300") or 0.0
+
+
+def parse_seconds(raw: object, where: str, *, example: str, zero: bool = False) -> float | None:
+    """Seconds from a setting; None for "none"/0 when ``zero`` is allowed. Errors name ``where``."""
+    text = str(raw).strip().lower()
+    if zero and text in ("", "0", "none", "off"):
+        return None
     try:
-        seconds = float(raw)
+        seconds = float(text)
     except ValueError:
         seconds = -1.0
     if not 0 < seconds < 1e9:
+        allowed = " (or 0 for none)" if zero else ""
         raise pytest.UsageError(
-            f"mcpdebug: {where}={raw!r} is not a number of seconds above 0; e.g. 300 (five minutes)"
+            f"mcpdebug: {where}={raw!r} is not a number of seconds above 0{allowed}; e.g. {example}"
         )
     return seconds
+
+
+def _seconds(config: pytest.Config, name: str, env: str, default: float | None, example: str) -> float | None:
+    raw, where = _first(config, name, env)
+    if not raw:
+        return default
+    return parse_seconds(raw, where, example=example, zero=default is None)
+
+
+@dataclass(frozen=True)
+class HangSettings:
+    timeout: float | None = None
+    """The default per-test timeout (CLI > env > ini); a marker overrides it per test."""
+    func_only: bool = False
+    action: str = "fail"
+    grace: float = DEFAULT_HANG_GRACE
+    interval: float = DEFAULT_SAMPLE_INTERVAL
+    session_timeout: float | None = None
+
+
+def hang_settings(config: pytest.Config) -> HangSettings:
+    action, where = _first(config, "mcpdebug_hang_action", ENV_HANG_ACTION)
+    if action and action not in HANG_ACTIONS:
+        raise pytest.UsageError(f"mcpdebug: {where}={action!r} is not one of {', '.join(HANG_ACTIONS)}")
+    func_only = bool(config.getoption("mcpdebug_timeout_func_only"))
+    if not func_only and os.environ.get(ENV_FUNC_ONLY) is not None:
+        func_only = _parse_bool(os.environ[ENV_FUNC_ONLY], f"environment variable {ENV_FUNC_ONLY}")
+    elif not func_only:
+        func_only = bool(config.getini("mcpdebug_timeout_func_only"))
+    return HangSettings(
+        timeout=_seconds(config, "mcpdebug_timeout", ENV_TIMEOUT, None, "30"),
+        func_only=func_only,
+        action=action or "fail",
+        grace=_seconds(config, "mcpdebug_hang_grace", ENV_HANG_GRACE, DEFAULT_HANG_GRACE, "3") or 0.0,
+        interval=_seconds(config, "mcpdebug_sample_interval", ENV_SAMPLE, DEFAULT_SAMPLE_INTERVAL, "0.1")
+        or 0.0,
+        session_timeout=_seconds(config, "mcpdebug_session_timeout", ENV_SESSION_TIMEOUT, None, "3600"),
+    )
 
 
 def _run_id() -> str | None:
@@ -137,6 +241,7 @@ class Settings:
     break_timeout: float = DEFAULT_BREAK_TIMEOUT
     run_id: str | None = None
     """A run id chosen by whoever started pytest (`run_tests`); None: a new one."""
+    hangs: HangSettings = HangSettings()
 
 
 def resolve(config: pytest.Config) -> Settings:
@@ -170,6 +275,7 @@ def resolve(config: pytest.Config) -> Settings:
         break_on_failure=breaks(config),
         break_timeout=_break_timeout(config),
         run_id=_run_id(),
+        hangs=hang_settings(config),
     )
 
 

@@ -128,6 +128,36 @@ EVENT_STRATEGIES: dict[type, st.SearchStrategy[Any]] = {
         protocol.Held, session=texts, nodeid=texts, worker=texts, when=texts, reason=texts, timeout=floats
     ),
     protocol.Resumed: _event(protocol.Resumed, session=texts, reason=texts),
+    protocol.HangDetected: _event(
+        protocol.HangDetected,
+        nodeid=texts,
+        worker=texts,
+        when=texts,
+        report=st.builds(
+            protocol.HangReport,
+            kind=texts,
+            summary=texts,
+            file=texts,
+            line=ints,
+            lines=st.lists(ints, max_size=4),
+            cpu=st.none() | floats,
+            elapsed=floats,
+            threads=st.lists(
+                st.builds(
+                    protocol.HangThread,
+                    name=texts,
+                    ident=ints,
+                    test=st.booleans(),
+                    frames=st.lists(
+                        st.builds(protocol.HangFrame, file=texts, line=ints, function=texts, code=texts),
+                        max_size=3,
+                    ),
+                ),
+                max_size=2,
+            ),
+            output=st.lists(texts, max_size=3),
+        ),
+    ),
     RunFinished: _event(
         RunFinished, exit_status=ints, duration=floats, counts=st.dictionaries(texts, ints, max_size=5)
     ),
@@ -276,7 +306,7 @@ def test_optional_fields_take_their_defaults_when_absent() -> None:
 
 def test_event_types_lists_every_event_tag() -> None:
     assert set(protocol.EVENT_TYPES) == {c.__struct_config__.tag for c in EVENT_CLASSES}
-    assert len(protocol.EVENT_TYPES) == 13
+    assert len(protocol.EVENT_TYPES) == 14
     assert "output" in protocol.EVENT_TYPES
     assert "hello" not in protocol.EVENT_TYPES
 

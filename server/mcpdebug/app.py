@@ -8,6 +8,7 @@ what exists and what to call instead; the server carries on.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Awaitable, Callable
 from functools import partial, wraps
@@ -142,7 +143,15 @@ def build_server(store: Store, sessions: Sessions | None = None, runner: Runner 
         each frame from the raise point to the test (absolute path, line, source, locals with type and
         value; secrets redacted), and the tail of the test's output. Without test: the run's first
         failure, and a list of the others."""
-        return failview.get_failure(store, lookup.run(store, run_id), test)
+        text = failview.get_failure(store, lookup.run(store, run_id), test)
+        headline = text.split("\n", 1)[0]
+        for held in live.held():
+            if f" {held.nodeid} ({held.when}) in run {held.run_id}" in headline:
+                text += (
+                    f"\n\nThis test is held alive now as session {held.id}: "
+                    f'evaluate_expression(session_id="{held.id}", expression=...) runs code in its frames.'
+                )
+        return text
 
     @server.tool(annotations=READ_ONLY)
     async def get_stack_trace(
@@ -267,6 +276,9 @@ def build_server(store: Store, sessions: Sessions | None = None, runner: Runner 
         if identifier in {s.id for s in live.held()}:
             session = live.get(identifier)
             await live.request(identifier, "close", {})
+            for other in live.held(session.run_id):  # xdist: the other workers' holds end with the run
+                with contextlib.suppress(SessionError):
+                    await live.request(other.id, "close", {})
             result = await runs.wait(session.run_id, 15.0)
             state = (
                 f"run {session.run_id} has stopped ({render.status_text(result.run)})"

@@ -118,7 +118,8 @@ class Sessions:
     # Queries --------------------------------------------------------------------------------------
 
     def held(self, run_id: str | None = None) -> list[LiveSession]:
-        return [s for s in self._live.values() if run_id is None or s.run_id == run_id]
+        """Sessions held now (safe from a tool's worker thread: the copy is taken in one step)."""
+        return [s for s in list(self._live.values()) if run_id is None or s.run_id == run_id]
 
     def get(self, session_id: str) -> LiveSession:
         session = self._live.get(session_id)

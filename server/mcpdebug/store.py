@@ -128,6 +128,17 @@ CREATE TABLE IF NOT EXISTS holds (
     reason TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (run_id, session)
 );
+CREATE TABLE IF NOT EXISTS hangs (
+    run_id TEXT NOT NULL,
+    nodeid TEXT NOT NULL,
+    phase TEXT NOT NULL DEFAULT '',
+    worker TEXT NOT NULL DEFAULT '',
+    detected REAL NOT NULL,
+    kind TEXT NOT NULL,
+    summary TEXT NOT NULL,
+    report TEXT NOT NULL,
+    PRIMARY KEY (run_id, nodeid)
+);
 CREATE TABLE IF NOT EXISTS spool_files (
     name TEXT PRIMARY KEY,
     offset INTEGER NOT NULL DEFAULT 0
@@ -365,6 +376,7 @@ class Store:
                 "collection_errors",
                 "failures",
                 "holds",
+                "hangs",
             ):
                 db.executemany(f"DELETE FROM {table} WHERE run_id=?", [(r,) for r in run_ids])
             db.executemany("DELETE FROM outputs WHERE run_id=?", [(r,) for r in run_ids])
@@ -372,6 +384,7 @@ class Store:
         for run_id in run_ids:
             self.outputs.delete_run(run_id)
             self._known_runs.discard(run_id)
+            (self.dir / "processes" / f"{run_id}.log").unlink(missing_ok=True)  # run_tests's terminal output
         self.db.execute("PRAGMA incremental_vacuum")
 
     # Reading --------------------------------------------------------------------------------------
@@ -470,6 +483,19 @@ class Store:
         """Tests held for an agent (``--mcp-debug-break``), oldest first; ``resumed`` is None while held."""
         sql = "SELECT * FROM holds" + (" WHERE run_id=?" if run_id else "") + " ORDER BY held"
         return [dict(r) for r in self.db.execute(sql, (run_id,) if run_id else ())]
+
+    def hangs(self, run_id: str, nodeid: str | None = None) -> list[dict[str, Any]]:
+        """Hang reports of a run (or of one test), in the order they were detected; ``report`` decoded."""
+        sql = "SELECT * FROM hangs WHERE run_id=?" + (" AND nodeid=?" if nodeid is not None else "")
+        rows = self.db.execute(
+            sql + " ORDER BY detected", (run_id, nodeid) if nodeid is not None else (run_id,)
+        )
+        out = []
+        for row in rows:
+            hang = dict(row)
+            hang["report"] = protocol.decode_hang_report(hang["report"])
+            out.append(hang)
+        return out
 
     def failures(self, run_id: str, nodeid: str | None = None) -> list[dict[str, Any]]:
         """Failure snapshots of a run (or of one test), in the order they happened."""
@@ -656,6 +682,24 @@ def _resumed(db: sqlite3.Connection, e: protocol.Resumed) -> None:
     )
 
 
+def _hang(db: sqlite3.Connection, e: protocol.HangDetected) -> None:
+    if e.nodeid:
+        _ensure_test(db, e.run_id, e.nodeid, e.worker, e.ts)
+    db.execute(
+        "INSERT OR REPLACE INTO hangs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            e.run_id,
+            e.nodeid,
+            e.when,
+            e.worker,
+            e.ts,
+            e.report.kind,
+            e.report.summary,
+            protocol.encode_value(e.report),
+        ),
+    )
+
+
 def _run_finished(db: sqlite3.Connection, e: protocol.RunFinished) -> None:
     status = "interrupted" if e.exit_status == 2 else "finished"
     db.execute(
@@ -683,6 +727,7 @@ _HANDLERS: dict[type, Any] = {
     protocol.FailureSnapshot: _failure_snapshot,
     protocol.Held: _held,
     protocol.Resumed: _resumed,
+    protocol.HangDetected: _hang,
     protocol.RunFinished: _run_finished,
     protocol.ProcessFinished: _process_finished,
 }

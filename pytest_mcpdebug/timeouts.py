@@ -1,0 +1,215 @@
+"""The hang-timeout plugin: which tests are timed and how, and what a hang leaves behind.
+
+A test's timeout comes from ``@pytest.mark.mcpdebug_timeout(seconds, func_only=...)``, else from
+``--mcp-debug-timeout`` / ``MCPDEBUG_TIMEOUT`` / ini ``mcpdebug_timeout`` (resolved once, in
+`settings`). The whole test protocol (set-up, call, teardown) is timed, or only the call with
+``func_only``. A bad marker value is a usage error naming the test. The diagnosis goes to the
+server as a `HangDetected` event, to the terminal at once (on the real stderr, past pytest's capture),
+and into a short section of the terminal summary.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+from collections.abc import Generator
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+
+from . import protocol
+from .capture_tail import OutputTail
+from .reporter import Reporter
+from .sender import Sender
+from .settings import HangSettings, parse_seconds
+from .watchdog import HangExit, HangTimeout, Target, Watchdog
+
+MARKER = "mcpdebug_timeout"
+MARKER_HELP = (
+    f"{MARKER}(seconds, func_only=False): fail this test with a hang diagnosis if it runs longer "
+    "(pytest-mcpdebug; 0 disables the timeout for this test)"
+)
+STUCK_EXIT = 3
+"""Exit status of a process ended because a hung test could not be interrupted."""
+
+
+class Timeouts:
+    def __init__(
+        self,
+        *,
+        config: pytest.Config,
+        settings: HangSettings,
+        reporter: Reporter,
+        sender: Sender,
+        tail: OutputTail | None,
+        dump_path: Path | None,
+    ) -> None:
+        self.config = config
+        self.settings = settings
+        self.reporter = reporter
+        self.sender = sender
+        self.hangs: list[tuple[str, protocol.HangReport]] = []
+        self._dump: IO[str] | None = None
+        if dump_path is not None:
+            try:
+                dump_path.parent.mkdir(parents=True, exist_ok=True)
+                self._dump = open(dump_path, "w")  # noqa: SIM115 - faulthandler writes here at a GIL hang
+                self._dump.write(f"mcpdebug: test thread {_thread_hex()}\n")
+                self._dump.flush()
+            except OSError:
+                self._dump = None
+        self.dump_path = dump_path if self._dump is not None else None
+        self.watchdog = Watchdog(
+            interval=settings.interval,
+            grace=settings.grace,
+            on_hang=self._on_hang,
+            on_stuck=self._on_stuck,
+            output=tail.recent if tail is not None else None,
+            dump=self._dump,
+        )
+        self._started = False
+        self._stderr = _real_stderr(config)
+
+    def close(self) -> None:
+        if self._started:
+            self.watchdog.stop()
+        if self._dump is not None:
+            self._dump.close()
+            if self.dump_path is not None and self.dump_path.stat().st_size < 64:
+                self.dump_path.unlink(missing_ok=True)  # only the header: nothing hung
+
+    # Hooks ----------------------------------------------------------------------------------------
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        for item in items:
+            self._resolve(item)  # a bad marker is an error before anything runs
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: Any) -> Generator[None, Any, Any]:
+        timeout, func_only = self._resolve(item)
+        armed = timeout is not None and not func_only
+        if timeout is not None and armed:
+            self._arm(item, timeout)
+        try:
+            return (yield)
+        finally:
+            if armed:
+                self.watchdog.disarm()
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
+        timeout, func_only = self._resolve(item)
+        armed = timeout is not None and func_only
+        if timeout is not None and armed:
+            self._arm(item, timeout)
+        try:
+            return (yield)
+        finally:
+            if armed:
+                self.watchdog.disarm()
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: Any) -> Generator[None, Any, Any]:
+        report = yield
+        if call.excinfo is not None and isinstance(call.excinfo.value, (HangTimeout, HangExit)):
+            self.watchdog.landed()  # interrupted: the rest of the test gets a fresh timeout
+        return report
+
+    def pytest_enter_pdb(self) -> None:
+        self.watchdog.disable()
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not self.hangs:
+            return
+        terminalreporter.section("mcpdebug: hangs", sep="-", yellow=True, bold=True)
+        for nodeid, report in self.hangs:
+            terminalreporter.write_line(f"HANG {nodeid} [{report.kind}] {report.summary}")
+        terminalreporter.write_line(
+            f'Inspect: mcpdebug show {self.reporter.run_id} <test>, or the MCP tool get_hang(run_id="'
+            f"{self.reporter.run_id}\", test=...) for every thread's stack and the locals."
+        )
+
+    # Settings -------------------------------------------------------------------------------------
+
+    def _resolve(self, item: pytest.Item) -> tuple[float | None, bool]:
+        """(timeout, func_only) of a test: marker > CLI > env > ini."""
+        cached = item.stash.get(_KEY, None)
+        if cached is not None:
+            return cached
+        timeout, func_only = self.settings.timeout, self.settings.func_only
+        marker = item.get_closest_marker(MARKER)
+        if marker is not None:
+            where = f"@pytest.mark.{MARKER} on {item.nodeid}"
+            raw = (
+                marker.args[0] if marker.args else marker.kwargs.get("seconds", marker.kwargs.get("timeout"))
+            )
+            if raw is None:
+                raise pytest.UsageError(f"mcpdebug: {where} needs a number of seconds, e.g. ({MARKER}(30))")
+            timeout = parse_seconds(raw, where, example=f"{MARKER}(30)", zero=True)
+            if "func_only" in marker.kwargs:
+                func_only = bool(marker.kwargs["func_only"])
+        result = (timeout, func_only)
+        item.stash[_KEY] = result
+        return result
+
+    def _arm(self, item: pytest.Item, timeout: float) -> None:
+        if not self._started:
+            self._started = True
+            self.watchdog.start()
+        self.watchdog.arm(item.nodeid, timeout, self.settings.action)
+
+    # Watchdog callbacks (watchdog thread) ---------------------------------------------------------
+
+    def _on_hang(self, target: Target, report: protocol.HangReport) -> None:
+        self.hangs.append((target.nodeid, report))
+        self.reporter.emit(
+            protocol.HangDetected,
+            nodeid=target.nodeid,
+            worker=self.reporter.worker,
+            when=report.phase,
+            report=report,
+        )
+        what = {"fail": "failing it", "exit": "ending the run", "pause": "holding it for the agent"}
+        self._say(
+            f"mcpdebug: HANG {target.nodeid} after {report.elapsed:.1f} s: {report.summary}; "
+            f"{what.get(target.action, target.action)}"
+        )
+
+    def _on_stuck(self, target: Target) -> None:
+        """Interrupted, the test did not stop (a call that cannot be interrupted): end the process so
+        the run can go on (xdist starts a new worker) and say why."""
+        self._say(
+            f"mcpdebug: {target.nodeid} did not stop within {self.settings.grace:g} s of being "
+            f"interrupted; ending this process (exit status {STUCK_EXIT})"
+        )
+        self.sender.close(timeout=2.0)
+        os._exit(STUCK_EXIT)
+
+    def _say(self, text: str) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self._stderr, (text + "\n").encode("utf-8", "replace"))
+
+
+_KEY = pytest.StashKey[tuple[float | None, bool]]()
+
+
+def _thread_hex() -> str:
+    return f"{threading.get_ident():#018x}"
+
+
+def _real_stderr(config: pytest.Config) -> int:
+    """The process's stderr before pytest's capture redirected fd 2 (a dup pytest keeps)."""
+    capman = config.pluginmanager.getplugin("capturemanager")
+    capturing = getattr(capman, "_global_capturing", None)
+    err = getattr(capturing, "err", None)
+    saved = getattr(err, "targetfd_save", None)
+    if isinstance(saved, int):
+        return saved
+    try:
+        return sys.__stderr__.fileno() if sys.__stderr__ is not None else 2
+    except (OSError, ValueError):
+        return 2
