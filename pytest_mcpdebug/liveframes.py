@@ -16,6 +16,7 @@ import ast
 import ctypes
 import os
 import sys
+import textwrap
 import threading
 import traceback
 from types import FrameType
@@ -252,6 +253,7 @@ def evaluate(
     lambdas) see the frame's locals too, because everything runs in one namespace merged from the
     frame's globals and locals; assignments are written back to the frame's locals afterwards.
     """
+    source = textwrap.dedent(source).strip("\n")  # a pasted indented line is still one line of code
     try:
         tree = ast.parse(source, _FILENAME, "exec")
     except SyntaxError as exc:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from . import protocol
+from . import gildump, protocol
 from .capture_tail import OutputTail
 from .inspector import Inspector
 from .layout import ensure_dir, read_server_info, spool_dir
@@ -22,12 +22,13 @@ from .limits import Limits
 from .reporter import Reporter, Role
 from .sender import Sender, split_token, spool_file_name
 from .settings import DEFAULT_BREAK_TIMEOUT, HangSettings, Settings
-from .timeouts import Timeouts
+from .timeouts import HangSummary, Timeouts
 
 _REPORTER = "mcpdebug-reporter"
 _TAIL = "mcpdebug-output"
 _INSPECTOR = "mcpdebug-inspector"
 _TIMEOUTS = "mcpdebug-timeouts"
+_HANG_SUMMARY = "mcpdebug-hangs"
 
 
 class Recorder:
@@ -72,6 +73,7 @@ class Recorder:
         self.tail: OutputTail | None = None
         self.inspector: Inspector | None = None
         self.timeouts: Timeouts | None = None
+        self.hang_summary: HangSummary | None = None
         self._closed = False
         self._warned = 0
 
@@ -164,9 +166,12 @@ class Recorder:
                 reporter=self.reporter,
                 sender=self.sender,
                 tail=self.tail,
-                dump_path=self.dir / "hangs" / f"{self.run_id}.{self.process}.txt",
+                dump_path=self.dir / "hangs" / gildump.dump_name(self.run_id, self.process),
             )
             self.config.pluginmanager.register(self.timeouts, _TIMEOUTS)
+        if role != "worker":
+            self.hang_summary = HangSummary(reporter=self.reporter, directory=self.dir)
+            self.config.pluginmanager.register(self.hang_summary, _HANG_SUMMARY)
         if self.break_on_failure and role != "controller":
             self.inspector = Inspector(
                 config=self.config,

@@ -20,8 +20,9 @@ from typing import IO, Any
 
 import pytest
 
-from . import protocol
+from . import gildump, protocol
 from .capture_tail import OutputTail
+from .gildump import STUCK
 from .reporter import Reporter
 from .sender import Sender
 from .settings import HangSettings, parse_seconds
@@ -122,17 +123,6 @@ class Timeouts:
     def pytest_enter_pdb(self) -> None:
         self.watchdog.disable()
 
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if not self.hangs:
-            return
-        terminalreporter.section("mcpdebug: hangs", sep="-", yellow=True, bold=True)
-        for nodeid, report in self.hangs:
-            terminalreporter.write_line(f"HANG {nodeid} [{report.kind}] {report.summary}")
-        terminalreporter.write_line(
-            f'Inspect: mcpdebug show {self.reporter.run_id} <test>, or the MCP tool get_hang(run_id="'
-            f"{self.reporter.run_id}\", test=...) for every thread's stack and the locals."
-        )
-
     # Settings -------------------------------------------------------------------------------------
 
     def _resolve(self, item: pytest.Item) -> tuple[float | None, bool]:
@@ -181,11 +171,17 @@ class Timeouts:
 
     def _on_stuck(self, target: Target) -> None:
         """Interrupted, the test did not stop (a call that cannot be interrupted): end the process so
-        the run can go on (xdist starts a new worker) and say why."""
-        self._say(
-            f"mcpdebug: {target.nodeid} did not stop within {self.settings.grace:g} s of being "
-            f"interrupted; ending this process (exit status {STUCK_EXIT})"
+        the run can go on (xdist starts a new worker) and say why, also in the dump file the
+        controller reads when it reports the crashed worker."""
+        why = (
+            f"{target.report.summary if target.report else 'hung'}; it did not stop within "
+            f"{self.settings.grace:g} s of being interrupted, so its process was ended"
         )
+        self._say(f"mcpdebug: {target.nodeid}: {why} (exit status {STUCK_EXIT})")
+        if self._dump is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self._dump.write(f"{STUCK}{why}\n")
+                self._dump.flush()
         self.sender.close(timeout=2.0)
         os._exit(STUCK_EXIT)
 
@@ -213,3 +209,65 @@ def _real_stderr(config: pytest.Config) -> int:
         return sys.__stderr__.fileno() if sys.__stderr__ is not None else 2
     except (OSError, ValueError):
         return 2
+
+
+class HangSummary:
+    """In the process that prints the terminal summary (no xdist: the only one; xdist: the controller):
+    lists the run's hangs, and diagnoses an xdist worker that died hung from its dump file."""
+
+    def __init__(self, *, reporter: Reporter, directory: Path) -> None:
+        self.reporter = reporter
+        self.directory = directory
+        self.hangs: list[tuple[str, str]] = []
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if not report.failed:
+            return
+        crash = getattr(report.longrepr, "reprcrash", None)
+        message = str(getattr(crash, "message", "") or "")
+        for name in ("HangTimeout: ", "HangExit: "):
+            if name in message:
+                self.hangs.append((report.nodeid, message.split(name, 1)[1].splitlines()[0]))
+                return
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
+        worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", "")
+        found = self._dump_of(str(worker))
+        if found is None:
+            return
+        diagnosis = gildump.report(found)
+        if diagnosis is None:
+            return
+        self.hangs.append((crashitem, diagnosis.summary))
+        frames = next((t.frames for t in diagnosis.threads if t.test), [])
+        shown = [f for i, f in enumerate(frames) if i == 0 or not f.library]  # the C call, the project's
+        stacks = "\n".join(f"  {f.file}:{f.line} in {f.function}()" for f in shown[:12])
+        report.longrepr = f"{report.longrepr}\nmcpdebug: {diagnosis.summary}" + (
+            f"\nThe test's thread (innermost first):\n{stacks}" if stacks else ""
+        )
+        if diagnosis.kind != "stuck":  # a stuck worker sent its own report before it ended
+            self.reporter.emit(
+                protocol.HangDetected, nodeid=crashitem, worker=str(worker), when="call", report=diagnosis
+            )
+
+    def _dump_of(self, worker: str) -> Path | None:
+        folder = self.directory / "hangs"
+        try:
+            candidates = [
+                p for p in folder.glob(f"{self.reporter.run_id}.{worker}-*.txt") if gildump.has_dump(p)
+            ]
+        except OSError:
+            return None
+        return max(candidates, key=lambda p: p.stat().st_mtime, default=None)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not self.hangs:
+            return
+        terminalreporter.section("mcpdebug: hangs", sep="-", yellow=True, bold=True)
+        for nodeid, summary in self.hangs:
+            terminalreporter.write_line(f"HANG {nodeid}: {summary}")
+        terminalreporter.write_line(
+            f"Inspect: `mcpdebug failure {self.reporter.run_id} <test>`, or the MCP tool get_hang("
+            f'run_id="{self.reporter.run_id}", test=...) for every thread\'s stack and the locals.'
+        )

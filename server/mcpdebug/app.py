@@ -20,7 +20,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.server.mcpserver.resources import ResourceSecurity
 from mcp.types import ToolAnnotations
 
-from . import failview, liveview, lookup, outview, render, snapview
+from . import failview, hangview, liveview, lookup, outview, render, snapview
 from .outquery import OutputError
 from .runner import RunError, Runner
 from .sessions import SessionError, Sessions
@@ -143,8 +143,17 @@ def build_server(store: Store, sessions: Sessions | None = None, runner: Runner 
         each frame from the raise point to the test (absolute path, line, source, locals with type and
         value; secrets redacted), and the tail of the test's output. Without test: the run's first
         failure, and a list of the others."""
-        text = failview.get_failure(store, lookup.run(store, run_id), test)
+        run = lookup.run(store, run_id)
+        try:
+            text = failview.get_failure(store, run, test)
+        except lookup.NotFound:
+            if not store.hangs(run["run_id"]):
+                raise
+            return hangview.get_hang(store, run, test)  # a hung process that died left no snapshot
         headline = text.split("\n", 1)[0]
+        for hang in store.hangs(run["run_id"]):
+            if headline.startswith((f"FAILED {hang['nodeid']} (", f"ERROR {hang['nodeid']} (")):
+                text += hangview.hang_section(store, run["run_id"], hang["nodeid"])
         for held in live.held():
             if f" {held.nodeid} ({held.when}) in run {held.run_id}" in headline:
                 text += (
@@ -152,6 +161,15 @@ def build_server(store: Store, sessions: Sessions | None = None, runner: Runner 
                     f'evaluate_expression(session_id="{held.id}", expression=...) runs code in its frames.'
                 )
         return text
+
+    @server.tool(annotations=READ_ONLY)
+    @reading
+    def get_hang(run_id: str = "latest", test: str | None = None) -> str:
+        """Why a test hung, from the hung process itself at its timeout: busy loop (the lines it
+        cycles through) or blocked (the call it waits in, since when), the source there and its
+        locals, every thread's stack, asyncio tasks and where each waits, CPU against wall time,
+        and the output just before. Without test: the run's first hang and a list of the others."""
+        return hangview.get_hang(store, lookup.run(store, run_id), test)
 
     @server.tool(annotations=READ_ONLY)
     async def get_stack_trace(
@@ -319,11 +337,15 @@ def build_server(store: Store, sessions: Sessions | None = None, runner: Runner 
     async def wait_for_stop(ctx: Context, id: str, timeout: float | None = None) -> str:
         """Wait until a run holds a failing test or finishes, and say which (as run_tests does).
         id: a run id (or "latest") or a session id (waits on its run). timeout in seconds."""
-        run_id = id
-        if id in {s.id for s in live.held()}:
-            run_id = live.get(id).run_id
-        elif id not in runs.runs:
-            run_id = await stored(lambda: str(lookup.run(store, id)["run_id"]))
+        run_id = live.run_of(id) or id
+        if run_id == "latest" and runs.runs:  # the run just started here may not have recorded yet
+            newest = max(runs.runs.values(), key=lambda r: r.started)
+            ids = await anyio.to_thread.run_sync(partial(store.run_ids, 1))
+            latest = await anyio.to_thread.run_sync(partial(store.run, ids[0])) if ids else None
+            if latest is None or latest["started"] < newest.started - 1.0:
+                run_id = newest.run_id
+        if run_id not in runs.runs:
+            run_id = await stored(lambda: str(lookup.run(store, run_id)["run_id"]))
         return await _wait(ctx, run_id, timeout)
 
     async def _wait(ctx: Context, run_id: str, timeout: float | None) -> str:
@@ -331,7 +353,8 @@ def build_server(store: Store, sessions: Sessions | None = None, runner: Runner 
             await ctx.report_progress(elapsed, total, message)
 
         result = await asking(runs.wait(run_id, timeout, progress))
-        return await asking(anyio.to_thread.run_sync(partial(liveview.outcome, store, result)))
+        frames = await liveview.live_locals(live, result.session.id) if result.session is not None else None
+        return await asking(anyio.to_thread.run_sync(partial(liveview.outcome, store, result, frames)))
 
     @server.tool(annotations=READ_ONLY)
     @reading

@@ -11,6 +11,10 @@ import asyncio
 import time
 from typing import Any
 
+from msgspec.structs import replace
+
+from pytest_mcpdebug.protocol import SnapshotVar
+
 from . import failview, lookup, render
 from .runner import ManagedRun, Outcome
 from .sessions import LiveSession, Sessions
@@ -48,17 +52,33 @@ def held_sessions(sessions: list[LiveSession]) -> str:
     return "\n".join(lines)
 
 
-def outcome(store: Store, result: Outcome) -> str:
-    """The reply of run_tests and wait_for_stop."""
+async def live_locals(sessions: Sessions, session_id: str) -> list[dict[str, Any]]:
+    """The held frames' locals as the live session numbers them (so their refs expand there):
+    the raise point's and the test function's."""
+    out: list[dict[str, Any]] = []
+    try:
+        stack = await sessions.request(session_id, "stack", {})
+        ids = [f["id"] for f in stack.get("stackFrames", [])]
+        for frame_id in dict.fromkeys([*ids[:1], *ids[-1:]]):
+            out.append(await sessions.request(session_id, "locals", {"frame_id": frame_id}))
+    except Exception:
+        return []  # the stored snapshot's values are shown instead
+    return out
+
+
+def outcome(store: Store, result: Outcome, frames: list[dict[str, Any]] | None = None) -> str:
+    """The reply of run_tests and wait_for_stop (``frames``: `live_locals` of a stop)."""
     if result.kind == "stopped":
         assert result.session is not None
-        return render.bound(_stopped(store, result.session, result.run))
+        return render.bound(_stopped(store, result.session, result.run, frames or []))
     if result.kind == "waiting":
         return render.bound(_waiting(result))
     return render.bound(_finished(store, result))
 
 
-def _stopped(store: Store, session: LiveSession, run: dict[str, Any] | None) -> str:
+def _stopped(
+    store: Store, session: LiveSession, run: dict[str, Any] | None, frames: list[dict[str, Any]]
+) -> str:
     sid, rid = session.id, session.run_id
     lines = [
         f"STOPPED: {session.nodeid} failed in {session.when} and is held alive as session {sid} "
@@ -73,11 +93,24 @@ def _stopped(store: Store, session: LiveSession, run: dict[str, Any] | None) -> 
         if user:
             top = user[0]
             lines += ["", f"Raised at {top.file}:{top.line} in {top.function}()", *failview._source(top)]
-            lines += failview._locals(top.locals)
-            test_frame = user[-1]
-            if test_frame is not top:
-                lines += [f"Test frame: {test_frame.file}:{test_frame.line} in {test_frame.function}()"]
-                lines += failview._locals(test_frame.locals)
+            if not frames:  # no live answer: the snapshot's values, without its (stored) refs
+                lines += failview._locals([replace(v, ref=0) for v in top.locals])
+                if user[-1] is not top:
+                    test_frame = user[-1]
+                    lines += [f"Test frame: {test_frame.file}:{test_frame.line} in {test_frame.function}()"]
+                    lines += failview._locals([replace(v, ref=0) for v in test_frame.locals])
+    for number, frame in enumerate(frames):
+        where = frame.get("frame", {})
+        if number:
+            lines.append(f"Test frame: {where.get('file')}:{where.get('line')} in {where.get('name')}()")
+        lines += failview._locals(
+            [
+                SnapshotVar(name=v["name"], type=v["type"], value=v["value"], ref=v["variablesReference"])
+                for v in frame.get("variables", [])
+            ]
+        )
+    if failure is not None:
+        snap = failure["snapshot"]
         if snap.assertion:
             lines += ["", "Assertion (pytest's introspection):", failview._indent(snap.assertion)]
     if run is not None:
@@ -85,7 +118,8 @@ def _stopped(store: Store, session: LiveSession, run: dict[str, Any] | None) -> 
     lines += [
         "",
         f'Next: evaluate_expression(session_id="{sid}", expression=...) runs code in the test\'s frame; '
-        f'get_stack_trace / get_local_variables / get_variables(session_id="{sid}") read the live frames. '
+        f'get_stack_trace / get_local_variables / get_variables(session_id="{sid}") read the live frames '
+        "(a [ref N] expands with get_variables). "
         f'continue_execution(session_id="{sid}") resumes the run, then wait_for_stop("{rid}") waits for '
         f'the next stop or the end; close_session(session_id="{sid}") stops the run.'
         + (

@@ -30,7 +30,7 @@ from .store import Store
 
 # Timeouts
 PROGRESS_INTERVAL: Final = 2.0
-EXIT_SETTLE: Final = 3.0
+EXIT_SETTLE: Final = 1.0
 """After a managed process exits, how long its last events may take to be stored."""
 STOP_GRACE: Final = 10.0
 """After SIGINT, how long a run may take to finish before it is killed."""

@@ -121,6 +121,11 @@ class Sessions:
         """Sessions held now (safe from a tool's worker thread: the copy is taken in one step)."""
         return [s for s in list(self._live.values()) if run_id is None or s.run_id == run_id]
 
+    def run_of(self, session_id: str) -> str | None:
+        """The run of a session, held now or ended (remembered), or None."""
+        session = self._live.get(session_id) or self._ended.get(session_id)
+        return session.run_id if session is not None else None
+
     def get(self, session_id: str) -> LiveSession:
         session = self._live.get(session_id)
         if session is not None:

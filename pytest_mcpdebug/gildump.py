@@ -1,0 +1,165 @@
+"""Reading the faulthandler backstop's dump: the stacks of a process hung while holding the GIL.
+
+The watchdog keeps faulthandler's C timer armed (see `watchdog`); when a C call holds the GIL past
+the timeout and the grace, the timer writes every thread's stack to
+``.mcpdebug/hangs/<run id>.<process>.txt`` and ends the process. The first line of the file, written
+at session start, names the thread that runs tests. This module turns such a file into a
+`HangReport`, for the xdist controller (a worker died) or the server (any process that died).
+No pytest import: the server uses it too.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from . import hangs
+from .protocol import HangFrame, HangReport, HangThread
+from .snapshot import is_library
+
+HEADER: Final = "mcpdebug: test thread "
+STUCK: Final = "mcpdebug: hang: "
+"""A line the watchdog adds before ending a process whose hung test it could not interrupt."""
+_THREAD = re.compile(r"^(?:Current thread|Thread) (0x[0-9a-fA-F]+)")
+_FRAME = re.compile(r'^\s+File "(?P<file>.+)", line (?P<line>\d+) in (?P<function>.+)$')
+_TIMEOUT = re.compile(r"^Timeout \((?P<h>\d+):(?P<m>\d+):(?P<s>\d+(?:\.\d+)?)\)!")
+
+
+@dataclass(frozen=True)
+class DumpName:
+    run_id: str
+    process: str
+    worker: str
+    pid: int
+
+
+def dump_name(run_id: str, process: str) -> str:
+    return f"{run_id}.{process}.txt"
+
+
+def parse_name(path: Path) -> DumpName | None:
+    """``<run id>.<worker>-<pid>.txt`` -> its parts (None for other files)."""
+    if path.suffix != ".txt":
+        return None
+    run_id, _, process = path.stem.rpartition(".")
+    worker, _, pid = process.rpartition("-")
+    if not run_id or not worker or not pid.isdigit():
+        return None
+    return DumpName(run_id, process, worker, int(pid))
+
+
+def has_dump(path: Path) -> bool:
+    """True once faulthandler (or the watchdog, at a test it could not stop) wrote after the header."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            f.readline()
+            return bool(f.read(1))
+    except OSError:
+        return False
+
+
+def report(path: Path, *, timeout: float = 0.0) -> HangReport | None:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    return parse(text, timeout=timeout)
+
+
+def parse(text: str, *, timeout: float = 0.0) -> HangReport | None:
+    lines = text.splitlines()
+    test_thread = ""
+    if lines and lines[0].startswith(HEADER):
+        test_thread = lines[0][len(HEADER) :].strip().lower()
+    elapsed = 0.0
+    stuck = ""
+    threads: list[tuple[str, list[hangs.Frame]]] = []
+    for line in lines:
+        if line.startswith(STUCK):
+            stuck = line[len(STUCK) :].strip()
+        elif m := _TIMEOUT.match(line):
+            elapsed = int(m["h"]) * 3600 + int(m["m"]) * 60 + float(m["s"])
+        elif m := _THREAD.match(line):
+            threads.append((m.group(1).lower(), []))
+        elif (m := _FRAME.match(line)) and threads:
+            threads[-1][1].append((m["file"], int(m["line"]), m["function"].strip()))
+    if stuck:
+        return HangReport(kind="stuck", summary=stuck, timeout=timeout, action="exit")
+    if not threads:
+        return None
+    test = next((t for t in threads if _same_thread(t[0], test_thread)), threads[-1])
+    stack = tuple(test[1])
+    out_threads = [
+        HangThread(
+            name="test thread" if t is test else f"thread {t[0]}",
+            ident=int(t[0], 16),
+            frames=[
+                HangFrame(file=f, line=n, function=fn, code=hangs.source_line(f, n), library=is_library(f))
+                for f, n, fn in t[1]
+            ],
+            test=t is test,
+        )
+        for t in sorted(threads, key=lambda t: t is not test)
+    ]
+    if not stack:
+        return HangReport(
+            kind="gil", summary="the process held the GIL; no Python frame was running", threads=out_threads
+        )
+    user_index = next((i for i, f in enumerate(stack) if not is_library(f[0])), 0)
+    file, lineno, function = stack[user_index]
+    call = ""
+    if user_index > 0:
+        callee = stack[user_index - 1]
+        call = f"{_module(callee[0])}.{callee[2]}"
+    else:
+        call = hangs.source_line(file, lineno)
+    what = f"`{call}`" if call and user_index == 0 else (call or "a C call")
+    summary = (
+        f"held the GIL in {what} at line {lineno} of {function}() ({_short(file)}): a C call that does "
+        "not let other threads run, so it could not be interrupted"
+    )
+    return HangReport(
+        kind="gil",
+        summary=summary,
+        file=os.path.abspath(file),
+        function=function,
+        line=lineno,
+        lines=[lineno],
+        call=call,
+        wait_kind="gil",
+        timeout=timeout,
+        elapsed=elapsed,
+        action="exit",
+        threads=out_threads,
+        source=_source(file, lineno),
+    )
+
+
+def _same_thread(a: str, b: str) -> bool:
+    try:
+        return bool(b) and int(a, 16) == int(b, 16)
+    except ValueError:
+        return False
+
+
+def _module(path: str) -> str:
+    parts = path.replace("\\", "/").split("/")
+    if parts[-1] == "__init__.py" and len(parts) > 1:
+        return parts[-2]
+    return parts[-1].removesuffix(".py")
+
+
+def _short(path: str) -> str:
+    parts = path.replace("\\", "/").split("/")
+    return "/".join(parts[-2:]) if len(parts) > 1 else path
+
+
+def _source(file: str, line: int, context: int = 5) -> list[tuple[int, str]]:
+    import linecache
+
+    lines = linecache.getlines(file)
+    first, last = max(line - context, 1), min(line + context, len(lines))
+    return [(n, lines[n - 1].rstrip("\n")[:300]) for n in range(first, last + 1)]
