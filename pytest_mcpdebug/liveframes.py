@@ -13,7 +13,9 @@ expand a container or object met on the way (numbered in the order they were sho
 from __future__ import annotations
 
 import ast
+import contextlib
 import ctypes
+import io
 import os
 import sys
 import textwrap
@@ -113,15 +115,21 @@ class LiveFrames:
         if not isinstance(expression, str) or not expression.strip():
             raise InspectError("The expression is empty: give Python code, e.g. len(items).")
         index = self._default(frame_id)
-        value, error = evaluate(self._frame(index), expression, timeout)
+        printed = io.StringIO()  # what the expression prints is part of its answer
+        with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+            value, error = evaluate(self._frame(index), expression, timeout)
+        output = printed.getvalue()
         if error is not None:  # (an exception as the value, e.g. `excinfo.value`, is not an error)
-            raise InspectError(_format_error(error))
+            raise InspectError(
+                _format_error(error) + (f"\nPrinted before it:\n{output[-2000:]}" if output else "")
+            )
         text = REDACTED if expression.strip().isidentifier() and is_secret(expression) else _long(value)
         return {
             "result": text,
             "type": _type_name(value),
             "variablesReference": self._ref(value),
             "frame": self._describe(index),
+            **({"output": output[-RESULT_CHARS:]} if output else {}),
         }
 
     # Helpers --------------------------------------------------------------------------------------

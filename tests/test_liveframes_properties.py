@@ -506,3 +506,13 @@ def test_base_exceptions_in_an_expression_come_back_as_errors(source: str, kind:
     else:
         pytest.fail("no error")
     assert frames.handle("evaluate", {"expression": "a + 1"})["result"] == "1"
+
+
+def test_what_an_expression_prints_comes_back_with_its_value() -> None:
+    frames = held(held_box, [1, 2])
+    reply = frames.handle("evaluate", {"expression": "print('items:', box); len(box)"})
+    assert reply["result"] == "2"
+    assert reply["output"] == "items: [1, 2]\n"
+    assert "output" not in frames.handle("evaluate", {"expression": "len(box)"})
+    with pytest.raises(InspectError, match=r"(?s)ZeroDivisionError.*Printed before it:\nhalf way"):
+        frames.handle("evaluate", {"expression": "print('half way'); 1 / 0"})

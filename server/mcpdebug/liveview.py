@@ -43,7 +43,7 @@ def held_sessions(sessions: list[LiveSession]) -> str:
     now = time.time()
     lines = [f"Held now, live ({len(sessions)}): evaluate_expression and the inspection tools take these ids"]
     for s in sessions:
-        left = max(s.timeout - (now - s.held_at), 0) if s.timeout else None
+        left = max(s.timeout - (now - max(s.held_at, s.active_at)), 0) if s.timeout else None
         lines.append(
             f"- session {s.id}: {s.nodeid} ({s.when} failed), run {s.run_id}, worker {s.worker}, held "
             f"{render.seconds(now - s.held_at)}"

@@ -51,6 +51,8 @@ class LiveSession:
     state: str = "held"
     """held, or how the hold ended: continue, close, timeout or disconnected."""
     ended_at: float | None = None
+    active_at: float = 0.0
+    """When the process last answered a request: its idle break timeout counts from here."""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -170,6 +172,7 @@ class Sessions:
             raise SessionError(f"Could not reach session {session_id}: {exc}") from None
         finally:
             self._pending.pop(request_id, None)
+        session.active_at = time.time()
         if not reply.ok:
             raise SessionError(reply.error or f"{command} failed")
         if command in ("continue", "close"):
