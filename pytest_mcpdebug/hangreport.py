@@ -55,8 +55,13 @@ def build(
     clock: int | None,
     action: str,
     output: Callable[[], list[str]] | None = None,
+    frame: FrameType | None = None,
 ) -> HangReport:
+    """``frame``: where the test's thread is, when the caller knows better than its current stack
+    (a signal handler running in that thread knows the frame it interrupted)."""
     frames = sys._current_frames()
+    if frame is not None:
+        frames[thread_id] = frame
     test_frame = frames.get(thread_id)
     now = time.monotonic()
     cpu_now = _cpu(clock)
@@ -71,13 +76,13 @@ def build(
         tasks = _tasks(test_frame)
         waiting = _waiting_task(tasks)
         if found.wait_kind in ("select", "asyncio") and waiting is not None:
-            task, frame = waiting
-            found.file, found.line, found.function = frame.file, frame.line, frame.function
-            found.kind, found.lines = "blocked", [frame.line]
+            task, at = waiting
+            found.file, found.line, found.function = at.file, at.line, at.function
+            found.kind, found.lines = "blocked", [at.line]
             found.call = task.awaiting
             summary = (
                 f"blocked: asyncio task {task.name} awaits {task.awaiting or 'something'} at line "
-                f"{frame.line} of {frame.function}() ({_short(frame.file)}); the event loop is idle"
+                f"{at.line} of {at.function}() ({_short(at.file)}); the event loop is idle"
             )
         elif found.wait_kind == "thread join":
             joined = _joined_thread(test_frame, frames)

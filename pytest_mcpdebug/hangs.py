@@ -217,7 +217,8 @@ def _blocked(samples: Sequence[Sample], library: IsLibrary, ratio: float | None)
     what = (f"`{call}`" if _is_source(call, file, line) else call) if call else "a call"
     return Classification(
         "blocked",
-        f"blocked in {what} at line {line} of {function}() ({_short(file)}) for the last {since:.1f} s",
+        f"blocked in {what} at line {line} of {function}() ({_short(file)})"
+        + (f" for the last {since:.1f} s" if since >= 0.05 else ""),
         file=file,
         function=function,
         line=line,

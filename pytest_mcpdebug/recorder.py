@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,7 @@ class Recorder:
         break_on_failure: bool = False,
         break_timeout: float = DEFAULT_BREAK_TIMEOUT,
         hangs: HangSettings | None = None,
+        session_started: float | None = None,
     ) -> None:
         self.config = config
         self.run_id = run_id
@@ -56,6 +58,7 @@ class Recorder:
         self.break_on_failure = break_on_failure
         self.break_timeout = break_timeout
         self.hangs = hangs or HangSettings()
+        self.session_started = session_started if session_started is not None else time.time()
         self.process = f"{worker}-{os.getpid()}"
         ensure_dir(directory)
         self.sender = Sender(
@@ -108,6 +111,7 @@ class Recorder:
             break_on_failure=bool(shared.get("break", False)),
             break_timeout=float(shared.get("break_timeout", DEFAULT_BREAK_TIMEOUT)),
             hangs=HangSettings(**shared["hangs"]) if shared.get("hangs") else None,
+            session_started=shared.get("session_started"),
         )
 
     def _discover(self) -> tuple[str, str] | None:
@@ -131,6 +135,7 @@ class Recorder:
             "break": self.break_on_failure,
             "break_timeout": self.break_timeout,
             "hangs": dataclasses.asdict(self.hangs),
+            "session_started": self.session_started,
         }
 
     @pytest.hookimpl(tryfirst=True)
@@ -159,16 +164,22 @@ class Recorder:
             )
             self.config.pluginmanager.register(self.tail, _TAIL)
             self.tail.start()
-        if role != "controller":
-            self.timeouts = Timeouts(
-                config=self.config,
-                settings=self.hangs,
-                reporter=self.reporter,
-                sender=self.sender,
-                tail=self.tail,
-                dump_path=self.dir / "hangs" / gildump.dump_name(self.run_id, self.process),
-            )
-            self.config.pluginmanager.register(self.timeouts, _TIMEOUTS)
+        # Every process, the controller too: it keeps the session timeout and records kills.
+        dump = (
+            None
+            if role == "controller"
+            else self.dir / "hangs" / gildump.dump_name(self.run_id, self.process)
+        )
+        self.timeouts = Timeouts(
+            config=self.config,
+            settings=self.hangs,
+            reporter=self.reporter,
+            sender=self.sender,
+            tail=self.tail,
+            dump_path=dump,
+            session_started=self.session_started,
+        )
+        self.config.pluginmanager.register(self.timeouts, _TIMEOUTS)
         if role != "worker":
             self.hang_summary = HangSummary(reporter=self.reporter, directory=self.dir)
             self.config.pluginmanager.register(self.hang_summary, _HANG_SUMMARY)

@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
 import threading
+import time
 from collections.abc import Generator
 from pathlib import Path
 from typing import IO, Any
 
 import pytest
 
-from . import gildump, protocol
+from . import gildump, hangreport, protocol
 from .capture_tail import OutputTail
 from .gildump import STUCK
 from .reporter import Reporter
@@ -47,6 +49,7 @@ class Timeouts:
         sender: Sender,
         tail: OutputTail | None,
         dump_path: Path | None,
+        session_started: float | None = None,
     ) -> None:
         self.config = config
         self.settings = settings
@@ -73,8 +76,23 @@ class Timeouts:
         )
         self._started = False
         self._stderr = _real_stderr(config)
+        self._previous: dict[int, Any] = {}
+        self._killed = False
+        self.current: str | None = None
+        """The test running now (timed or not), for a report when the run is stopped from outside."""
+        if settings.session_timeout is not None:
+            started = session_started if session_started is not None else time.time()
+            self.watchdog.session_deadline = (
+                time.monotonic() + started + settings.session_timeout - time.time()
+            )
+            self.watchdog.on_session_timeout = self._on_session_timeout
+            self._start_watchdog()
+        self._install_kill_handlers()
 
     def close(self) -> None:
+        for signum, previous in self._previous.items():
+            with contextlib.suppress(ValueError, OSError, TypeError):
+                signal.signal(signum, previous)
         if self._started:
             self.watchdog.stop()
         if self._dump is not None:
@@ -95,9 +113,11 @@ class Timeouts:
         armed = timeout is not None and not func_only
         if timeout is not None and armed:
             self._arm(item, timeout)
+        self.current = item.nodeid
         try:
             return (yield)
         finally:
+            self.current = None
             if armed:
                 self.watchdog.disarm()
 
@@ -148,9 +168,84 @@ class Timeouts:
 
     def _arm(self, item: pytest.Item, timeout: float) -> None:
         if not self._started:
-            self._started = True
-            self.watchdog.start()
+            self._start_watchdog()
         self.watchdog.arm(item.nodeid, timeout, self.settings.action)
+
+    def _start_watchdog(self) -> None:
+        self._started = True
+        self.watchdog.start()
+
+    # Kills and the session timeout ----------------------------------------------------------------
+
+    def _install_kill_handlers(self) -> None:
+        """SIGTERM (a CI job cancelled) and SIGINT: record where the run was before it goes."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            try:
+                self._previous[signum] = signal.signal(signum, self._on_kill)
+            except (ValueError, OSError):
+                continue
+
+    def _on_kill(self, signum: int, frame: Any) -> None:
+        __tracebackhide__ = True
+        if not self._killed:
+            self._killed = True
+            name = signal.Signals(signum).name
+            # In a thread of its own: this handler may have interrupted the main thread inside the
+            # reporter's lock, and must not wait on it for ever.
+            recorder = threading.Thread(
+                target=self._record_stop,
+                args=(
+                    f"{'killed' if signum == signal.SIGTERM else 'interrupted'} by {name}",
+                    signum == signal.SIGTERM,
+                    frame,
+                ),
+                daemon=True,
+            )
+            recorder.start()
+            recorder.join(2.0)
+        previous = self._previous.get(signum, signal.SIG_DFL)
+        if callable(previous):
+            previous(signum, frame)
+        elif previous == signal.SIG_DFL:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+
+    def _on_session_timeout(self, target: Target | None) -> None:
+        self._record_stop(f"the session timeout of {self.settings.session_timeout:g} s was reached", False)
+
+    def _record_stop(self, why: str, flush: bool, frame: Any = None) -> None:
+        """A report of what the process was doing when the run was stopped from outside."""
+        target = self.watchdog._target
+        main = threading.main_thread().ident or threading.get_ident()
+        report = hangreport.build(
+            thread_id=target.thread if target is not None else main,
+            samples=list(target.samples) if target is not None else [],
+            started=target.started if target is not None else time.monotonic(),
+            timeout=target.timeout if target is not None else 0.0,
+            interval=self.settings.interval,
+            cpu_start=target.cpu_start if target is not None else None,
+            clock=target.clock if target is not None else None,
+            action="exit",
+            output=self.watchdog.output,
+            frame=frame,
+        )
+        nodeid = target.nodeid if target is not None else (self.current or "")
+        doing = f" while running {nodeid}: {report.summary}" if nodeid else " between tests"
+        report.kind = "interrupted" if why.startswith("interrupted") else "killed"
+        report.summary = f"{why}{doing}"
+        self.hangs.append((nodeid, report))
+        self.reporter.emit(
+            protocol.HangDetected,
+            nodeid=nodeid,
+            worker=self.reporter.worker,
+            when=report.phase,
+            report=report,
+        )
+        self._say(f"mcpdebug: {report.summary}")
+        if flush:  # the process ends right after this: deliver what is queued now
+            self.sender.close(timeout=1.5)
 
     # Watchdog callbacks (watchdog thread) ---------------------------------------------------------
 

@@ -66,7 +66,7 @@ class HangExit(pytest.exit.Exception):  # type: ignore[name-defined,misc]
 
     message = "hang"
 
-    def __init__(self, msg: str | None = None, returncode: int | None = 1) -> None:
+    def __init__(self, msg: str | None = None, returncode: int | None = 2) -> None:
         super().__init__(msg or self.message, returncode=returncode)
 
 
@@ -124,10 +124,16 @@ class Watchdog:
         self._backstop_until = 0.0
         self._backstop_refreshed = 0.0
         self._idle_since: float | None = None
+        self.session_deadline: float | None = None
+        """time.monotonic() at which the whole run ends (``--mcp-debug-session-timeout``)."""
+        self.on_session_timeout: Callable[[Target | None], None] | None = None
+        self._session_fired = False
 
     # Test thread ----------------------------------------------------------------------------------
 
     def start(self) -> None:
+        if self._thread.is_alive():
+            return
         if threading.current_thread() is threading.main_thread():
             try:
                 signal.signal(INTERRUPT_SIGNAL, self._on_signal)
@@ -197,6 +203,8 @@ class Watchdog:
         while not self._stop.is_set():
             target = self._target
             now = time.monotonic()
+            if self._session_due(now, target):
+                continue
             if target is None or self._suspended:
                 self._idle(now)
                 self._wait(REFRESH)
@@ -216,7 +224,25 @@ class Watchdog:
                     continue
                 self._wait(min(target.fired + self.grace - now, REFRESH))
 
+    def _session_due(self, now: float, target: Target | None) -> bool:
+        deadline = self.session_deadline
+        if deadline is None or self._session_fired or now < deadline or self._suspended:
+            return False
+        self._session_fired = True
+        if self.on_session_timeout is not None:
+            with contextlib.suppress(Exception):
+                self.on_session_timeout(target)
+        message = "mcpdebug: the session timeout was reached; the run ends here"
+        if target is not None:
+            target.fired = time.monotonic()  # not interrupted within the grace: the process ends
+        self.interrupt(
+            self._main or threading.get_ident(), type("HangExit", (HangExit,), {"message": message})
+        )
+        return True
+
     def _wait(self, seconds: float) -> None:
+        if self.session_deadline is not None and not self._session_fired:
+            seconds = min(seconds, max(self.session_deadline - time.monotonic(), 0))
         self._wake.wait(max(seconds, 0.001))
         self._wake.clear()
 

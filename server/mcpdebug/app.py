@@ -566,7 +566,11 @@ def build_server(store: Store, sessions: Sessions | None = None, runner: Runner 
         row = lookup.run(store, run_id)
         rid = row["run_id"]
         return render.run_summary(
-            row, store.problems(rid), store.collection_errors(rid), store.tests(rid, ("running",))
+            row,
+            store.problems(rid),
+            store.collection_errors(rid),
+            store.tests(rid, ("running",)),
+            store.hangs(rid),
         )
 
     return server

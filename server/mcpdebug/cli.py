@@ -371,7 +371,11 @@ def _show(store: Store, args: argparse.Namespace) -> int:
         return 0
     from rich.table import Table
 
-    print(render.run_summary(run, problems, errors, [t for t in tests if t["status"] == "running"]))
+    print(
+        render.run_summary(
+            run, problems, errors, [t for t in tests if t["status"] == "running"], store.hangs(run["run_id"])
+        )
+    )
     table = Table(title=f"Tests of run {rid}", title_justify="left")
     for column in ("outcome", "duration", "worker", "test", "message"):
         table.add_column(column, overflow="fold")

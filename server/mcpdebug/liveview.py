@@ -156,7 +156,11 @@ def _finished(store: Store, result: Outcome) -> str:
         )
     rid = run["run_id"]
     summary = render.run_summary(
-        run, store.problems(rid), store.collection_errors(rid), store.tests(rid, ("running",))
+        run,
+        store.problems(rid),
+        store.collection_errors(rid),
+        store.tests(rid, ("running",)),
+        store.hangs(rid),
     )
     exit_note = ""
     if managed is not None and managed.returncode is not None and run.get("exit_status") is None:

@@ -87,6 +87,7 @@ def run_summary(
     problems: list[dict[str, Any]],
     collect_errors: list[dict[str, Any]],
     running: list[dict[str, Any]],
+    hangs: list[dict[str, Any]] | None = None,
 ) -> str:
     rid = run["run_id"]
     lines = [
@@ -118,6 +119,10 @@ def run_summary(
             f"{'Running' if run['status'] == 'running' else 'Was running when it ended'} ({len(running)}):",
         ]
         lines += [f"- {t['nodeid']} (worker {t['worker']}, since {when(t['started'])})" for t in running]
+    if hangs:
+        lines += ["", f"Hangs and stops ({len(hangs)}):"]
+        lines += [f"- {h['nodeid'] or '(the run)'} [{h['kind']}]: {h['summary']}" for h in hangs]
+        lines += [f'  get_hang(run_id="{rid}", test=...) gives every thread\'s stack and the locals.']
     if problems:
         lines += [
             "",

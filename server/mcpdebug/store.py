@@ -698,12 +698,15 @@ def _hang(db: sqlite3.Connection, e: protocol.HangDetected) -> None:
             protocol.encode_value(e.report),
         ),
     )
+    if e.report.kind == "killed":  # stopped from outside (SIGTERM, SIGINT, the session timeout)
+        db.execute("UPDATE runs SET status='killed' WHERE run_id=?", (e.run_id,))
 
 
 def _run_finished(db: sqlite3.Connection, e: protocol.RunFinished) -> None:
     status = "interrupted" if e.exit_status == 2 else "finished"
     db.execute(
-        "UPDATE runs SET status=?, finished=?, duration=?, exit_status=?, pytest_counts=? WHERE run_id=?",
+        "UPDATE runs SET status=CASE status WHEN 'killed' THEN 'killed' ELSE ? END, finished=?, duration=?, "
+        "exit_status=?, pytest_counts=? WHERE run_id=?",
         (status, e.ts, e.duration, e.exit_status, json.dumps(e.counts), e.run_id),
     )
 
