@@ -21,6 +21,10 @@ from .protocol import HangFrame, HangReport, HangThread
 from .snapshot import is_library
 
 HEADER: Final = "mcpdebug: test thread "
+TEST: Final = "mcpdebug: running "
+HEADER_SIZE: Final = 4096
+"""The header (thread, and the test running now, rewritten in place per test) fills this many bytes;
+faulthandler writes after it."""
 STUCK: Final = "mcpdebug: hang: "
 """A line the watchdog adds before ending a process whose hung test it could not interrupt."""
 _THREAD = re.compile(r"^(?:Current thread|Thread) (0x[0-9a-fA-F]+)")
@@ -51,14 +55,54 @@ def parse_name(path: Path) -> DumpName | None:
     return DumpName(run_id, process, worker, int(pid))
 
 
+class DumpFile:
+    """The file faulthandler's backstop writes to, opened for the whole session."""
+
+    def __init__(self, path: Path, thread: int) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.fd = os.open(path, os.O_CREAT | os.O_TRUNC | os.O_RDWR, 0o644)
+        first = f"{HEADER}{thread:#018x}\n".encode()
+        self._test_at = len(first)
+        os.write(self.fd, first + b" " * (HEADER_SIZE - len(first) - 1) + b"\n")
+        os.lseek(self.fd, HEADER_SIZE, os.SEEK_SET)
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def set_test(self, nodeid: str) -> None:
+        """Name the test that runs now (one small write in place, so a dump says whose it is)."""
+        line = f"{TEST}{nodeid}".encode("utf-8", "replace")[: HEADER_SIZE - self._test_at - 2] + b"\n"
+        os.pwrite(self.fd, line.ljust(HEADER_SIZE - self._test_at - 1), self._test_at)
+
+    def append(self, text: str) -> None:
+        os.write(self.fd, text.encode("utf-8", "replace"))
+
+    def close(self) -> None:
+        """Close it, and remove it if nothing was dumped (the usual case)."""
+        try:
+            dumped = os.fstat(self.fd).st_size > HEADER_SIZE
+            os.close(self.fd)
+        except OSError:
+            return
+        if not dumped:
+            self.path.unlink(missing_ok=True)
+
+
 def has_dump(path: Path) -> bool:
     """True once faulthandler (or the watchdog, at a test it could not stop) wrote after the header."""
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            f.readline()
-            return bool(f.read(1))
+        return path.stat().st_size > HEADER_SIZE
     except OSError:
         return False
+
+
+def dumped_test(text: str) -> str:
+    """The test the header names (the one running when the process was dumped), or ""."""
+    for line in text.splitlines()[:3]:
+        if line.startswith(TEST):
+            return line[len(TEST) :].strip()
+    return ""
 
 
 def report(path: Path, *, timeout: float = 0.0) -> HangReport | None:
@@ -74,6 +118,7 @@ def parse(text: str, *, timeout: float = 0.0) -> HangReport | None:
     test_thread = ""
     if lines and lines[0].startswith(HEADER):
         test_thread = lines[0][len(HEADER) :].strip().lower()
+    lines = [line for line in lines if line.strip()]
     elapsed = 0.0
     stuck = ""
     threads: list[tuple[str, list[hangs.Frame]]] = []

@@ -118,6 +118,13 @@ class Sender:
                 return
         self._spool_overflow()
 
+    def drained(self, timeout: float = 2 * FLUSH_INTERVAL) -> bool:
+        """Wait (briefly) until the sender thread has taken everything queued so far."""
+        deadline = time.monotonic() + timeout
+        while self._pending and time.monotonic() < deadline:
+            time.sleep(0.005)
+        return not self._pending
+
     @property
     def connected_url(self) -> str | None:
         return self._connected_url

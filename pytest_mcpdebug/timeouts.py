@@ -13,12 +13,13 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
 from collections.abc import Generator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pytest
 
@@ -56,16 +57,14 @@ class Timeouts:
         self.reporter = reporter
         self.sender = sender
         self.hangs: list[tuple[str, protocol.HangReport]] = []
-        self._dump: IO[str] | None = None
+        self._dump: gildump.DumpFile | None = None
         if dump_path is not None:
             try:
-                dump_path.parent.mkdir(parents=True, exist_ok=True)
-                self._dump = open(dump_path, "w")  # noqa: SIM115 - faulthandler writes here at a GIL hang
-                self._dump.write(f"mcpdebug: test thread {_thread_hex()}\n")
-                self._dump.flush()
+                self._dump = gildump.DumpFile(dump_path, threading.get_ident())
             except OSError:
                 self._dump = None
         self.dump_path = dump_path if self._dump is not None else None
+        self._reaper: subprocess.Popen[bytes] | None = None
         self.watchdog = Watchdog(
             interval=settings.interval,
             grace=settings.grace,
@@ -97,8 +96,11 @@ class Timeouts:
             self.watchdog.stop()
         if self._dump is not None:
             self._dump.close()
-            if self.dump_path is not None and self.dump_path.stat().st_size < 64:
-                self.dump_path.unlink(missing_ok=True)  # only the header: nothing hung
+        if self._reaper is not None and self._reaper.stdin is not None:
+            with contextlib.suppress(OSError):
+                self._reaper.stdin.close()  # the reaper sees the end of its input and finds no dump
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._reaper.wait(2.0)
 
     # Hooks ----------------------------------------------------------------------------------------
 
@@ -174,6 +176,11 @@ class Timeouts:
     def _start_watchdog(self) -> None:
         self._started = True
         self.watchdog.start()
+        if self.reporter.role == "main" and self.dump_path is not None:
+            self._reaper = _start_reaper(self.dump_path, self._stderr)
+        # A first test that takes the GIL at once would starve the sender too: let it write out the
+        # run's start now, so a process ended by the backstop still leaves its run behind.
+        self.sender.drained()
 
     # Kills and the session timeout ----------------------------------------------------------------
 
@@ -275,8 +282,7 @@ class Timeouts:
         self._say(f"mcpdebug: {target.nodeid}: {why} (exit status {STUCK_EXIT})")
         if self._dump is not None:
             with contextlib.suppress(OSError, ValueError):
-                self._dump.write(f"{STUCK}{why}\n")
-                self._dump.flush()
+                self._dump.append(f"{STUCK}{why}\n")
         self.sender.close(timeout=2.0)
         os._exit(STUCK_EXIT)
 
@@ -366,3 +372,43 @@ class HangSummary:
             f"Inspect: `mcpdebug failure {self.reporter.run_id} <test>`, or the MCP tool get_hang("
             f'run_id="{self.reporter.run_id}", test=...) for every thread\'s stack and the locals.'
         )
+
+
+_REAPER = """
+import sys
+from pathlib import Path
+try:
+    sys.stdin.buffer.read()  # returns when pytest's process ends, however it ends
+except BaseException:
+    pass
+path = Path(sys.argv[1])
+from pytest_mcpdebug import gildump
+if gildump.has_dump(path):
+    text = path.read_text(errors="replace")
+    report = gildump.parse(text)
+    test = gildump.dumped_test(text) or "the running test"
+    if report is not None:
+        frames = next((t.frames for t in report.threads if t.test), [])
+        shown = [f for i, f in enumerate(frames) if i == 0 or not f.library][:12]
+        where = "".join(f"\\n    {f.file}:{f.line} in {f.function}()" for f in shown)
+        sys.stderr.write(
+            f"\\nmcpdebug: HANG {test}: {report.summary}{where}\\n"
+            f"mcpdebug: the process was ended; every thread's stack is in {path}\\n"
+        )
+"""
+
+
+def _start_reaper(dump: Path, stderr: int) -> subprocess.Popen[bytes] | None:
+    """A small process that outlives this one: if faulthandler's backstop ends this process (a hang
+    holding the GIL, where nothing here can run), it prints the diagnosis from the dump to the
+    terminal, so a plain `pytest` run in CI shows why it stopped."""
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-c", _REAPER, str(dump)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            start_new_session=False,
+        )
+    except OSError:
+        return None

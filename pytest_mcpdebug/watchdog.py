@@ -31,11 +31,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import IO, Any, Final
+from typing import Any, Final
 
 import pytest
 
 from . import hangreport
+from .gildump import DumpFile
 from .hangs import Sample
 from .protocol import HangReport
 
@@ -103,7 +104,7 @@ class Watchdog:
         on_stuck: Callable[[Target], None],
         on_pause: Callable[[Target], str] | None = None,
         output: Callable[[], list[str]] | None = None,
-        dump: IO[str] | None = None,
+        dump: DumpFile | None = None,
     ) -> None:
         self.interval = interval
         self.grace = grace
@@ -148,7 +149,15 @@ class Watchdog:
         thread = threading.get_ident()
         clock = hangreport.thread_clock(thread)
         cpu = hangreport._cpu(clock)
-        self._target = Target(nodeid, thread, timeout, action, clock=clock, cpu_start=cpu)
+        target = Target(nodeid, thread, timeout, action, clock=clock, cpu_start=cpu)
+        if self.dump is not None:
+            with contextlib.suppress(OSError):
+                self.dump.set_test(nodeid)
+        if self.dump is not None and self._backstop_until < target.deadline + self.grace:
+            # The test may take the GIL before this thread runs again (a regex at its first line):
+            # the backstop must already cover it. Armed for a while, so this is rarely needed.
+            self._arm_backstop(target.deadline + self.grace + 2 * REFRESH - time.monotonic())
+        self._target = target
         self._wake.set()
 
     def disarm(self) -> None:
@@ -297,10 +306,14 @@ class Watchdog:
         if self.dump is None or now - self._backstop_refreshed < REFRESH:
             return
         self._backstop_refreshed = now
-        seconds = max(target.deadline - now, 0) + self.grace + 2 * REFRESH
+        self._arm_backstop(max(target.deadline - now, 0) + self.grace + 2 * REFRESH)
+
+    def _arm_backstop(self, seconds: float) -> None:
+        if self.dump is None:
+            return
         with contextlib.suppress(Exception):
             faulthandler.dump_traceback_later(seconds, exit=True, file=self.dump)
-            self._backstop_until = now + seconds
+            self._backstop_until = time.monotonic() + seconds
 
     def _idle(self, now: float) -> None:
         if self._idle_since is None:

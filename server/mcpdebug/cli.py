@@ -33,7 +33,7 @@ def find_dir(given: str | None, *, create: bool) -> Path:
         return Path(os.environ["MCPDEBUG_DIR"]).expanduser().resolve()
     here = Path.cwd().resolve()
     for folder in (here, *here.parents):
-        if (folder / DIRNAME / STORE_FILE).exists() or (folder / DIRNAME / "spool").is_dir():
+        if any((folder / DIRNAME / name).exists() for name in (STORE_FILE, "spool", "hangs")):
             return folder / DIRNAME
     if create:
         return here / DIRNAME

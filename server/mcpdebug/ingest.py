@@ -12,13 +12,14 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_mcpdebug import protocol
-from pytest_mcpdebug.layout import SPOOL_SUFFIX, spool_dir
+from pytest_mcpdebug import gildump, protocol
+from pytest_mcpdebug.layout import SPOOL_SUFFIX, pid_alive, spool_dir
 
 from .store import Store
 
 log = logging.getLogger("mcpdebug.ingest")
 
+HANGS_DIR = "hangs"
 BATCH_EVENTS = 5_000
 BATCH_BYTES = 32 * 1024 * 1024
 
@@ -123,3 +124,47 @@ def _writer(path: Path) -> tuple[str, str] | None:
     except (OSError, protocol.ProtocolError):
         return None
     return None if isinstance(frame, protocol.Hello) else (frame.run_id, frame.process)
+
+
+def attribute_hang_dumps(store: Store) -> int:
+    """Record the GIL-hang dumps of processes that died (see `pytest_mcpdebug.gildump`).
+
+    The dying process could not say which test hung; the store knows which test of that worker
+    was still running. Recorded as an event of a process of its own (``dump-<process>``), so doing
+    it again changes nothing. Returns how many were new.
+    """
+    folder = store.dir / HANGS_DIR
+    try:
+        paths = sorted(folder.glob("*.txt"))
+    except OSError:
+        return 0
+    new = 0
+    for path in paths:
+        name = gildump.parse_name(path)
+        if name is None or pid_alive(name.pid) or not gildump.has_dump(path):
+            continue
+        if store.has_event(name.run_id, f"dump-{name.process}", 1):
+            continue
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        diagnosis = gildump.parse(text)
+        if diagnosis is None:
+            continue
+        running = [gildump.dumped_test(text)] if gildump.dumped_test(text) else []
+        running = running or [
+            t["nodeid"] for t in store.tests(name.run_id, ("running",)) if t["worker"] == name.worker
+        ]
+        event = protocol.HangDetected(
+            run_id=name.run_id,
+            process=f"dump-{name.process}",
+            seq=1,
+            ts=path.stat().st_mtime,
+            nodeid=running[-1] if running else "",
+            worker=name.worker,
+            when="call",
+            report=diagnosis,
+        )
+        new += store.apply([event])
+    return new

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .ingest import ingest_spool
+from .ingest import attribute_hang_dumps, ingest_spool
 from .store import FINAL_OUTCOMES, Store
 
 
@@ -16,8 +16,10 @@ class NotFound(LookupError):
 
 
 def refresh(store: Store) -> None:
-    """Take in spool files written since the last look (cheap when there are none)."""
+    """Take in spool files written since the last look, and the hang dumps of processes that died
+    (cheap when there are none)."""
     ingest_spool(store)
+    attribute_hang_dumps(store)
 
 
 def run(store: Store, run_id: str | None) -> dict[str, Any]:

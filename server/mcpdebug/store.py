@@ -484,6 +484,12 @@ class Store:
         sql = "SELECT * FROM holds" + (" WHERE run_id=?" if run_id else "") + " ORDER BY held"
         return [dict(r) for r in self.db.execute(sql, (run_id,) if run_id else ())]
 
+    def has_event(self, run_id: str, process: str, seq: int) -> bool:
+        row = self.db.execute(
+            "SELECT 1 FROM events WHERE run_id=? AND process=? AND seq=?", (run_id, process, seq)
+        ).fetchone()
+        return row is not None
+
     def hangs(self, run_id: str, nodeid: str | None = None) -> list[dict[str, Any]]:
         """Hang reports of a run (or of one test), in the order they were detected; ``report`` decoded."""
         sql = "SELECT * FROM hangs WHERE run_id=?" + (" AND nodeid=?" if nodeid is not None else "")
