@@ -136,7 +136,7 @@ def thread_clock(thread_id: int) -> int | None:
 def _frames(stack: tuple[hangs.Frame, ...]) -> list[HangFrame]:
     return [
         HangFrame(
-            file=os.path.abspath(file),
+            file=file if file.startswith("<") else os.path.abspath(file),
             line=line,
             function=function,
             code=hangs.source_line(file, line),

@@ -16,7 +16,9 @@ import contextlib
 import faulthandler
 import queue
 import sys
+import threading
 import time
+from types import FrameType
 from typing import Any, Final
 
 import pytest
@@ -25,7 +27,7 @@ from . import protocol
 from .liveframes import InspectError, LiveFrames
 from .reporter import Reporter
 from .sender import Sender
-from .snapshot import failure_frames
+from .snapshot import failure_frames, is_library
 from .watchdog import Watchdog
 
 POLL: Final = 0.5
@@ -44,6 +46,10 @@ class Inspector:
     ) -> None:
         self.config = config
         self.watchdog = watchdog
+        self.breaks = True
+        """Hold failing tests (--mcp-debug-break); False when only hung tests are held (pause)."""
+        self.session: pytest.Session | None = None
+        """Set by the recorder: a closed pause stops the run through it."""
         self.reporter = reporter
         self.sender = sender
         self.timeout = timeout
@@ -77,7 +83,7 @@ class Inspector:
 
     @pytest.hookimpl(trylast=True)
     def pytest_exception_interact(self, node: Any, call: Any, report: Any) -> None:
-        if not isinstance(node, pytest.Item) or call.excinfo is None:
+        if not self.breaks or not isinstance(node, pytest.Item) or call.excinfo is None:
             return
         if self.config.getvalue("usepdb") or not self.sender.connected:
             return  # a debugger takes the failure; without a server nobody could release the hold
@@ -122,6 +128,41 @@ class Inspector:
         self._say(f"mcpdebug: {session} resumed ({_REASONS[reason]})")
         if reason == "close":
             item.session.shouldstop = f"mcpdebug: the agent closed session {session}"
+        return reason
+
+    def hold_hang(self, nodeid: str, thread_id: int, summary: str, when: str) -> str:
+        """``--mcp-debug-hang-action=pause``, in the watchdog's thread: hold the hung process for an
+        agent with every thread's frames inspectable. Returns "continue" (the test runs on, with a
+        new timeout) or why the test should be failed now."""
+        if not self.sender.connected:
+            self._say(f"mcpdebug: {nodeid} hangs and no server is connected to pause it for; failing it")
+            return "disconnected"
+        live = _all_threads(thread_id)
+        self.holds += 1
+        session = f"{self.reporter.run_id}-{self.reporter.worker}-{self.holds}"
+        self._requests = queue.SimpleQueue()
+        self._held = session
+        self.reporter.emit(
+            protocol.Held,
+            session=session,
+            nodeid=nodeid,
+            worker=self.reporter.worker,
+            when=when,
+            reason="hang",
+            timeout=self.timeout,
+        )
+        self._say(
+            f"mcpdebug: pausing hung {nodeid} for the agent as session {session} ({summary}); "
+            f"continue_execution gives it another timeout, close_session fails it and stops the run"
+        )
+        try:
+            reason = self._serve(live, f"hang: {summary}", nodeid, when)
+        finally:
+            self._held = None
+        self.reporter.emit(protocol.Resumed, session=session, reason=reason)
+        self._say(f"mcpdebug: {session} resumed ({_REASONS[reason]})")
+        if reason == "close" and self.session is not None:
+            self.session.shouldstop = f"mcpdebug: the agent closed session {session}"
         return reason
 
     def _serve(self, live: LiveFrames, exception: str, nodeid: str, when: str) -> str:
@@ -181,6 +222,28 @@ _REASONS: Final = {
     "timeout": "no request within the break timeout",
     "disconnected": "the server went away",
 }
+
+
+def _all_threads(test_thread: int) -> LiveFrames:
+    """Every thread's frames, the hung test's thread first, innermost first within each."""
+    names = {t.ident: t.name for t in threading.enumerate()}
+    frames: list[tuple[FrameType, int]] = []
+    labels: list[str] = []
+    current = sys._current_frames()
+    order = [test_thread, *(i for i in current if i != test_thread)]
+    test_frame = None
+    for ident in order:
+        name = names.get(ident, f"thread {ident:#x}")
+        if name.startswith("mcpdebug-") or ident not in current:
+            continue
+        frame: FrameType | None = current[ident]
+        while frame is not None and len(frames) < 200:
+            if ident == test_thread and test_frame is None and not is_library(frame.f_code.co_filename):
+                test_frame = len(frames)
+            frames.append((frame, frame.f_lineno))
+            labels.append(("[test] " if ident == test_thread else "") + name)
+            frame = frame.f_back
+    return LiveFrames(frames, test_frame=test_frame, threads=labels)
 
 
 def _one_line(exc: BaseException) -> str:

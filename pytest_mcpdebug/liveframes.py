@@ -49,10 +49,19 @@ class EvaluationTimeout(BaseException):
 class LiveFrames:
     """The frames of one held failure, innermost (the raise point) first."""
 
-    def __init__(self, frames: list[tuple[FrameType, int]], *, test_frame: int | None = None) -> None:
+    def __init__(
+        self,
+        frames: list[tuple[FrameType, int]],
+        *,
+        test_frame: int | None = None,
+        threads: list[str] | None = None,
+    ) -> None:
         self.frames = frames
         self.test_frame = test_frame
         """Index of the test function's frame: the default of `locals` and `evaluate`."""
+        self.threads = threads
+        """A hung process's frames come from all its threads: the thread of each frame. Those frames
+        are running in their own threads, so an evaluation's assignments are not written back."""
         self._refs: dict[int, Any] = {}
         self._ref_of: dict[int, int] = {}  # id(object) -> ref; the object is kept alive in _refs
 
@@ -117,7 +126,7 @@ class LiveFrames:
         index = self._default(frame_id)
         printed = io.StringIO()  # what the expression prints is part of its answer
         with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
-            value, error = evaluate(self._frame(index), expression, timeout)
+            value, error = evaluate(self._frame(index), expression, timeout, write_back=self.threads is None)
         output = printed.getvalue()
         if error is not None:  # (an exception as the value, e.g. `excinfo.value`, is not an error)
             raise InspectError(
@@ -149,11 +158,17 @@ class LiveFrames:
         return self.frames[frame_id][0]
 
     def _file(self, frame_id: int) -> str:
-        return os.path.abspath(self.frames[frame_id][0].f_code.co_filename)
+        name = self.frames[frame_id][0].f_code.co_filename
+        return name if name.startswith("<") else os.path.abspath(name)  # "<frozen runpy>" stays as is
 
     def _describe(self, frame_id: int) -> dict[str, Any]:
         frame, line = self.frames[frame_id]
-        return {"id": frame_id, "name": frame.f_code.co_name, "file": self._file(frame_id), "line": line}
+        if self.threads is not None:
+            line = frame.f_lineno  # a running thread's frame: where it is now
+        described = {"id": frame_id, "name": frame.f_code.co_name, "file": self._file(frame_id), "line": line}
+        if self.threads is not None:
+            described["thread"] = self.threads[frame_id]
+        return described
 
     def _scope(self, name: str, ref: int, namespace: Any) -> dict[str, Any]:
         count = len(_names(namespace, special=False, globals_=name == "Globals"))
@@ -251,7 +266,7 @@ def _long(value: Any) -> str:
 
 
 def evaluate(
-    frame: FrameType, source: str, timeout: float = EVALUATE_TIMEOUT
+    frame: FrameType, source: str, timeout: float = EVALUATE_TIMEOUT, *, write_back: bool = True
 ) -> tuple[Any, BaseException | None]:
     """Run ``source`` (an expression, or statements whose last may be an expression) in ``frame``.
 
@@ -286,7 +301,7 @@ def evaluate(
         return eval(expression, namespace) if expression is not None else None
 
     outcome = run_limited(run, timeout)
-    if before is not None:
+    if before is not None and write_back:
         _write_back(frame, f_locals, f_globals, before, namespace)
     return outcome
 

@@ -183,7 +183,8 @@ class Recorder:
         if role != "worker":
             self.hang_summary = HangSummary(reporter=self.reporter, directory=self.dir)
             self.config.pluginmanager.register(self.hang_summary, _HANG_SUMMARY)
-        if self.break_on_failure and role != "controller":
+        pauses = self.hangs.action == "pause"
+        if (self.break_on_failure or pauses) and role != "controller":
             self.inspector = Inspector(
                 config=self.config,
                 reporter=self.reporter,
@@ -191,6 +192,9 @@ class Recorder:
                 timeout=self.break_timeout,
                 watchdog=self.timeouts.watchdog if self.timeouts is not None else None,
             )
+            self.inspector.breaks = self.break_on_failure
+            self.inspector.session = session
+            self.timeouts.watchdog.on_pause = self._pause_hung
             self.config.pluginmanager.register(self.inspector, _INSPECTOR)
         if role != "worker":
             self._warned = len(self.sender.warnings)
@@ -253,6 +257,12 @@ class Recorder:
             self.config.pluginmanager.unregister(self.timeouts, _TIMEOUTS)
         if self.reporter is not None:
             self.config.pluginmanager.unregister(self.reporter, _REPORTER)
+
+    def _pause_hung(self, target: Any) -> str:
+        assert self.inspector is not None
+        summary = target.report.summary if target.report is not None else "hung"
+        phase = target.report.phase if target.report is not None else ""
+        return self.inspector.hold_hang(target.nodeid, target.thread, summary, phase or "call")
 
     # Helpers --------------------------------------------------------------------------------------
 

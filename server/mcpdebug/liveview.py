@@ -15,7 +15,7 @@ from msgspec.structs import replace
 
 from pytest_mcpdebug.protocol import SnapshotVar
 
-from . import failview, lookup, render
+from . import failview, hangview, lookup, render
 from .runner import ManagedRun, Outcome
 from .sessions import LiveSession, Sessions
 from .snapview import _reply, source_context
@@ -44,8 +44,9 @@ def held_sessions(sessions: list[LiveSession]) -> str:
     lines = [f"Held now, live ({len(sessions)}): evaluate_expression and the inspection tools take these ids"]
     for s in sessions:
         left = max(s.timeout - (now - max(s.held_at, s.active_at)), 0) if s.timeout else None
+        what = "hung, paused" if s.reason == "hang" else f"{s.when} failed"
         lines.append(
-            f"- session {s.id}: {s.nodeid} ({s.when} failed), run {s.run_id}, worker {s.worker}, held "
+            f"- session {s.id}: {s.nodeid} ({what}), run {s.run_id}, worker {s.worker}, held "
             f"{render.seconds(now - s.held_at)}"
             + (f"; resumes by itself after {left:.0f} s more without a request" if left is not None else "")
         )
@@ -80,11 +81,20 @@ def _stopped(
     store: Store, session: LiveSession, run: dict[str, Any] | None, frames: list[dict[str, Any]]
 ) -> str:
     sid, rid = session.id, session.run_id
-    lines = [
-        f"STOPPED: {session.nodeid} failed in {session.when} and is held alive as session {sid} "
-        f"(run {rid}, worker {session.worker})."
-    ]
-    failures = store.failures(rid, session.nodeid)
+    if session.reason == "hang":
+        lines = [
+            f"STOPPED: {session.nodeid} hangs and is paused alive as session {sid} (run {rid}, worker "
+            f"{session.worker}); every thread's frames can be inspected."
+        ]
+        hangs = store.hangs(rid, session.nodeid)
+        if hangs:
+            lines += ["", hangview.render(hangs[-1], rid, full=False)]
+    else:
+        lines = [
+            f"STOPPED: {session.nodeid} failed in {session.when} and is held alive as session {sid} "
+            f"(run {rid}, worker {session.worker})."
+        ]
+    failures = store.failures(rid, session.nodeid) if session.reason != "hang" else []
     failure = next((f for f in failures if f["phase"] == session.when), failures[-1] if failures else None)
     if failure is not None:
         snap = failure["snapshot"]

@@ -48,6 +48,8 @@ class LiveSession:
     when: str
     held_at: float
     timeout: float
+    reason: str = "failure"
+    """failure (--mcp-debug-break) or hang (--mcp-debug-hang-action=pause)."""
     state: str = "held"
     """held, or how the hold ended: continue, close, timeout or disconnected."""
     ended_at: float | None = None
@@ -100,6 +102,7 @@ class Sessions:
                     when=event.when,
                     held_at=event.ts,
                     timeout=event.timeout,
+                    reason=event.reason,
                 )
                 interesting = True
             elif isinstance(event, protocol.Resumed):
