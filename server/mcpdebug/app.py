@@ -20,7 +20,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.server.mcpserver.resources import ResourceSecurity
 from mcp.types import ToolAnnotations
 
-from . import failview, hangview, liveview, lookup, outview, render, snapview
+from . import detect, failview, hangview, liveview, lookup, outview, render, snapview
 from .outquery import OutputError
 from .runner import RunError, Runner
 from .sessions import SessionError, Sessions
@@ -347,6 +347,34 @@ def build_server(store: Store, sessions: Sessions | None = None, runner: Runner 
         if run_id not in runs.runs:
             run_id = await stored(lambda: str(lookup.run(store, run_id)["run_id"]))
         return await _wait(ctx, run_id, timeout)
+
+    @server.tool(annotations=RUNS_CODE)
+    async def detect_hang(
+        ctx: Context,
+        command: str | None = None,
+        tests: list[str] | None = None,
+        timeout: float = 10,
+        sample_interval: float = 0.1,
+        cwd: str | None = None,
+    ) -> str:
+        """Run tests (node ids or paths; none: the whole suite) or a command under the hang watchdog
+        and say whether it hangs: HUNG with the kind (busy loop and its lines, or the call it blocks
+        in), the location, the source and the stacks; or COMPLETED with the exit status. timeout:
+        seconds per test (or for the command). A Python command (`python script.py ...`,
+        `python -m module`, `script.py`) gets full stacks; another command can only be timed."""
+        if timeout <= 0 or sample_interval <= 0:
+            raise ToolError("timeout and sample_interval must be above 0 seconds, e.g. timeout=10.")
+        if command is not None and tests:
+            raise ToolError("Give either command or tests, not both.")
+        if command is not None:
+            return await asking(detect.command(command, cwd, timeout, min(sample_interval, timeout)))
+
+        async def progress(elapsed: float, total: float | None, message: str) -> None:
+            await ctx.report_progress(elapsed, total, message)
+
+        return await asking(
+            detect.tests(runs, tests or [], cwd, timeout, min(sample_interval, timeout), progress)
+        )
 
     async def _wait(ctx: Context, run_id: str, timeout: float | None) -> str:
         async def progress(elapsed: float, total: float | None, message: str) -> None:
