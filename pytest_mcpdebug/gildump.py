@@ -30,6 +30,7 @@ STUCK: Final = "mcpdebug: hang: "
 _THREAD = re.compile(r"^(?:Current thread|Thread) (0x[0-9a-fA-F]+)")
 _FRAME = re.compile(r'^\s+File "(?P<file>.+)", line (?P<line>\d+) in (?P<function>.+)$')
 _TIMEOUT = re.compile(r"^Timeout \((?P<h>\d+):(?P<m>\d+):(?P<s>\d+(?:\.\d+)?)\)!")
+_FATAL = re.compile(r"^Fatal Python error: (?P<what>.+)$")
 
 
 @dataclass(frozen=True)
@@ -121,8 +122,14 @@ def parse(text: str, *, timeout: float = 0.0) -> HangReport | None:
     lines = [line for line in lines if line.strip()]
     elapsed = 0.0
     stuck = ""
+    fatal = ""
+    current = ""
     threads: list[tuple[str, list[hangs.Frame]]] = []
     for line in lines:
+        if m := _FATAL.match(line):
+            fatal = m["what"].strip()
+        elif line.startswith("Current thread "):
+            current = line.split()[2].lower()
         if line.startswith(STUCK):
             stuck = line[len(STUCK) :].strip()
         elif m := _TIMEOUT.match(line):
@@ -135,7 +142,8 @@ def parse(text: str, *, timeout: float = 0.0) -> HangReport | None:
         return HangReport(kind="stuck", summary=stuck, timeout=timeout, action="exit")
     if not threads:
         return None
-    test = next((t for t in threads if _same_thread(t[0], test_thread)), threads[-1])
+    wanted = current if fatal and current else test_thread  # a crash names the thread that crashed
+    test = next((t for t in threads if _same_thread(t[0], wanted)), threads[-1])
     stack = tuple(test[1])
     out_threads = [
         HangThread(
@@ -162,19 +170,22 @@ def parse(text: str, *, timeout: float = 0.0) -> HangReport | None:
     else:
         call = hangs.source_line(file, lineno)
     what = f"`{call}`" if call and user_index == 0 else (call or "a C call")
-    summary = (
-        f"held the GIL in {what} at line {lineno} of {function}() ({_short(file)}): a C call that does "
-        "not let other threads run, so it could not be interrupted"
-    )
+    if fatal:
+        summary = f"crashed ({fatal}) in {what} at line {lineno} of {function}() ({_short(file)})"
+    else:
+        summary = (
+            f"held the GIL in {what} at line {lineno} of {function}() ({_short(file)}): a C call that "
+            "does not let other threads run, so it could not be interrupted"
+        )
     return HangReport(
-        kind="gil",
+        kind="crashed" if fatal else "gil",
         summary=summary,
         file=os.path.abspath(file),
         function=function,
         line=lineno,
         lines=[lineno],
         call=call,
-        wait_kind="gil",
+        wait_kind="crash" if fatal else "gil",
         timeout=timeout,
         elapsed=elapsed,
         action="exit",

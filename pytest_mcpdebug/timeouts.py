@@ -11,6 +11,7 @@ and into a short section of the terminal summary.
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import os
 import signal
 import subprocess
@@ -65,6 +66,14 @@ class Timeouts:
                 self._dump = None
         self.dump_path = dump_path if self._dump is not None else None
         self._reaper: subprocess.Popen[bytes] | None = None
+        self._stderr = _real_stderr(config)
+        if self._dump is not None:
+            # A crash (segfault, abort) writes its traceback here too, so it is recorded with its
+            # test; without xdist the reaper still shows it on the terminal, as pytest would.
+            with contextlib.suppress(Exception):
+                faulthandler.enable(file=self._dump, all_threads=True)
+            if reporter.role == "main":
+                self._reaper = _start_reaper(self._dump.path, self._stderr)
         self.watchdog = Watchdog(
             interval=settings.interval,
             grace=settings.grace,
@@ -74,7 +83,6 @@ class Timeouts:
             dump=self._dump,
         )
         self._started = False
-        self._stderr = _real_stderr(config)
         self._previous: dict[int, Any] = {}
         self._killed = False
         self.current: str | None = None
@@ -95,6 +103,8 @@ class Timeouts:
         if self._started:
             self.watchdog.stop()
         if self._dump is not None:
+            with contextlib.suppress(Exception):
+                faulthandler.enable(file=self._stderr, all_threads=True)  # back to the terminal
             self._dump.close()
         if self._reaper is not None and self._reaper.stdin is not None:
             with contextlib.suppress(OSError):
@@ -116,6 +126,9 @@ class Timeouts:
         if timeout is not None and armed:
             self._arm(item, timeout)
         self.current = item.nodeid
+        if self._dump is not None:
+            with contextlib.suppress(OSError):
+                self._dump.set_test(item.nodeid)  # a crash's dump then says whose it is
         try:
             return (yield)
         finally:
@@ -176,8 +189,6 @@ class Timeouts:
     def _start_watchdog(self) -> None:
         self._started = True
         self.watchdog.start()
-        if self.reporter.role == "main" and self.dump_path is not None:
-            self._reaper = _start_reaper(self.dump_path, self._stderr)
         # A first test that takes the GIL at once would starve the sender too: let it write out the
         # run's start now, so a process ended by the backstop still leaves its run behind.
         self.sender.drained()
@@ -334,6 +345,7 @@ class HangSummary:
     @pytest.hookimpl(optionalhook=True)
     def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
         worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", "")
+        self._record_crash(crashitem, str(worker), str(report.longrepr))
         found = self._dump_of(str(worker))
         if found is None:
             return
@@ -351,6 +363,23 @@ class HangSummary:
             self.reporter.emit(
                 protocol.HangDetected, nodeid=crashitem, worker=str(worker), when="call", report=diagnosis
             )
+
+    def _record_crash(self, nodeid: str, worker: str, message: str) -> None:
+        """The dead worker cannot say its test ended: the controller does, as pytest counts it."""
+        line = message.splitlines()[0] if message else "worker crashed"
+        self.reporter.emit(
+            protocol.PhaseFinished,
+            nodeid=nodeid,
+            worker=worker,
+            when="call",
+            outcome="failed",
+            duration=0.0,
+            message=line,
+            longrepr=message,
+        )
+        self.reporter.emit(
+            protocol.TestFinished, nodeid=nodeid, worker=worker, outcome="failed", duration=0.0, message=line
+        )
 
     def _dump_of(self, worker: str) -> Path | None:
         folder = self.directory / "hangs"
@@ -387,7 +416,10 @@ if gildump.has_dump(path):
     text = path.read_text(errors="replace")
     report = gildump.parse(text)
     test = gildump.dumped_test(text) or "the running test"
-    if report is not None:
+    if report is not None and report.kind == "crashed":
+        dumped = text.split("\\n", 2)[2].strip()
+        sys.stderr.write(f"\\nmcpdebug: CRASH {test}: {report.summary}\\n{dumped}\\n")
+    elif report is not None:
         frames = next((t.frames for t in report.threads if t.test), [])
         shown = [f for i, f in enumerate(frames) if i == 0 or not f.library][:12]
         where = "".join(f"\\n    {f.file}:{f.line} in {f.function}()" for f in shown)

@@ -150,9 +150,6 @@ class Watchdog:
         clock = hangreport.thread_clock(thread)
         cpu = hangreport._cpu(clock)
         target = Target(nodeid, thread, timeout, action, clock=clock, cpu_start=cpu)
-        if self.dump is not None:
-            with contextlib.suppress(OSError):
-                self.dump.set_test(nodeid)
         if self.dump is not None and self._backstop_until < target.deadline + self.grace:
             # The test may take the GIL before this thread runs again (a regex at its first line):
             # the backstop must already cover it. Armed for a while, so this is rarely needed.
