@@ -188,7 +188,7 @@ def parse(text: str, *, timeout: float = 0.0) -> HangReport | None:
         wait_kind="crash" if fatal else "gil",
         timeout=timeout,
         elapsed=elapsed,
-        action="exit",
+        action="" if fatal else "exit",
         threads=out_threads,
         source=_source(file, lineno),
     )

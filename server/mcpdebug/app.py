@@ -20,7 +20,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.server.mcpserver.resources import ResourceSecurity
 from mcp.types import ToolAnnotations
 
-from . import detect, failview, hangview, liveview, lookup, outview, render, snapview
+from . import detect, hangview, liveview, lookup, outview, render, snapview
 from .outquery import OutputError
 from .runner import RunError, Runner
 from .sessions import SessionError, Sessions
@@ -143,17 +143,8 @@ def build_server(store: Store, sessions: Sessions | None = None, runner: Runner 
         each frame from the raise point to the test (absolute path, line, source, locals with type and
         value; secrets redacted), and the tail of the test's output. Without test: the run's first
         failure, and a list of the others."""
-        run = lookup.run(store, run_id)
-        try:
-            text = failview.get_failure(store, run, test)
-        except lookup.NotFound:
-            if not store.hangs(run["run_id"]):
-                raise
-            return hangview.get_hang(store, run, test)  # a hung process that died left no snapshot
+        text = hangview.failure_or_hang(store, lookup.run(store, run_id), test)
         headline = text.split("\n", 1)[0]
-        for hang in store.hangs(run["run_id"]):
-            if headline.startswith((f"FAILED {hang['nodeid']} (", f"ERROR {hang['nodeid']} (")):
-                text += hangview.hang_section(store, run["run_id"], hang["nodeid"])
         for held in live.held():
             if f" {held.nodeid} ({held.when}) in run {held.run_id}" in headline:
                 text += (

@@ -17,7 +17,7 @@ from typing import Any
 from pytest_mcpdebug import __version__, limits
 from pytest_mcpdebug.layout import DIRNAME, STORE_FILE
 
-from . import failview, lookup, outquery, outview, render
+from . import hangview, lookup, outquery, outview, render
 from .outquery import ErrorType, OutputError
 from .store import Store, StoreError
 
@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "tail":
             return _tail(store, args)
         if args.command == "failure":
-            print(failview.get_failure(store, lookup.run(store, args.run), args.test))
+            print(hangview.failure_or_hang(store, lookup.run(store, args.run), args.test))
             return 0
         return _show(store, args)
     except (StoreError, limits.LimitsError) as exc:

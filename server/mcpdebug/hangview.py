@@ -25,6 +25,9 @@ KINDS: Final = {
     "blocked": "blocked",
     "gil": "C call holding the GIL",
     "stuck": "could not be interrupted",
+    "killed": "stopped from outside (SIGTERM or the session timeout)",
+    "interrupted": "interrupted (SIGINT)",
+    "crashed": "the process crashed",
     "unknown": "not classified",
 }
 
@@ -148,3 +151,19 @@ def hang_section(store: Store, run_id: str, nodeid: str) -> str:
         + render(hangs[0], run_id, full=False)
         + f'\nget_hang(run_id="{run_id}", test="{nodeid}") shows every thread and the output before it.'
     )
+
+
+def failure_or_hang(store: Store, run: dict[str, Any], test: str | None) -> str:
+    """get_failure's text: the failure snapshot, with the hang diagnosis of a test that hung; the
+    hang alone for a test whose process died hung (it left no snapshot)."""
+    try:
+        text = failview.get_failure(store, run, test)
+    except lookup.NotFound:
+        if not store.hangs(run["run_id"]):
+            raise
+        return get_hang(store, run, test)
+    headline = text.split("\n", 1)[0]
+    for hang in store.hangs(run["run_id"]):
+        if headline.startswith((f"FAILED {hang['nodeid']} (", f"ERROR {hang['nodeid']} (")):
+            text += hang_section(store, run["run_id"], hang["nodeid"])
+    return text
