@@ -72,8 +72,10 @@ class DumpFile:
         return self.fd
 
     def set_test(self, nodeid: str) -> None:
-        """Name the test that runs now (one small write in place, so a dump says whose it is)."""
-        line = f"{TEST}{nodeid}".encode("utf-8", "replace")[: HEADER_SIZE - self._test_at - 2] + b"\n"
+        """Name the test that runs now ("" between tests): one small write in place, so a dump, or
+        a file left behind by a process that vanished, says whose it is."""
+        text = f"{TEST}{nodeid}" if nodeid else ""
+        line = text.encode("utf-8", "replace")[: HEADER_SIZE - self._test_at - 2] + b"\n"
         os.pwrite(self.fd, line.ljust(HEADER_SIZE - self._test_at - 1), self._test_at)
 
     def append(self, text: str) -> None:
@@ -96,6 +98,19 @@ def has_dump(path: Path) -> bool:
         return path.stat().st_size > HEADER_SIZE
     except OSError:
         return False
+
+
+def vanished(name: DumpName, text: str) -> HangReport | None:
+    """A file with only its header, left by a dead process: it ended during the test the header
+    names, without a traceback (os._exit, SIGKILL, the OOM killer)."""
+    test = dumped_test(text)
+    if not test:
+        return None
+    return HangReport(
+        kind="crashed",
+        summary=f"its process ({name.worker}, pid {name.pid}) ended while the test ran, without a traceback "
+        "(os._exit, SIGKILL or the OOM killer)",
+    )
 
 
 def dumped_test(text: str) -> str:

@@ -135,6 +135,9 @@ class Timeouts:
             self.current = None
             if armed:
                 self.watchdog.disarm()
+            if self._dump is not None:
+                with contextlib.suppress(OSError):
+                    self._dump.set_test("")
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:

@@ -50,6 +50,8 @@ def get_hang(store: Store, run: dict[str, Any], test: str | None) -> str:
             raise lookup.NotFound(f"{nodeid} did not hang in run {rid}. Hangs: {names}.")
         chosen = mine[0]
     text = render(chosen, rid, full=True)
+    if chosen["kind"] in ("crashed", "killed", "gil", "stuck") and chosen["nodeid"]:
+        text += "\n\n" + outview.output_tail(store, run, chosen["nodeid"], 20)  # what it wrote before
     others = [h for h in hangs if h is not chosen]
     if others:
         text += f"\n\nOther hangs in this run ({len(others)}):\n" + "\n".join(
@@ -159,11 +161,34 @@ def failure_or_hang(store: Store, run: dict[str, Any], test: str | None) -> str:
     try:
         text = failview.get_failure(store, run, test)
     except lookup.NotFound:
-        if not store.hangs(run["run_id"]):
+        if store.hangs(run["run_id"]):
+            return get_hang(store, run, test)
+        died = _died_while_running(store, run, test)
+        if died is None:
             raise
-        return get_hang(store, run, test)
+        return died
     headline = text.split("\n", 1)[0]
     for hang in store.hangs(run["run_id"]):
         if headline.startswith((f"FAILED {hang['nodeid']} (", f"ERROR {hang['nodeid']} (")):
             text += hang_section(store, run["run_id"], hang["nodeid"])
     return text
+
+
+def _died_while_running(store: Store, run: dict[str, Any], test: str | None) -> str | None:
+    """A process that vanished without a trace (os._exit, SIGKILL): what the store still knows."""
+    if run["status"] not in ("crashed", "killed"):
+        return None
+    running = store.tests(run["run_id"], ("running",))
+    if test is not None:
+        nodeid = lookup.test(store, run, test)["nodeid"]
+        running = [t for t in running if t["nodeid"] == nodeid]
+    if not running:
+        return None
+    first = running[0]
+    output = outview.output_tail(store, run, first["nodeid"], 30)
+    return outview._bounded(
+        f"CRASHED {first['nodeid']} in run {run['run_id']}: its process (worker {first['worker']}) ended "
+        "while the test ran, without a traceback or a hang report: it exited without a fatal signal "
+        "Python could catch (os._exit, SIGKILL, the OOM killer) or before it could write one.\n\n"
+        f"{output}"
+    )

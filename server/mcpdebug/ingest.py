@@ -141,7 +141,7 @@ def attribute_hang_dumps(store: Store) -> int:
     new = 0
     for path in paths:
         name = gildump.parse_name(path)
-        if name is None or pid_alive(name.pid) or not gildump.has_dump(path):
+        if name is None or pid_alive(name.pid):
             continue
         if store.has_event(name.run_id, f"dump-{name.process}", 1):
             continue
@@ -149,7 +149,7 @@ def attribute_hang_dumps(store: Store) -> int:
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
-        diagnosis = gildump.parse(text)
+        diagnosis = gildump.parse(text) if gildump.has_dump(path) else gildump.vanished(name, text)
         if diagnosis is None:
             continue
         running = [gildump.dumped_test(text)] if gildump.dumped_test(text) else []
