@@ -203,7 +203,7 @@ def parse(text: str, *, timeout: float = 0.0) -> HangReport | None:
         wait_kind="crash" if fatal else "gil",
         timeout=timeout,
         elapsed=elapsed,
-        action="" if fatal else "exit",
+        action="",  # the process ended: under xdist a new worker goes on, without it the run ends
         threads=out_threads,
         source=_source(file, lineno),
     )

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import ast
 import functools
+import io
 import linecache
 import re
+import tokenize
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
@@ -123,8 +125,11 @@ def classify(samples: Sequence[Sample], *, is_library: IsLibrary | None = None) 
         user = next((f for f in last.stack if not library(f[0])), last.stack[0])
         if not (_woke(settled) and in_loop(user[0], user[1])):
             return _blocked(settled, library, _cpu_ratio(settled))
-        # A loop that sleeps a little each round is sampled asleep every time, but it spends CPU.
-        return _polling(settled, _common_depth(settled), library, _cpu_ratio(settled))
+        # A loop that sleeps a little each round is sampled asleep every time, but it spends CPU;
+        # a loop that only computes, on a machine too loaded to give it a whole core, is busy.
+        if _waits(last.stack, library):
+            return _polling(settled, _common_depth(settled), library, ratio)
+        return _busy(settled, _common_depth(settled), library, ratio or 0.0)
     window = usable[len(usable) // 2 :] if len(usable) >= 4 else usable
     cpu_ratio = _cpu_ratio(window)
     depth = _common_depth(window)
@@ -132,7 +137,32 @@ def classify(samples: Sequence[Sample], *, is_library: IsLibrary | None = None) 
         return _busy(window, depth, library, cpu_ratio)
     if all(s.stack == window[-1].stack for s in window):
         return _blocked(window, library, cpu_ratio)
-    return _polling(window, depth, library, cpu_ratio)
+    if any(_waits(s.stack, library) for s in window):
+        return _polling(window, depth, library, cpu_ratio)
+    return _busy(window, depth, library, cpu_ratio or 0.0)
+
+
+WAITS: Final = frozenset(
+    {
+        "sleep",
+        "lock",
+        "thread join",
+        "event",
+        "queue",
+        "socket",
+        "subprocess",
+        "select",
+        "stdin",
+        "read",
+        "asyncio",
+        "pipe",
+    }
+)
+
+
+def _waits(stack: tuple[Frame, ...], library: IsLibrary) -> bool:
+    """Does this stack wait in something (a sleep, a lock, I/O), rather than compute?"""
+    return _wait_of(stack, library)[0] in WAITS
 
 
 POLL_CPU: Final = 0.00002
@@ -270,7 +300,7 @@ def _wait_of(stack: tuple[Frame, ...], library: IsLibrary) -> tuple[str, str]:
         file, _, function = stack[user - 1]
         return "call", f"{_module(file)}.{function}"
     file, line, _ = stack[0]
-    text = source_line(file, line)
+    text = code_of(source_line(file, line))
     for pattern, kind in _CALL_PATTERNS:
         if pattern.search(text):
             return kind, text
@@ -283,6 +313,8 @@ def loop_extent(file: str, line: int) -> tuple[int, int] | None:
     Sampling sees a busy thread at the few points where it lets the GIL go (a loop's jump back,
     a call), so the loop's extent comes from the source rather than from the lines sampled.
     """
+    if file.startswith("<"):
+        return None
     tree = _parse(file)
     if tree is None:
         return None
@@ -316,7 +348,20 @@ def _module(path: str) -> str:
 
 
 def _is_source(call: str, file: str, line: int) -> bool:
-    return bool(call) and call == source_line(file, line)
+    return bool(call) and call == code_of(source_line(file, line))
+
+
+def code_of(line: str) -> str:
+    """A source line without its trailing comment."""
+    if "#" not in line:
+        return line
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(line).readline):
+            if token.type == tokenize.COMMENT:
+                return line[: token.start[1]].rstrip()
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        pass
+    return line
 
 
 def source_line(file: str, line: int) -> str:

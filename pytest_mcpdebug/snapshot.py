@@ -146,7 +146,7 @@ _OWN = os.path.dirname(os.path.realpath(__file__)) + os.sep
 
 def is_library(path: str) -> bool:
     """Frames of the standard library, installed packages, pytest, pluggy or this plugin."""
-    if path.startswith("<frozen "):  # runpy, importlib: the interpreter's own modules
+    if path.startswith("<"):  # "<frozen runpy>", "<string>" (xdist's worker bootstrap): not the project's
         return True
     real = os.path.realpath(path)
     return (

@@ -10,6 +10,7 @@ and into a short section of the terminal summary.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import faulthandler
 import os
@@ -27,7 +28,7 @@ import pytest
 from . import gildump, hangreport, protocol
 from .capture_tail import OutputTail
 from .gildump import STUCK
-from .reporter import Reporter
+from .reporter import Reporter, final_outcome
 from .sender import Sender
 from .settings import HangSettings, parse_seconds
 from .watchdog import HangExit, HangTimeout, Target, Watchdog
@@ -38,6 +39,8 @@ MARKER_HELP = (
     "(pytest-mcpdebug; 0 disables the timeout for this test)"
 )
 STUCK_EXIT = 3
+RESENT = 8
+"""Finished tests of a worker the controller repeats when that worker dies."""
 """Exit status of a process ended because a hung test could not be interrupted."""
 
 
@@ -334,8 +337,13 @@ class HangSummary:
         self.reporter = reporter
         self.directory = directory
         self.hangs: list[tuple[str, str]] = []
+        self._phases: dict[str, list[tuple[str, str, bool, float, str]]] = {}
+        self._finished: dict[str, collections.deque[dict[str, Any]]] = {}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", None)
+        if worker is not None:
+            self._remember(str(worker), report)
         if not report.failed:
             return
         crash = getattr(report.longrepr, "reprcrash", None)
@@ -367,8 +375,38 @@ class HangSummary:
                 protocol.HangDetected, nodeid=crashitem, worker=str(worker), when="call", report=diagnosis
             )
 
+    def _remember(self, worker: str, report: pytest.TestReport) -> None:
+        """The controller's copy of a worker's last finished tests: a worker that dies holding the GIL
+        starves its own sender, so the events of the tests just before may never leave it."""
+        when = report.when or "call"
+        phases = self._phases.setdefault(report.nodeid, [])
+        message = (
+            "" if report.passed else str(getattr(getattr(report.longrepr, "reprcrash", None), "message", ""))
+        )
+        phases.append((when, report.outcome, hasattr(report, "wasxfail"), report.duration, message[:500]))
+        if when != "teardown":
+            return
+        del self._phases[report.nodeid]
+        self._finished.setdefault(worker, collections.deque(maxlen=RESENT)).append(
+            {
+                "nodeid": report.nodeid,
+                "worker": worker,
+                "outcome": final_outcome([p[:3] for p in phases]),
+                "duration": sum(p[3] for p in phases),
+                "message": next((p[4] for p in phases if p[4]), ""),
+                "passed_phases": [
+                    protocol.PassedPhase(p[0], p[3], time.time())
+                    for p in phases
+                    if p[1] == "passed" and not p[2]
+                ],
+            }
+        )
+
     def _record_crash(self, nodeid: str, worker: str, message: str) -> None:
-        """The dead worker cannot say its test ended: the controller does, as pytest counts it."""
+        """The dead worker cannot say its test ended: the controller does, as pytest counts it, and
+        repeats the worker's last finished tests (storing them again changes nothing)."""
+        for finished in self._finished.pop(worker, ()):
+            self.reporter.emit(protocol.TestFinished, **finished)
         line = message.splitlines()[0] if message else "worker crashed"
         self.reporter.emit(
             protocol.PhaseFinished,

@@ -159,6 +159,7 @@ class Watchdog:
 
     def disarm(self) -> None:
         self._target = None
+        self._pending = None  # an interruption the test outran must not hit the next one
 
     def landed(self) -> None:
         """The hang's interruption reached the test: the rest of it (teardown) is timed afresh."""
@@ -199,9 +200,14 @@ class Watchdog:
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         __tracebackhide__ = True  # the test's traceback ends at the line that hung, not in here
-        pending, self._pending = self._pending, None
-        if pending is not None:
+        pending = self._pending
+        if pending is None:
+            return
+        if issubclass(pending, HangExit) or _in_test_code(frame):
+            self._pending = None
             raise pending()
+        # pytest itself is running (the test failed just before its deadline and is being reported):
+        # a failure raised here would be pytest's internal error. The watchdog signals again.
 
     # Watchdog thread --------------------------------------------------------------------------------
 
@@ -219,8 +225,11 @@ class Watchdog:
             self._refresh_backstop(target, now)
             if target.fired is None:
                 self._sample(target, now)
-                if now >= target.deadline:
+                if now >= target.deadline and self._reportable(target, now):
                     self._fire(target)
+                    continue
+                if now >= target.deadline:  # pytest is reporting the test's own failure: let it finish
+                    self._wait(self.interval)
                     continue
                 self._wait(min(self.interval, target.deadline - now, REFRESH))
             else:
@@ -228,7 +237,10 @@ class Watchdog:
                     self._target = None
                     self.on_stuck(target)
                     continue
-                self._wait(min(target.fired + self.grace - now, REFRESH))
+                if self._pending is not None and self._signal_installed:
+                    with contextlib.suppress(OSError, ValueError):
+                        signal.pthread_kill(target.thread, INTERRUPT_SIGNAL)  # not delivered yet
+                self._wait(min(target.fired + self.grace - now, self.interval))
 
     def _session_due(self, now: float, target: Target | None) -> bool:
         deadline = self.session_deadline
@@ -257,6 +269,13 @@ class Watchdog:
         if frame is not None:
             cpu = hangreport._cpu(target.clock)
             target.samples.append(Sample(now, cpu, hangreport.stack_of(frame)))
+
+    def _reportable(self, target: Target, now: float) -> bool:
+        """At the deadline, is the test's own code running (not pytest recording its result)? After
+        the grace period it is reported whatever it runs: pytest's own work may hang too."""
+        if now >= target.deadline + self.grace:
+            return True
+        return _in_test_code(sys._current_frames().get(target.thread))
 
     def _fire(self, target: Target) -> None:
         report = hangreport.build(
@@ -324,6 +343,30 @@ class Watchdog:
             self._backstop_refreshed = 0.0
             with contextlib.suppress(Exception):
                 faulthandler.cancel_dump_traceback_later()
+
+
+_OWN: Final = __file__.rsplit("/", 1)[0] + "/"
+_RUNNER_FILE: Final = ("_pytest/runner.py", "_pytest\\runner.py")
+
+
+def _in_test_code(frame: Any) -> bool:
+    """True if ``frame`` (where the signal arrived) runs a test phase's code: inside pytest's
+    ``CallInfo.from_call``, which turns an exception into the test's failure, and not in this plugin."""
+    if frame is None or frame.f_code.co_filename.startswith(_OWN):
+        return False
+    walk = frame
+    while walk is not None:
+        code = walk.f_code
+        if code.co_name == "from_call" and code.co_filename.endswith(_RUNNER_FILE):
+            return True
+        if code.co_name in (
+            "pytest_runtest_makereport",
+            "pytest_exception_interact",
+            "pytest_runtest_logreport",
+        ):
+            return False
+        walk = walk.f_back
+    return False
 
 
 _DEBUGGERS: Final = ("pydevd", "bdb", "pdb", "debugpy", "_pydevd")
