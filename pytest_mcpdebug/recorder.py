@@ -17,13 +17,14 @@ import pytest
 
 from . import gildump, protocol
 from .capture_tail import OutputTail
+from .hangsummary import HangSummary
 from .inspector import Inspector
 from .layout import ensure_dir, read_server_info, spool_dir
 from .limits import Limits
 from .reporter import Reporter, Role
 from .sender import Sender, split_token, spool_file_name
 from .settings import DEFAULT_BREAK_TIMEOUT, HangSettings, Settings
-from .timeouts import HangSummary, Timeouts
+from .timeouts import Timeouts
 
 _REPORTER = "mcpdebug-reporter"
 _TAIL = "mcpdebug-output"
