@@ -18,9 +18,15 @@ try:
     sys.stdin.buffer.read()  # returns when pytest's process ends, however it ends
 except BaseException:
     pass
+import os
 path = Path(sys.argv[1])
-from pytest_mcpdebug import gildump
-if gildump.has_dump(path):
+try:
+    dumped = os.path.getsize(path) > 4096  # past the header (gildump.HEADER_SIZE): import nothing if not
+except OSError:
+    dumped = False
+if dumped:
+    from pytest_mcpdebug import gildump
+if dumped and gildump.has_dump(path):
     text = path.read_text(errors="replace")
     report = gildump.parse(text)
     test = gildump.dumped_test(text) or "the running test"

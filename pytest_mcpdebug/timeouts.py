@@ -30,7 +30,7 @@ from .gildump import STUCK
 from .reporter import Reporter
 from .sender import Sender
 from .settings import HangSettings, parse_seconds
-from .watchdog import HangExit, HangTimeout, Target, Watchdog
+from .watchdog import Target, Watchdog
 
 MARKER = "mcpdebug_timeout"
 MARKER_HELP = (
@@ -67,13 +67,14 @@ class Timeouts:
         self.dump_path = dump_path if self._dump is not None else None
         self._reaper: subprocess.Popen[bytes] | None = None
         self._stderr = _real_stderr(config)
-        if self._dump is not None:
-            # A crash (segfault, abort) writes its traceback here too, so it is recorded with its
-            # test; without xdist the reaper still shows it on the terminal, as pytest would.
-            with contextlib.suppress(Exception):
-                faulthandler.enable(file=self._dump, all_threads=True)
-            if reporter.role == "main":
-                self._reaper = reaper.start(self._dump.path, self._stderr)
+        self._redirected = False
+        timed = settings.timeout is not None or settings.session_timeout is not None
+        if self._dump is not None and (reporter.role == "worker" or timed):
+            # A crash (segfault, abort) writes its traceback here too, so it is recorded with its test.
+            # A worker's is reported by the controller; without xdist the reaper shows it on the
+            # terminal as pytest would. (A run without timeouts keeps pytest's own crash output, and a
+            # crash is still attributed from the file's header.)
+            self._redirect_crashes()
         self.watchdog = Watchdog(
             interval=settings.interval,
             grace=settings.grace,
@@ -86,6 +87,7 @@ class Timeouts:
         self._previous: dict[int, Any] = {}
         self._killed = False
         self.current: str | None = None
+        self._timer: _TestTimer | None = None
         """The test running now (timed or not), for a report when the run is stopped from outside."""
         if settings.session_timeout is not None:
             started = session_started if session_started is not None else time.time()
@@ -97,66 +99,55 @@ class Timeouts:
         self._install_kill_handlers()
 
     def close(self) -> None:
+        if self._timer is not None:
+            self.config.pluginmanager.unregister(self._timer)
+            self._timer = None
         for signum, previous in self._previous.items():
             with contextlib.suppress(ValueError, OSError, TypeError):
                 signal.signal(signum, previous)
         if self._started:
             self.watchdog.stop()
         if self._dump is not None:
-            with contextlib.suppress(Exception):
-                faulthandler.enable(file=self._stderr, all_threads=True)  # back to the terminal
+            if self._redirected:
+                with contextlib.suppress(Exception):
+                    faulthandler.enable(file=self._stderr, all_threads=True)  # back to the terminal
             self._dump.close()
         if self._reaper is not None and self._reaper.stdin is not None:
             with contextlib.suppress(OSError):
-                self._reaper.stdin.close()  # the reaper sees the end of its input and finds no dump
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self._reaper.wait(2.0)
+                self._reaper.stdin.close()  # it sees the end of its input, finds no dump, and exits
+
+    def _redirect_crashes(self) -> None:
+        if self._redirected or self._dump is None:
+            return
+        self._redirected = True
+        with contextlib.suppress(Exception):
+            faulthandler.enable(file=self._dump, all_threads=True)
+        if self.reporter.role == "main":
+            self._reaper = reaper.start(self._dump.path, self._stderr)
 
     # Hooks ----------------------------------------------------------------------------------------
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        timed = False
         for item in items:
-            self._resolve(item)  # a bad marker is an error before anything runs
+            timeout, _ = self._resolve(item)  # a bad marker is an error before anything runs
+            timed = timed or timeout is not None
+        if timed and self._timer is None:  # a run with no timed test pays for none of its hooks
+            self._timer = _TestTimer(self)
+            self.config.pluginmanager.register(self._timer, "mcpdebug-test-timer")
 
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: Any) -> Generator[None, Any, Any]:
-        timeout, func_only = self._resolve(item)
-        armed = timeout is not None and not func_only
-        if timeout is not None and armed:
-            self._arm(item, timeout)
-        self.current = item.nodeid
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        self.current = nodeid
         if self._dump is not None:
             with contextlib.suppress(OSError):
-                self._dump.set_test(item.nodeid)  # a crash's dump then says whose it is
-        try:
-            return (yield)
-        finally:
-            self.current = None
-            if armed:
-                self.watchdog.disarm()
-            if self._dump is not None:
-                with contextlib.suppress(OSError):
-                    self._dump.set_test("")
+                self._dump.set_test(nodeid)  # a crash's dump, or a vanished process's file, says whose
 
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
-        timeout, func_only = self._resolve(item)
-        armed = timeout is not None and func_only
-        if timeout is not None and armed:
-            self._arm(item, timeout)
-        try:
-            return (yield)
-        finally:
-            if armed:
-                self.watchdog.disarm()
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: Any) -> Generator[None, Any, Any]:
-        report = yield
-        if call.excinfo is not None and isinstance(call.excinfo.value, (HangTimeout, HangExit)):
-            self.watchdog.landed()  # interrupted: the rest of the test gets a fresh timeout
-        return report
+    def pytest_runtest_logfinish(self, nodeid: str) -> None:
+        self.current = None
+        if self._dump is not None:
+            with contextlib.suppress(OSError):
+                self._dump.set_test("")
 
     def pytest_enter_pdb(self) -> None:
         self.watchdog.disable()
@@ -192,6 +183,7 @@ class Timeouts:
     def _start_watchdog(self) -> None:
         self._started = True
         self.watchdog.start()
+        self._redirect_crashes()  # a marker's timeout: the backstop's dump needs the reaper too
         # A first test that takes the GIL at once would starve the sender too: let it write out the
         # run's start now, so a process ended by the backstop still leaves its run behind.
         self.sender.drained()
@@ -324,3 +316,43 @@ def _real_stderr(config: pytest.Config) -> int:
         return sys.__stderr__.fileno() if sys.__stderr__ is not None else 2
     except (OSError, ValueError):
         return 2
+
+
+class _TestTimer:
+    """The per-test hooks, registered only when some test of the run has a timeout."""
+
+    def __init__(self, owner: Timeouts) -> None:
+        self.owner = owner
+        self.watchdog = owner.watchdog
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: Any) -> Generator[None, Any, Any]:
+        timeout, func_only = self.owner._resolve(item)
+        armed = timeout is not None and not func_only
+        if timeout is not None and armed:
+            self.owner._arm(item, timeout)
+        try:
+            return (yield)
+        finally:
+            if armed:
+                if self.watchdog.hung:
+                    self.owner.sender.drained()  # the diagnosis leaves before a next test takes the GIL
+                self.watchdog.disarm()
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
+        timeout, func_only = self.owner._resolve(item)
+        armed = timeout is not None and func_only
+        if timeout is not None and armed:
+            self.owner._arm(item, timeout)
+        try:
+            return (yield)
+        finally:
+            if armed:
+                self.watchdog.disarm()
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.failed and self.watchdog.hung:
+            crash = getattr(report.longrepr, "reprcrash", None)
+            if "HangTimeout: " in str(getattr(crash, "message", "")):
+                self.watchdog.landed()  # interrupted: the rest of the test gets a fresh timeout

@@ -85,6 +85,8 @@ class Target:
     samples: collections.deque[Sample] = field(default_factory=lambda: collections.deque(maxlen=MAX_SAMPLES))
     fired: float | None = None
     report: HangReport | None = None
+    hung: bool = False
+    """Diagnosed as hung (stays so after the interruption lands and the rest is timed afresh)."""
 
     @property
     def deadline(self) -> float:
@@ -153,9 +155,14 @@ class Watchdog:
         if self.dump is not None and self._backstop_until < target.deadline + self.grace:
             # The test may take the GIL before this thread runs again (a regex at its first line):
             # the backstop must already cover it. Armed for a while, so this is rarely needed.
-            self._arm_backstop(target.deadline + self.grace + 2 * REFRESH - time.monotonic())
-        self._target = target
-        self._wake.set()
+            self._arm_backstop(target.deadline + self.grace + REFRESH - time.monotonic())
+        self._target = target  # no wake-up: the thread looks again within `interval`
+
+    @property
+    def hung(self) -> bool:
+        """Has the armed test been diagnosed as hung?"""
+        target = self._target
+        return target is not None and target.hung
 
     def disarm(self) -> None:
         self._target = None
@@ -219,7 +226,7 @@ class Watchdog:
                 continue
             if target is None or self._suspended:
                 self._idle(now)
-                self._wait(REFRESH)
+                self._wait(self.interval)  # a test armed meanwhile is seen within one interval
                 continue
             self._idle_since = None
             self._refresh_backstop(target, now)
@@ -291,6 +298,7 @@ class Watchdog:
         )
         target.report = report
         target.fired = time.monotonic()
+        target.hung = True
         if self._target is not target:
             return  # the test ended while the report was built
         with contextlib.suppress(Exception):  # recording is best effort; interrupting the test is not
@@ -322,7 +330,7 @@ class Watchdog:
         if self.dump is None or now - self._backstop_refreshed < REFRESH:
             return
         self._backstop_refreshed = now
-        self._arm_backstop(max(target.deadline - now, 0) + self.grace + 2 * REFRESH)
+        self._arm_backstop(max(target.deadline - now, 0) + self.grace + REFRESH)
 
     def _arm_backstop(self, seconds: float) -> None:
         if self.dump is None:
