@@ -363,6 +363,7 @@ def _in_test_code(frame: Any) -> bool:
     if frame is None or frame.f_code.co_filename.startswith(_OWN):
         return False
     walk = frame
+    under_pytest = False
     while walk is not None:
         code = walk.f_code
         if code.co_name == "from_call" and code.co_filename.endswith(_RUNNER_FILE):
@@ -373,8 +374,9 @@ def _in_test_code(frame: Any) -> bool:
             "pytest_runtest_logreport",
         ):
             return False
+        under_pytest = under_pytest or "_pytest" in code.co_filename
         walk = walk.f_back
-    return False
+    return not under_pytest  # a program outside pytest (python -m pytest_mcpdebug.detect): its own code
 
 
 _DEBUGGERS: Final = ("pydevd", "bdb", "pdb", "debugpy", "_pydevd")
