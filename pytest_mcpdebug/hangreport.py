@@ -134,16 +134,21 @@ def thread_clock(thread_id: int) -> int | None:
 
 
 def _frames(stack: tuple[hangs.Frame, ...]) -> list[HangFrame]:
-    return [
-        HangFrame(
-            file=file if file.startswith("<") else os.path.abspath(file),
-            line=line,
-            function=function,
-            code=hangs.source_line(file, line),
-            library=is_library(file),
+    """Frames for a report; the source of library frames is left out, except the innermost's: reading
+    files is what costs here (each read waits for the GIL a busy test thread holds)."""
+    out = []
+    for number, (file, line, function) in enumerate(stack):
+        library = is_library(file)
+        out.append(
+            HangFrame(
+                file=file if file.startswith("<") else os.path.abspath(file),
+                line=line,
+                function=function,
+                code=hangs.source_line(file, line) if number == 0 or not library else "",
+                library=library,
+            )
         )
-        for file, line, function in stack
-    ]
+    return out
 
 
 def _threads(

@@ -9,6 +9,7 @@ through ``ref`` numbers (DAP's variablesReference). The whole snapshot is bounde
 
 from __future__ import annotations
 
+import functools
 import linecache
 import os
 import re
@@ -144,6 +145,7 @@ class _Builder:
 _OWN = os.path.dirname(os.path.realpath(__file__)) + os.sep
 
 
+@functools.lru_cache(maxsize=4096)
 def is_library(path: str) -> bool:
     """Frames of the standard library, installed packages, pytest, pluggy or this plugin."""
     if path.startswith("<"):  # "<frozen runpy>", "<string>" (xdist's worker bootstrap): not the project's
