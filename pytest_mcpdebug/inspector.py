@@ -210,8 +210,8 @@ class Inspector:
                     if getattr(terminal._tw, "width_of_current_line", 0):
                         terminal.write("\n")  # after the progress dots or "FAILED"
                     terminal.write_line(text, yellow=True)
-                else:
-                    print(text, file=sys.stderr, flush=True)
+                else:  # an xdist worker: its stderr lands on the controller's progress line
+                    print("\n" + text, file=sys.stderr, flush=True)
         except Exception:
             pass  # the terminal is a courtesy; the server has the events
 
