@@ -30,11 +30,9 @@ import importlib.metadata
 import os
 import platform
 import re
-import resource
 import shlex
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import textwrap
@@ -45,6 +43,7 @@ from typing import Any
 # Run as `python hangs.py` from benchmarks/: the script's folder is on sys.path, so these resolve.
 from gen_suite import generate
 from overhead import BenchmarkError, bytecode_env, clean_env, nproc
+from overhead import run_timed as timed
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "server"))
@@ -85,23 +84,7 @@ SESSION = re.compile(r"(\d+) passed in ([\d.]+)s")
 
 def run_timed(cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float, str, int]:
     """Wall and CPU seconds of one subprocess, its output and exit code."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    proc = subprocess.run(
-        cmd,
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=RUN_TIMEOUT,
-        check=False,
-    )
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu, proc.stdout, proc.returncode
+    return timed(cmd, cwd, env, RUN_TIMEOUT)
 
 
 def overhead(workdir: Path, n_tests: int, rounds: int, warmup: int) -> dict[str, Timed]:

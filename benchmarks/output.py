@@ -37,7 +37,6 @@ import logging
 import os
 import platform
 import re
-import resource
 import shlex
 import shutil
 import sqlite3
@@ -53,7 +52,16 @@ from pathlib import Path
 from typing import Any
 
 # Run as `python benchmarks/output.py`: the script's folder is on sys.path, so this resolves.
-from overhead import BenchmarkError, bytecode_env, clean_env, log_tail, nproc, plugin_installed, stop_server
+from overhead import (
+    BenchmarkError,
+    bytecode_env,
+    clean_env,
+    log_tail,
+    nproc,
+    plugin_installed,
+    run_timed,
+    stop_server,
+)
 
 LINE_CHARS = 99
 """Characters per printed line; with its newline every line is 100 bytes."""
@@ -282,32 +290,14 @@ def proc_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 def run_once(mode: str, project: Path, env: dict[str, str]) -> tuple[float, float, str]:
     """One pytest run; returns wall seconds, its CPU seconds and its output. All runs must pass."""
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *MODE_ARGS[mode]]
-    cpu = children_cpu()
-    start = time.perf_counter()
-    proc = subprocess.run(
-        cmd,
-        cwd=project,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=RUN_TIMEOUT,
-        check=False,
-    )
-    elapsed = time.perf_counter() - start
-    cpu = children_cpu() - cpu
-    if proc.returncode != 0 or "1 passed" not in proc.stdout:
-        tail = "\n".join(proc.stdout.splitlines()[-30:])
-        raise BenchmarkError(f"{mode}: exit code {proc.returncode} for {shlex.join(cmd)}\n{tail}")
-    return elapsed, cpu, proc.stdout
+    elapsed, cpu, output, code = run_timed(cmd, project, env)
+    if code != 0 or "1 passed" not in output:
+        tail = "\n".join(output.splitlines()[-30:])
+        raise BenchmarkError(f"{mode}: exit code {code} for {shlex.join(cmd)}\n{tail}")
+    return elapsed, cpu, output
 
 
 def check_run(mode: str, output: str, lines: int, server: Server | None, spooldir: Path | None) -> str:

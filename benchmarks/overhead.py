@@ -18,6 +18,7 @@ import importlib.util
 import json
 import os
 import platform
+import resource
 import shlex
 import shutil
 import signal
@@ -143,24 +144,36 @@ def stop_server(proc: subprocess.Popen[bytes], info: dict[str, object]) -> None:
             proc.wait()
 
 
-def run_once(mode: str, suite: Path, n_tests: int, env: dict[str, str]) -> float:
-    """Run the suite once in MODE and return wall seconds; fail loudly unless every test passed."""
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *MODE_ARGS[mode], str(suite)]
+def run_timed(
+    cmd: list[str], cwd: Path, env: dict[str, str], timeout: float = RUN_TIMEOUT
+) -> tuple[float, float, str, int]:
+    """Wall and CPU seconds of one subprocess (stdin closed, stderr into stdout), its output and exit code."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(
         cmd,
-        cwd=suite,
+        cwd=cwd,
         env=env,
+        stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        timeout=RUN_TIMEOUT,
+        timeout=timeout,
         check=False,
     )
-    elapsed = time.perf_counter() - start
-    if proc.returncode != 0 or f"{n_tests} passed" not in proc.stdout:
-        tail = "\n".join(proc.stdout.splitlines()[-30:])
-        raise BenchmarkError(f"{mode}: exit code {proc.returncode} for {shlex.join(cmd)}\n{tail}")
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, proc.stdout, proc.returncode
+
+
+def run_once(mode: str, suite: Path, n_tests: int, env: dict[str, str]) -> float:
+    """Run the suite once in MODE and return wall seconds; fail loudly unless every test passed."""
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *MODE_ARGS[mode], str(suite)]
+    elapsed, _, output, code = run_timed(cmd, suite, env)
+    if code != 0 or f"{n_tests} passed" not in output:
+        tail = "\n".join(output.splitlines()[-30:])
+        raise BenchmarkError(f"{mode}: exit code {code} for {shlex.join(cmd)}\n{tail}")
     return elapsed
 
 
