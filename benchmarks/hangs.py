@@ -22,11 +22,11 @@ Usage: cd benchmarks && python hangs.py [--rounds 9] [--tests 2000] [--latency-r
 from __future__ import annotations
 
 import argparse
-import ast
 import collections
 import dataclasses
 import datetime as dt
 import importlib.metadata
+import importlib.util
 import os
 import platform
 import re
@@ -363,70 +363,26 @@ def render_latency(configs: list[Config]) -> tuple[str, bool]:
 
 # 3. Classification ---------------------------------------------------------------------------------
 
-COMMENT = re.compile(
-    r"#\s*HANG (?P<test>\w+)(?: (?P<thread>[\w-]+))?: (?P<kind>\w+)"
-    r"(?: lines (?P<first>\d+)-(?P<last>\d+))?(?: in (?P<call>.+?))?(?: \((?P<phase>\w+)\))?\s*$"
-)
+
+def _load_expected(folder: Path) -> Any:
+    """The suite's own parser of its `# HANG` comments (fixtures/hangs/expected.py)."""
+    spec = importlib.util.spec_from_file_location("hangs_expected", folder / "expected.py")
+    if spec is None or spec.loader is None:
+        raise BenchmarkError(f"cannot load {folder / 'expected.py'}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def expectations(folder: Path) -> tuple[list[Any], list[str]]:
+    """The `# HANG` comments of every test file, and every test function's node id."""
+    expected = _load_expected(folder)
+    return expected.expectations(folder), expected.test_ids(folder)
+
+
 OUR_COMMENTS = re.compile(r"\s*# HANG [^`\n]*")
 """The expectation comments, which some summaries quote with the source line: never matched against."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Expected:
-    file: str
-    line: int
-    function: str
-    test: str
-    thread: str
-    kind: str
-    first: int
-    last: int
-    call: str
-    phase: str
-    text: str
-
-    @property
-    def nodeid(self) -> str:
-        return f"{self.file}::{self.test}"
-
-
-def expectations(folder: Path) -> tuple[list[Expected], list[str]]:
-    """The `# HANG` comments of every test file, and every test function's node id."""
-    found: list[Expected] = []
-    tests: list[str] = []
-    for path in sorted(folder.glob("test_*.py")):
-        source = path.read_text()
-        functions = [
-            n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
-        ]
-        tests += [
-            f"{path.name}::{f.name}"
-            for f in sorted(functions, key=lambda f: f.lineno)
-            if f.name.startswith("test") and f.col_offset == 0
-        ]
-        for number, text in enumerate(source.splitlines(), 1):
-            if (m := COMMENT.search(text)) is None:
-                continue
-            enclosing = min(
-                (f for f in functions if f.lineno <= number <= (f.end_lineno or f.lineno)),
-                key=lambda f: (f.end_lineno or f.lineno) - f.lineno,
-            )
-            found.append(
-                Expected(
-                    file=path.name,
-                    line=number,
-                    function=enclosing.name,
-                    test=m["test"],
-                    thread=m["thread"] or "",
-                    kind=m["kind"],
-                    first=int(m["first"] or number),
-                    last=int(m["last"] or number),
-                    call=m["call"] or "",
-                    phase=m["phase"] or "call",
-                    text=text.split("# HANG", 1)[1].split(":", 1)[1].strip(),
-                )
-            )
-    return found, tests
 
 
 def wait_for_fixtures(max_wait: float) -> None:
@@ -438,7 +394,7 @@ def wait_for_fixtures(max_wait: float) -> None:
         time.sleep(30)
 
 
-def check(expected: Expected, hang: dict[str, Any] | None) -> tuple[str, str, bool, list[str]]:
+def check(expected: Any, hang: dict[str, Any] | None) -> tuple[str, str, bool, list[str]]:
     """(reported kind, reported location, match, why not) for one comment."""
     if hang is None:
         return "(not recorded)", "—", False, ["no hang recorded in the store"]

@@ -7,8 +7,8 @@ xdist workers of the outer run, through a lock file).
 
 from __future__ import annotations
 
-import ast
 import fcntl
+import importlib.util
 import json
 import os
 import re
@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -37,12 +38,19 @@ KINDS = {
     "blocked": "blocked",
     "gil": "C call holding the GIL",
 }
-_COMMENT = re.compile(
-    r"#\s*HANG (?P<test>\w+)(?: (?P<thread>[\w-]+))?: (?P<kind>\w+)"
-    r"(?: lines (?P<first>\d+)-(?P<last>\d+))?(?: in (?P<call>.+?))?(?: \((?P<phase>\w+)\))?\s*$"
-)
-_OUR_COMMENTS = re.compile(r"\s*# HANG [^`\n]*")
-"""The expectation comments, quoted with the source line in some summaries: never matched against."""
+
+
+def _load_expected() -> Any:
+    spec = importlib.util.spec_from_file_location("hangs_expected", HANGS / "expected.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+_expected = _load_expected()
+_OUR_COMMENTS: re.Pattern[str] = _expected.OUR_COMMENTS
 
 
 def call_tool(directory: Path, tool: str, **args: object) -> tuple[str, bool]:
@@ -70,54 +78,8 @@ def hang_lines(output: str) -> dict[str, str]:
     return {nodeid: _OUR_COMMENTS.sub("", summary) for nodeid, summary in found}
 
 
-@dataclass(frozen=True)
-class Expected:
-    """One ``# HANG`` comment: what the diagnosis of ``test`` must say, at ``line`` of ``file``."""
-
-    file: str
-    line: int
-    function: str
-    test: str
-    thread: str
-    kind: str
-    first: int
-    last: int
-    call: str
-    phase: str
-
-    @property
-    def nodeid(self) -> str:
-        return f"{self.file}::{self.test}"
-
-    @property
-    def id(self) -> str:
-        return self.test + (f"-{self.thread}" if self.thread else "")
-
-
-def expectations() -> list[Expected]:
-    out = []
-    for path in sorted(HANGS.glob("test_*.py")):
-        source = path.read_text()
-        functions = [
-            node
-            for node in ast.walk(ast.parse(source))
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
-        ]
-        for number, text in enumerate(source.splitlines(), 1):
-            if (m := _COMMENT.search(text)) is None:
-                continue
-            enclosing = min(
-                (f for f in functions if f.lineno <= number <= (f.end_lineno or f.lineno)),
-                key=lambda f: (f.end_lineno or f.lineno) - f.lineno,
-            )
-            first, last = int(m["first"] or number), int(m["last"] or number)
-            assert first == number, f"{path.name}:{number}: a loop's comment sits on its first line"
-            test, thread, kind, call = m["test"], m["thread"] or "", m["kind"], m["call"] or ""
-            phase = m["phase"] or "call"
-            out.append(
-                Expected(path.name, number, enclosing.name, test, thread, kind, first, last, call, phase)
-            )
-    return out
+def expectations() -> list[Any]:
+    return list(_expected.expectations(HANGS))
 
 
 # Acceptance: one run, as a user would start it ----------------------------------------------------
@@ -450,7 +412,7 @@ def test_the_hangs_suite_runs_to_the_end_under_xdist(hangs_suite: SuiteRun) -> N
 
 
 @pytest.mark.parametrize("expected", expectations(), ids=lambda e: e.id)
-def test_each_hang_is_diagnosed_at_its_line(hangs_suite: SuiteRun, expected: Expected) -> None:
+def test_each_hang_is_diagnosed_at_its_line(hangs_suite: SuiteRun, expected: Any) -> None:
     with hangs_suite.store() as store:
         reply = tool_text(store, "get_hang", test=expected.nodeid)
     headline, kind = reply.splitlines()[:2]
