@@ -68,6 +68,10 @@ def build(
     window = [*samples[-WINDOW:]]
     if test_frame is not None:
         window.append(hangs.Sample(now, cpu_now, stack_of(test_frame)))
+    if 0 < len(window) < 3 and cpu_start is not None:
+        # A timeout shorter than a few intervals leaves too few samples to tell CPU from waiting: the
+        # CPU time since the start of the test stands in, with the first stack seen.
+        window.insert(0, hangs.Sample(started, cpu_start, window[0].stack))
     found = hangs.classify(window, is_library=is_library)
     threads = _threads(frames, thread_id, started, cpu_start, cpu_now)
     summary = found.summary
