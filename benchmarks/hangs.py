@@ -50,7 +50,7 @@ sys.path.insert(0, str(ROOT / "server"))
 
 from mcpdebug import lookup  # noqa: E402
 from mcpdebug.store import Store  # noqa: E402
-from pytest_mcpdebug import gildump  # noqa: E402
+from pytest_mcpdebug.hangs import gil_dump  # noqa: E402
 
 HANG_FIXTURES = ROOT / "fixtures" / "hangs"
 SECTIONS = ("overhead", "latency", "classify")
@@ -280,7 +280,7 @@ def latency_run(workdir: Path, config: Config, run_no: int, env: dict[str, str])
         hangs = {h["nodeid"]: h for h in store.hangs(runs[0]["run_id"])}
     finally:
         store.close()
-    dumps = [p for p in (store_dir / "hangs").glob("*.txt") if gildump.has_dump(p)]
+    dumps = [p for p in (store_dir / "hangs").glob("*.txt") if gil_dump.has_dump(p)]
     for start_file in sorted(starts.iterdir()):
         started = float(start_file.read_text())
         nodeid = f"{'test_busy.py' if config.hang == 'busy' else 'test_gil.py'}::{start_file.name}"

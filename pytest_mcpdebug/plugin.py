@@ -6,14 +6,11 @@ implementations that return at once.
 
 from __future__ import annotations
 
-import os
-import secrets
-import time
 from typing import Any
 
 import pytest
 
-from . import settings
+from pytest_mcpdebug import settings
 
 MARKER_HELP = (
     "mcpdebug_timeout(seconds, func_only=False): with --mcp-debug, fail this test with a hang "
@@ -34,13 +31,13 @@ def pytest_configure(config: pytest.Config) -> None:
     if workerinput is not None:
         shared = workerinput.get("mcpdebug")
         if shared:
-            from .recorder import Recorder
+            from pytest_mcpdebug.recording.recorder import Recorder
 
             config.pluginmanager.register(Recorder.for_worker(config, shared), _RECORDER)
         return
     if not settings.is_enabled(config):
         return
-    from .recorder import Recorder
+    from pytest_mcpdebug.recording.recorder import Recorder
 
     config.pluginmanager.register(Recorder.for_controller(config, settings.resolve(config)), _RECORDER)
 
@@ -50,8 +47,3 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if recorder is not None:
         recorder.close()
         config.pluginmanager.unregister(recorder, _RECORDER)
-
-
-def new_run_id() -> str:
-    """Sortable, readable and unique enough for one machine: ``20261121-224501-3fa2``."""
-    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2) + f"{os.getpid() % 256:02x}"

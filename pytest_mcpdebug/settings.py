@@ -13,8 +13,8 @@ from typing import Final
 
 import pytest
 
-from . import limits
-from .layout import DIRNAME
+from pytest_mcpdebug import limits
+from pytest_mcpdebug.folder import DIRNAME
 
 ENABLE_HELP: Final = "Record this run for mcpdebug (failures, output) and stream it to `mcpdebug serve`."
 DIR_HELP: Final = "Folder of the mcpdebug store and spool (default: <rootdir>/.mcpdebug)."

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from mcpdebug.ingest import ingest_spool
+from mcpdebug.ingest.spool import ingest_spool
 from mcpdebug.store import Store
 from pytest_mcpdebug import protocol
 

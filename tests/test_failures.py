@@ -7,7 +7,7 @@ from mcp import Client
 
 from helpers import recorded, run_inner
 from mcpdebug.app import build_server
-from pytest_mcpdebug.snapshot import ITEMS, STRING_CHARS, render
+from pytest_mcpdebug.values import ITEMS, STRING_CHARS, render
 
 
 @pytest.fixture
@@ -208,7 +208,7 @@ def test_secrets_inside_containers_and_object_reprs_are_redacted() -> None:
         config = {"api_key": "k-123", "host": "db"}
         raise RuntimeError(f"boom with {len(config)} settings")
     except RuntimeError as exc:
-        from pytest_mcpdebug.snapshot import take
+        from pytest_mcpdebug.failures.snapshot import take
 
         snap = take(exc, exc.__traceback__)
     [local] = [v for v in snap.frames[0].locals if v.name == "config"]

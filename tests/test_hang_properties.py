@@ -29,13 +29,13 @@ from mcp import Client
 
 from helpers import FAST
 from mcpdebug.app import build_server
-from mcpdebug.runner import Runner
-from mcpdebug.sessions import Sessions
+from mcpdebug.ingest.websocket import IngestServer
+from mcpdebug.live.sessions import Sessions
+from mcpdebug.processes.test_runs import Runner
 from mcpdebug.store import Store
-from mcpdebug.wsingest import IngestServer
-from pytest_mcpdebug import hangs
+from pytest_mcpdebug.hangs import classify as classifier
+from pytest_mcpdebug.hangs.watchdog import HangTimeout, Target, Watchdog
 from pytest_mcpdebug.protocol import HangReport, decode_hang_report
-from pytest_mcpdebug.watchdog import HangTimeout, Target, Watchdog
 
 
 @pytest.fixture(scope="module")
@@ -231,7 +231,7 @@ def test_property_11_detect_reports_a_hung_program_at_its_timeout(
     the process executes for longer than the timeout without completing, then the MCP Server should
     pause the process and report a hang condition with the current call stack.
 
-    Restated for `python -m pytest_mcpdebug.detect` with detect_hang(command=...)'s flags: a program
+    Restated for `python -m pytest_mcpdebug.hangs.detect` with detect_hang(command=...)'s flags: a program
     hanging as above is reported between its timeout and `LATE` s after, at the generated line, and
     ends with status 124; one that ends first (``early``) is not reported unless it overran.
     """
@@ -241,7 +241,13 @@ def test_property_11_detect_reports_a_hung_program_at_its_timeout(
     source += f"time.monotonic() + {seconds!r})\n"
     path = write_source(sources, source)
     report_path = path.with_suffix(f".{time.monotonic_ns()}.json")
-    command = [sys.executable, "-m", "pytest_mcpdebug.detect", f"--timeout={timeout}", "--interval=0.05"]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest_mcpdebug.hangs.detect",
+        f"--timeout={timeout}",
+        "--interval=0.05",
+    ]
     done = subprocess.run(
         [*command, "--grace=2", "--report", str(report_path), "--", str(path)],
         capture_output=True,
@@ -289,7 +295,7 @@ def test_property_12_infinite_loop_detection_via_sampling(
     specified duration, then the MCP Server should report an infinite loop condition with the loop
     location.
 
-    Restated on `hangs.classify`: samples of a generated function (a real file) whose stack changes,
+    Restated on `classifier.classify`: samples of a generated function (a real file) whose stack changes,
     then stays the same for at least half of them (and two). With CPU time rising 0.6-1.0 s per
     second there (any rate, for a loop line waiting in nothing: a loop starved of CPU) it is busy,
     its `lines` the enclosing loop's whole range (the line, outside a loop); with CPU time flat or
@@ -315,13 +321,13 @@ def test_property_12_infinite_loop_detection_via_sampling(
         at += step
         if i < len(prefix):
             cpu += step * data.draw(st.floats(0.0, 1.0))
-            frames: tuple[hangs.Frame, ...] = ((path, prefix[i], name), CALLER)
+            frames: tuple[classifier.Frame, ...] = ((path, prefix[i], name), CALLER)
         else:
             cpu += step * rate
             frames = stack
-        samples.append(hangs.Sample(at, cpu if known else None, frames))
+        samples.append(classifier.Sample(at, cpu if known else None, frames))
 
-    found = hangs.classify(samples, is_library=in_library)
+    found = classifier.classify(samples, is_library=in_library)
     assert (found.file, found.function, found.line) == (path, name, const), found.summary
     if busy:
         assert found.kind == "busy", found.summary
@@ -330,10 +336,10 @@ def test_property_12_infinite_loop_detection_via_sampling(
     else:
         assert (found.kind, found.lines) == ("blocked", [const]), found.summary
         assert found.since == pytest.approx(samples[-1].at - samples[-suffix].at)
-    assert hangs.classify([replace(s) for s in samples], is_library=in_library) == found
+    assert classifier.classify([replace(s) for s in samples], is_library=in_library) == found
     head = samples[: len(prefix)]
     swapped = [replace(s, stack=o.stack) for s, o in zip(head, reversed(head), strict=True)]
-    assert hangs.classify(swapped + samples[len(prefix) :], is_library=in_library) == found
+    assert classifier.classify(swapped + samples[len(prefix) :], is_library=in_library) == found
 
 
 def loop_tree() -> st.SearchStrategy[Any]:
@@ -384,7 +390,7 @@ def test_property_12_loop_extent_is_the_innermost_enclosing_loop(sources: Path, 
         around = [loop for loop in loops if loop[0] + 1 <= number <= loop[1] + 1]
         deepest = max(around, key=lambda loop: loop[2], default=None)
         expected = None if deepest is None else (deepest[0] + 1, deepest[1] + 1)
-        assert hangs.loop_extent(path, number) == expected, (number, out)
+        assert classifier.loop_extent(path, number) == expected, (number, out)
 
 
 # Property 17 ---------------------------------------------------------------------------------------

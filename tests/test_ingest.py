@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 
 from helpers import NOW
-from mcpdebug import ingest
-from mcpdebug.ingest import decode_events, ingest_spool
+from mcpdebug.ingest import spool
+from mcpdebug.ingest.spool import decode_events, ingest_spool
 from mcpdebug.store import Store
 from pytest_mcpdebug import protocol
-from pytest_mcpdebug.layout import pid_alive, spool_dir
+from pytest_mcpdebug.folder import pid_alive, spool_dir
 from pytest_mcpdebug.protocol import (
     CollectionFinished,
     Event,
@@ -334,7 +334,7 @@ def test_blank_lines_and_a_hello_are_not_bad_lines(store: Store, directory: Path
 def test_small_batches_commit_the_same_result(
     store: Store, directory: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(ingest, "BATCH_EVENTS", 3)
+    monkeypatch.setattr(spool, "BATCH_EVENTS", 3)
     events = process_events(pid=4242, tests=5)
     lines = [protocol.encode(e) + b"\n" for e in events]
     path = spool_dir(directory) / spool_name(events)

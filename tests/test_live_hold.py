@@ -27,9 +27,9 @@ from mcp import Client
 from conftest import RunningServer
 from helpers import FAST, run_inner
 from mcpdebug.app import build_server
-from mcpdebug.sessions import LiveSession, Sessions
+from mcpdebug.ingest.websocket import IngestServer
+from mcpdebug.live.sessions import LiveSession, Sessions
 from mcpdebug.store import Store
-from mcpdebug.wsingest import IngestServer
 
 CART = """
     from pathlib import Path

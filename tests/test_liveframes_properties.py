@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_mcpdebug.liveframes import (
+from pytest_mcpdebug.failures.live_frames import (
     GLOBALS_BASE,
     LOCALS_BASE,
     RESULT_CHARS,
@@ -27,7 +27,8 @@ from pytest_mcpdebug.liveframes import (
     LiveFrames,
     run_limited,
 )
-from pytest_mcpdebug.snapshot import REDACTED, failure_frames, is_secret, render
+from pytest_mcpdebug.failures.snapshot import failure_frames
+from pytest_mcpdebug.values import REDACTED, is_secret, render
 
 PARAMS = ("a", "b", "xs", "d", "s", "flag")
 TEST_FRAME, HELPER_FRAME = 1, 0

@@ -753,11 +753,12 @@ def test_session_fixture_teardown_output_is_the_runs_not_the_last_tests(pytester
     run_inner(pytester, "--mcp-debug").assert_outcomes(passed=2)
     store = recorded(pytester.path / ".mcpdebug")
     try:
-        from mcpdebug import lookup, outview
+        from mcpdebug.views import lookup
+        from mcpdebug.views import output as output_view
 
         run = lookup.run(store, "latest")
-        assert outview.get_output(store, run).splitlines()[2:4] == ["1: db: up", "2: db: down"]
-        last = outview.get_output(store, run, "test_two").splitlines()
+        assert output_view.get_output(store, run).splitlines()[2:4] == ["1: db: up", "2: db: down"]
+        last = output_view.get_output(store, run, "test_two").splitlines()
         assert last[2:4] == ["1: two", "2: fn: down"] and "db: down" not in "\n".join(last)
     finally:
         store.close()
@@ -779,10 +780,11 @@ def test_sys_capture_is_recorded_too(pytester: pytest.Pytester, capture: str) ->
     run_inner(pytester, "--mcp-debug", f"--capture={capture}").assert_outcomes(passed=1)
     store = recorded(pytester.path / ".mcpdebug")
     try:
-        from mcpdebug import lookup, outview
+        from mcpdebug.views import lookup
+        from mcpdebug.views import output as output_view
 
         run = lookup.run(store, "latest")
-        tail = outview.get_output(store, run, "test_prints", start=-2, end=-1).splitlines()
+        tail = output_view.get_output(store, run, "test_prints", start=-2, end=-1).splitlines()
         assert tail[2:4] == ["3000: row 2999", "3001: [stderr] done"]
     finally:
         store.close()

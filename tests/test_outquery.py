@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 
 from helpers import NOW, Events
-from mcpdebug import outview
-from mcpdebug.outquery import ErrorType, OutputError
 from mcpdebug.store import SCHEMA_VERSION, Store
+from mcpdebug.store.output_query import ErrorType, OutputError
+from mcpdebug.views import output as output_view
 from pytest_mcpdebug import protocol
-from pytest_mcpdebug.layout import STORE_FILE
+from pytest_mcpdebug.folder import STORE_FILE
 from pytest_mcpdebug.limits import KB, Limits
 
 RUN = "20261101-120000-aaaa01"
@@ -98,13 +98,13 @@ def ten(store: Store) -> Any:
 def test_a_range_shows_exactly_its_lines_with_their_numbers(
     store: Store, ten: Any, start: int | None, end: int | None, first: int, last: int
 ) -> None:
-    reply = outview.get_output(store, ten, TEST, start=start, end=end)
+    reply = output_view.get_output(store, ten, TEST, start=start, end=end)
     assert reply.startswith(f"Lines {first}-{last} of 10 ({TEST}; run {RUN}; ")
     assert body(reply) == [f"{i}: line {i}" for i in range(first, last + 1)]
 
 
 def test_a_partial_range_says_what_was_left_out_and_how_to_get_it(store: Store, ten: Any) -> None:
-    reply = outview.get_output(store, ten, TEST, start=4, end=6)
+    reply = output_view.get_output(store, ten, TEST, start=4, end=6)
     footer = reply.split("\n\n", 2)[2]
     assert footer.splitlines()[:5] == [
         "[Output truncated: Showing 3 of 10 lines]",
@@ -120,12 +120,12 @@ def test_a_partial_range_says_what_was_left_out_and_how_to_get_it(store: Store, 
 
 
 def test_the_whole_output_has_no_truncation_footer(store: Store, ten: Any) -> None:
-    reply = outview.get_output(store, ten, TEST, start=1, end=-1)
+    reply = output_view.get_output(store, ten, TEST, start=1, end=-1)
     assert "truncated" not in reply and "omitted" not in reply
 
 
 def test_line_numbers_can_be_left_out(store: Store, ten: Any) -> None:
-    reply = outview.get_output(store, ten, TEST, start=9, end=10, line_numbers=False)
+    reply = output_view.get_output(store, ten, TEST, start=9, end=10, line_numbers=False)
     assert body(reply) == ["line 9", "line 10"]
 
 
@@ -144,7 +144,7 @@ def test_line_numbers_can_be_left_out(store: Store, ten: Any) -> None:
 def test_an_invalid_range_is_an_error_naming_the_valid_lines(
     store: Store, ten: Any, start: int, end: int, problem: str
 ) -> None:
-    exc = error(outview.get_output, store, ten, TEST, start=start, end=end)
+    exc = error(output_view.get_output, store, ten, TEST, start=start, end=end)
     assert exc.kind is ErrorType.INVALID_RANGE
     message = str(exc)
     assert message.startswith(f"Invalid line range: {problem}.\n")
@@ -154,25 +154,25 @@ def test_an_invalid_range_is_an_error_naming_the_valid_lines(
 
 def test_a_test_without_output_says_so_and_lists_what_wrote_some(store: Store) -> None:
     run = record(store, (TEST, []), (OTHER, [("call", "stdout", ["hello"])]))
-    reply = outview.get_output(store, run, TEST)
+    reply = output_view.get_output(store, run, TEST)
     assert reply.startswith(f"No output stored for {TEST} in run {RUN}.")
     assert f"  {OTHER}: 1 lines" in reply
-    exc = error(outview.get_output, store, run, TEST, start=1, end=1)
+    exc = error(output_view.get_output, store, run, TEST, start=1, end=1)
     assert exc.kind is ErrorType.INVALID_RANGE
     assert "this output is empty (0 lines)" in str(exc)
-    assert outview.output_tail(store, run, TEST, 50) == "No captured output."
+    assert output_view.output_tail(store, run, TEST, 50) == "No captured output."
 
 
 def test_the_default_is_the_last_200_lines(store: Store) -> None:
     run = record(store, (TEST, [("call", "stdout", numbered_lines(450))]))
-    reply = outview.get_output(store, run, TEST)
+    reply = output_view.get_output(store, run, TEST)
     assert reply.startswith("Lines 251-450 of 450 (")
     assert body(reply) == [f"{i}: line {i}" for i in range(251, 451)]
     assert "[Output truncated: Showing last 200 of 450 lines]\n[250 lines omitted]\n" in reply
     assert f'[Earlier lines: get_output(run_id="{RUN}", test="{TEST}", start=51, end=250)]' in reply
     assert "[Later lines:" not in reply
     short = record(store, (OTHER, [("call", "stdout", numbered_lines(20))]), run_id="20261101-130000-bbbb02")
-    assert outview.get_output(store, short, OTHER).startswith("Lines 1-20 of 20 (")
+    assert output_view.get_output(store, short, OTHER).startswith("Lines 1-20 of 20 (")
 
 
 # Streams, phases and time -------------------------------------------------------------------------------
@@ -200,7 +200,7 @@ def mixed(store: Store) -> Any:
 
 
 def test_combined_output_tags_every_stream_but_stdout(store: Store, mixed: Any) -> None:
-    reply = outview.get_output(store, mixed, TEST)
+    reply = output_view.get_output(store, mixed, TEST)
     assert reply.startswith(
         f"Lines 1-9 of 9 ({TEST}; run {RUN}; stdout, stderr, log and warnings interleaved):"
     )
@@ -227,23 +227,23 @@ def test_combined_output_tags_every_stream_but_stdout(store: Store, mixed: Any) 
     ],
 )
 def test_a_stream_is_numbered_within_itself(store: Store, mixed: Any, stream: str, lines: list[str]) -> None:
-    reply = outview.get_output(store, mixed, TEST, stream=stream)
+    reply = output_view.get_output(store, mixed, TEST, stream=stream)
     assert reply.startswith(f"Lines 1-{len(lines)} of {len(lines)} ({TEST}; run {RUN}; {stream}):")
     assert body(reply) == lines
 
 
 def test_ranges_on_a_stream_count_that_stream(store: Store, mixed: Any) -> None:
-    assert body(outview.get_output(store, mixed, TEST, stream="stdout", start=-2, end=-1)) == [
+    assert body(output_view.get_output(store, mixed, TEST, stream="stdout", start=-2, end=-1)) == [
         "4: out 3",
         "5: tearing down",
     ]
-    assert body(outview.get_output(store, mixed, TEST, stream="stderr", start=2, end=2)) == ["2: err 2"]
-    exc = error(outview.get_output, store, mixed, TEST, stream="stderr", start=1, end=3)
+    assert body(output_view.get_output(store, mixed, TEST, stream="stderr", start=2, end=2)) == ["2: err 2"]
+    exc = error(output_view.get_output, store, mixed, TEST, stream="stderr", start=1, end=3)
     assert exc.kind is ErrorType.INVALID_RANGE and "outside lines 1-2" in str(exc)
 
 
 def test_a_phase_keeps_the_whole_outputs_line_numbers(store: Store, mixed: Any) -> None:
-    call = outview.get_output(store, mixed, TEST, phase="call")
+    call = output_view.get_output(store, mixed, TEST, phase="call")
     assert call.startswith(
         f"Lines 1-6 of 6 ({TEST}; run {RUN}; stdout, stderr, log and warnings interleaved; "
     )
@@ -257,22 +257,24 @@ def test_a_phase_keeps_the_whole_outputs_line_numbers(store: Store, mixed: Any) 
         "8: [stderr] err 2",
     ]
     # positions count the phase's lines; each line keeps its own number
-    assert body(outview.get_output(store, mixed, TEST, phase="call", start=-1, end=-1)) == [
+    assert body(output_view.get_output(store, mixed, TEST, phase="call", start=-1, end=-1)) == [
         "8: [stderr] err 2"
     ]
-    assert body(outview.get_output(store, mixed, TEST, phase="teardown")) == ["9: tearing down"]
-    assert body(outview.get_output(store, mixed, TEST, phase="setup", stream="stdout")) == ["1: setting up"]
-    empty = outview.get_output(store, mixed, TEST, phase="collect")
+    assert body(output_view.get_output(store, mixed, TEST, phase="teardown")) == ["9: tearing down"]
+    assert body(output_view.get_output(store, mixed, TEST, phase="setup", stream="stdout")) == [
+        "1: setting up"
+    ]
+    empty = output_view.get_output(store, mixed, TEST, phase="collect")
     assert empty.startswith("No lines match these filters (") and "the whole output has 9 lines" in empty
 
 
 def test_bad_stream_or_phase_names_the_choices(store: Store, mixed: Any) -> None:
-    exc = error(outview.get_output, store, mixed, TEST, stream="stdin")
+    exc = error(output_view.get_output, store, mixed, TEST, stream="stdin")
     assert exc.kind is ErrorType.INVALID_ARGUMENT
     assert "stream='stdin' is not valid; use one of combined, stdout, stderr, log, warnings" in str(exc)
-    exc = error(outview.get_output, store, mixed, TEST, phase="run")
+    exc = error(output_view.get_output, store, mixed, TEST, phase="run")
     assert exc.kind is ErrorType.INVALID_ARGUMENT and "setup, call, teardown" in str(exc)
-    exc = error(outview.get_output, store, mixed, TEST, since="yesterday-ish")
+    exc = error(output_view.get_output, store, mixed, TEST, since="yesterday-ish")
     assert exc.kind is ErrorType.INVALID_ARGUMENT and "since='yesterday-ish' is not a time" in str(exc)
 
 
@@ -327,7 +329,7 @@ def timed(store: Store) -> Any:
 def test_since_and_until_pick_lines_by_their_time(
     store: Store, timed: Any, since: float | None, until: float | None, lines: list[str]
 ) -> None:
-    reply = outview.get_output(
+    reply = output_view.get_output(
         store,
         timed,
         TEST,
@@ -339,10 +341,10 @@ def test_since_and_until_pick_lines_by_their_time(
 
 def test_since_accepts_iso_times_and_ages(store: Store, timed: Any) -> None:
     iso = dt.datetime.fromtimestamp(NOW + 21.5).isoformat()
-    assert body(outview.get_output(store, timed, TEST, since=iso))[0] == "4: [log] log at 22"
+    assert body(output_view.get_output(store, timed, TEST, since=iso))[0] == "4: [log] log at 22"
     # NOW is an hour ago: everything is younger than 2h, nothing younger than 1m
-    assert len(body(outview.get_output(store, timed, TEST, since="2h"))) == 6
-    assert outview.get_output(store, timed, TEST, since="1m").startswith("No lines match these filters")
+    assert len(body(output_view.get_output(store, timed, TEST, since="2h"))) == 6
+    assert output_view.get_output(store, timed, TEST, since="1m").startswith("No lines match these filters")
 
 
 # Search ---------------------------------------------------------------------------------------------
@@ -366,7 +368,7 @@ def searched(store: Store) -> Any:
 
 
 def test_search_counts_matching_lines_not_matches(store: Store, searched: Any) -> None:
-    reply = outview.search_output(store, searched, "error", TEST, max_results=1)
+    reply = output_view.search_output(store, searched, "error", TEST, max_results=1)
     assert reply.splitlines()[:2] == [
         f'Search: "error" found 3 occurrences in {TEST} (run {RUN})',
         "Showing occurrence 1 of 3 at line 2:",
@@ -374,7 +376,7 @@ def test_search_counts_matching_lines_not_matches(store: Store, searched: Any) -
 
 
 def test_search_shows_the_match_marked_in_its_context(store: Store, searched: Any) -> None:
-    reply = outview.search_output(store, searched, "error", TEST, occurrence=2, context=2, max_results=1)
+    reply = output_view.search_output(store, searched, "error", TEST, occurrence=2, context=2, max_results=1)
     assert reply.splitlines()[1] == "Showing occurrence 2 of 3 at line 4:"
     assert block(reply) == [
         "2: error: disk full",
@@ -390,7 +392,7 @@ def test_search_shows_the_match_marked_in_its_context(store: Store, searched: An
 
 
 def test_context_stops_at_the_edges_and_the_last_match_has_no_next(store: Store, searched: Any) -> None:
-    reply = outview.search_output(store, searched, "error", TEST, occurrence=3, context=3, max_results=1)
+    reply = output_view.search_output(store, searched, "error", TEST, occurrence=3, context=3, max_results=1)
     assert block(reply) == [
         "5: giving up",
         "6: [stderr] Error count: 2",
@@ -398,14 +400,14 @@ def test_context_stops_at_the_edges_and_the_last_match_has_no_next(store: Store,
         ">>> 8: [stderr] error: final <<<",
     ]
     assert "Use occurrence=" not in reply
-    first = outview.search_output(store, searched, "starting", TEST, context=1)
+    first = output_view.search_output(store, searched, "starting", TEST, context=1)
     assert block(first) == [">>> 1: starting <<<", "2: error: disk full"]
-    bare = outview.search_output(store, searched, "retrying", TEST, context=0)
+    bare = output_view.search_output(store, searched, "retrying", TEST, context=0)
     assert block(bare) == [">>> 3: retrying <<<"]
 
 
 def test_several_results_each_get_a_block(store: Store, searched: Any) -> None:
-    reply = outview.search_output(store, searched, "error", TEST, context=0)
+    reply = output_view.search_output(store, searched, "error", TEST, context=0)
     assert reply.splitlines()[1] == "Showing occurrences 1-3 of 3:"
     assert re.findall(r"^Occurrence .*\n.*$", reply, re.MULTILINE) == [
         f"Occurrence 1 at line 2 of {TEST}:\n>>> 2: error: disk full <<<",
@@ -415,7 +417,9 @@ def test_several_results_each_get_a_block(store: Store, searched: Any) -> None:
 
 
 def test_search_on_one_stream_uses_its_numbers(store: Store, searched: Any) -> None:
-    reply = outview.search_output(store, searched, "error", TEST, stream="stderr", context=0, max_results=1)
+    reply = output_view.search_output(
+        store, searched, "error", TEST, stream="stderr", context=0, max_results=1
+    )
     assert reply.splitlines()[1] == "Showing occurrence 1 of 1 at line 3:"  # line 3 of stderr
     assert block(reply) == [">>> 3: error: final <<<"]
 
@@ -438,7 +442,7 @@ def test_literal_regex_and_ignore_case_paths_agree(
     expected = [
         i for i, line in enumerate(SEARCHED, 1) if re.search("error", line, re.IGNORECASE if folded else 0)
     ]
-    reply = outview.search_output(store, searched, pattern, TEST, context=0, ignore_case=ignore_case)
+    reply = output_view.search_output(store, searched, pattern, TEST, context=0, ignore_case=ignore_case)
     assert f"found {len(expected)} occurrences" in reply.splitlines()[0]
     assert hits(reply) == expected
 
@@ -449,8 +453,8 @@ def test_ignore_case_folds_letters_as_python_regexes_do(store: Store) -> None:
     lines = ["5 \u212a over the limit", "\u017fpeed", "\u0130stanbul", "plain ascii k"]
     run = record(store, (TEST, [("call", "stdout", lines)]))
     for pattern, regex in [("k", "[k]"), ("s", "[s]"), ("i", "[i]"), ("K over", "[K] over")]:
-        literal = outview.search_output(store, run, pattern, TEST, ignore_case=True, context=0)
-        reference = outview.search_output(store, run, regex, TEST, ignore_case=True, context=0)
+        literal = output_view.search_output(store, run, pattern, TEST, ignore_case=True, context=0)
+        reference = output_view.search_output(store, run, regex, TEST, ignore_case=True, context=0)
         expected = sum(bool(re.search(pattern, line, re.IGNORECASE)) for line in lines)
         assert literal.splitlines()[0].split(" found ")[1] == reference.splitlines()[0].split(" found ")[1]
         assert f"found {expected} occurrence" in literal.splitlines()[0]
@@ -477,35 +481,35 @@ def test_a_regex_applies_to_each_line_on_its_own(store: Store, pattern: str) -> 
     run = record(store, (TEST, [("call", "stdout", lines)]))
     expected = [i for i, line in enumerate(lines, 1) if re.search(pattern, line)]
     if not expected:
-        exc = error(outview.search_output, store, run, pattern, TEST)
+        exc = error(output_view.search_output, store, run, pattern, TEST)
         assert exc.kind is ErrorType.NO_MATCHES
         return
-    assert hits(outview.search_output(store, run, pattern, TEST, context=0)) == expected
+    assert hits(output_view.search_output(store, run, pattern, TEST, context=0)) == expected
 
 
 def test_an_invalid_regex_says_how_to_search_literally(store: Store, searched: Any) -> None:
-    exc = error(outview.search_output, store, searched, "disk (full", TEST)
+    exc = error(output_view.search_output, store, searched, "disk (full", TEST)
     assert exc.kind is ErrorType.INVALID_SEARCH
     assert str(exc).startswith("Invalid regular expression 'disk (full': missing ), unterminated subpattern")
     assert "(e.g. 'disk\\\\ \\\\(full')" in str(exc)
-    assert error(outview.search_output, store, searched, "", TEST).kind is ErrorType.INVALID_SEARCH
+    assert error(output_view.search_output, store, searched, "", TEST).kind is ErrorType.INVALID_SEARCH
 
 
 def test_no_matches_suggests_what_to_try(store: Store, searched: Any) -> None:
-    exc = error(outview.search_output, store, searched, "segfault", TEST)
+    exc = error(output_view.search_output, store, searched, "segfault", TEST)
     assert exc.kind is ErrorType.NO_MATCHES
     message = str(exc)
     assert message.startswith(f"No matches found for search pattern: 'segfault' in {TEST} (run {RUN}).")
     assert "  - ignore_case=True\n" in message
     assert f'get_output(run_id="{RUN}", test="{TEST}")' in message
     assert "ignore_case=True\n" not in str(
-        error(outview.search_output, store, searched, "x", TEST, ignore_case=True)
+        error(output_view.search_output, store, searched, "x", TEST, ignore_case=True)
     )
 
 
 @pytest.mark.parametrize("occurrence", [4, 99, 0, -1])
 def test_an_invalid_occurrence_names_the_count(store: Store, searched: Any, occurrence: int) -> None:
-    exc = error(outview.search_output, store, searched, "error", TEST, occurrence=occurrence)
+    exc = error(output_view.search_output, store, searched, "error", TEST, occurrence=occurrence)
     assert exc.kind is ErrorType.INVALID_OCCURRENCE
     if occurrence >= 1:
         assert str(exc) == (
@@ -522,7 +526,7 @@ def test_a_run_wide_search_names_each_hits_test(store: Store) -> None:
         (TEST, [("call", "stdout", ["ok", "timeout talking to db"])]),
         (OTHER, [("setup", "stderr", ["timeout in fixture"]), ("call", "stdout", ["fine", "timeout again"])]),
     )
-    reply = outview.search_output(store, run, "timeout", None, context=0)
+    reply = output_view.search_output(store, run, "timeout", None, context=0)
     assert (
         reply.splitlines()[0]
         == f'Search: "timeout" found 3 occurrences in all output of run {RUN} (2 tests with output)'
@@ -533,7 +537,7 @@ def test_a_run_wide_search_names_each_hits_test(store: Store) -> None:
         f"Occurrence 3 at line 3 of {OTHER}:\n>>> 3: timeout again <<<",
     ]
     # occurrences count across tests: the second is the other test's first
-    second = outview.search_output(store, run, "timeout", None, occurrence=2, max_results=1, context=0)
+    second = output_view.search_output(store, run, "timeout", None, occurrence=2, max_results=1, context=0)
     assert second.splitlines()[1] == "Showing occurrence 2 of 3 at line 1:"
     assert f"Occurrence 2 at line 1 of {OTHER}:" in second
     assert "Use occurrence=3 for next match" in second
@@ -567,7 +571,7 @@ def test_get_logs_merges_sessions_in_time_order_with_meta_lines(
     store: Store, two_sessions: tuple[str, str]
 ) -> None:
     a, b = two_sessions
-    reply = outview.get_logs(store, [a, "integration", "nope"])
+    reply = output_view.get_logs(store, [a, "integration", "nope"])
     meta, lines = reply.split("\n\n", 1)
     assert meta.splitlines() == [
         "total_results: 6",
@@ -589,7 +593,7 @@ def test_get_logs_merges_sessions_in_time_order_with_meta_lines(
 
 def test_get_logs_truncates_to_the_newest_and_filters(store: Store, two_sessions: tuple[str, str]) -> None:
     a, b = two_sessions
-    reply = outview.get_logs(store, [a, b], max_results=2)
+    reply = output_view.get_logs(store, [a, b], max_results=2)
     meta, lines = reply.split("\n\n", 1)
     assert meta.splitlines()[:4] == [
         "total_results: 6",
@@ -599,28 +603,28 @@ def test_get_logs_truncates_to_the_newest_and_filters(store: Store, two_sessions
     ]
     assert [line.split("| ", 1)[1] for line in lines.splitlines()] == ["unit three", "integration three"]
     # the last `lines` of each session
-    one_each = outview.get_logs(store, [a, b], lines=1)
+    one_each = output_view.get_logs(store, [a, b], lines=1)
     assert "total_results: 2" in one_each
-    stderr = outview.get_logs(store, [a, b], stream="stderr")
+    stderr = output_view.get_logs(store, [a, b], stream="stderr")
     assert [line.split("| ", 1)[1] for line in stderr.split("\n\n", 1)[1].splitlines()] == [
         "unit two",
         "integration two",
     ]
-    matching = outview.get_logs(store, ["latest"], pattern="thr+ee")
+    matching = output_view.get_logs(store, ["latest"], pattern="thr+ee")
     assert matching.splitlines()[0] == "total_results: 1"
     assert matching.endswith("t_integration.py::test_y log| integration three")
-    nothing = outview.get_logs(store, [a], pattern="absent")
+    nothing = output_view.get_logs(store, [a], pattern="absent")
     assert nothing.splitlines()[0] == "total_results: 0" and nothing.endswith("(no lines matched)")
     assert "time_range" not in nothing
 
 
 def test_get_logs_rejects_bad_arguments(store: Store, two_sessions: tuple[str, str]) -> None:
-    assert error(outview.get_logs, store, []).kind is ErrorType.INVALID_ARGUMENT
+    assert error(output_view.get_logs, store, []).kind is ErrorType.INVALID_ARGUMENT
     assert "use stdout, stderr, log, warnings or both" in str(
-        error(outview.get_logs, store, ["latest"], stream="all")
+        error(output_view.get_logs, store, ["latest"], stream="all")
     )
-    assert error(outview.get_logs, store, ["latest"], lines=0).kind is ErrorType.INVALID_ARGUMENT
-    assert error(outview.get_logs, store, ["latest"], pattern="(").kind is ErrorType.INVALID_SEARCH
+    assert error(output_view.get_logs, store, ["latest"], lines=0).kind is ErrorType.INVALID_ARGUMENT
+    assert error(output_view.get_logs, store, ["latest"], pattern="(").kind is ErrorType.INVALID_SEARCH
 
 
 # Bounded replies ----------------------------------------------------------------------------------------
@@ -630,23 +634,23 @@ def test_replies_stay_under_30000_characters_with_64kb_lines(store: Store) -> No
     wide = [f"wide {i} " + "x" * (64 * KB - 10) for i in range(1, 41)]
     run = record(store, (TEST, [("call", "stdout", wide)]), (OTHER, [("call", "stderr", wide[:5])]))
     replies = {
-        "tail": outview.get_output(store, run, TEST),
-        "range": outview.get_output(store, run, TEST, start=1, end=40),
-        "stream": outview.get_output(store, run, OTHER, stream="stderr"),
-        "search": outview.search_output(store, run, "wide", TEST, context=50, max_results=40),
-        "run search": outview.search_output(store, run, "x", None, context=10),
-        "one hit": outview.search_output(store, run, "wide 20 ", TEST, context=50),
-        "logs": outview.get_logs(store, [RUN], lines=1000),
-        "list": outview.logs_list(store),
-        "tail of get_test": outview.output_tail(store, run, TEST, 2000),
+        "tail": output_view.get_output(store, run, TEST),
+        "range": output_view.get_output(store, run, TEST, start=1, end=40),
+        "stream": output_view.get_output(store, run, OTHER, stream="stderr"),
+        "search": output_view.search_output(store, run, "wide", TEST, context=50, max_results=40),
+        "run search": output_view.search_output(store, run, "x", None, context=10),
+        "one hit": output_view.search_output(store, run, "wide 20 ", TEST, context=50),
+        "logs": output_view.get_logs(store, [RUN], lines=1000),
+        "list": output_view.logs_list(store),
+        "tail of get_test": output_view.output_tail(store, run, TEST, 2000),
     }
     for name, reply in replies.items():
-        assert len(reply) <= outview.MAX_REPLY_CHARS, name
+        assert len(reply) <= output_view.MAX_REPLY_CHARS, name
     shown = [line for line in body(replies["range"]) if line[:1].isdigit()]
-    cut = len(wide[0]) - outview.LINE_CHARS
+    cut = len(wide[0]) - output_view.LINE_CHARS
     assert (
         shown[0]
-        == f"1: {wide[0][: outview.LINE_CHARS]} [... +{cut} characters; the whole line is in the file]"
+        == f"1: {wide[0][: output_view.LINE_CHARS]} [... +{cut} characters; the whole line is in the file]"
     )
     # a range too big for one reply shows what fits and says where to go on
     last_shown = int(shown[-1].split(":")[0])
@@ -669,7 +673,7 @@ def test_a_line_over_the_line_limit_is_cut_with_a_marker(tmp_path: Path) -> None
             "y" * 1024 + " [... mcpdebug: line cut at 1024 bytes; 3976 more bytes dropped]",
             "after",
         ]
-        assert body(outview.get_output(store, run, TEST))[2] == "3: after"  # numbering is unchanged
+        assert body(output_view.get_output(store, run, TEST))[2] == "3: after"  # numbering is unchanged
     finally:
         store.close()
 
@@ -702,7 +706,7 @@ def test_a_huge_output_keeps_its_head_and_tail_with_original_numbers(tmp_path: P
             """The gap, as get_output reports it; every other line is there with its own number."""
             shown: list[str] = []
             for start in range(1, 2001, 100):  # windows small enough for one reply each
-                reply = outview.get_output(store, run, TEST, start=start, end=start + 99)
+                reply = output_view.get_output(store, run, TEST, start=start, end=start + 99)
                 assert (
                     f"{unit['dropped_lines']} lines in the middle dropped: over max_test_output"
                     in reply.splitlines()[0]
@@ -719,12 +723,13 @@ def test_a_huge_output_keeps_its_head_and_tail_with_original_numbers(tmp_path: P
             assert min(int(g[2]) for g in gaps if g) == lo and max(int(g[3]) for g in gaps if g) == hi
             kept = [f"{n}: {lines[n - 1]}" for n in range(1, 2001) if not lo <= n <= hi]
             assert [line for line in shown if line[:1].isdigit()] == kept
-            assert body(outview.get_output(store, run, TEST, start=-1, end=-1)) == [f"2000: {lines[-1]}"]
+            assert body(output_view.get_output(store, run, TEST, start=-1, end=-1)) == [f"2000: {lines[-1]}"]
             # a search finds tail lines under their own numbers, and nothing from the gap
-            hit = outview.search_output(store, run, "line 01999 ", TEST, context=0)
+            hit = output_view.search_output(store, run, "line 01999 ", TEST, context=0)
             assert hit.splitlines()[1] == "Showing occurrence 1 of 1 at line 1999:"
             assert (
-                error(outview.search_output, store, run, f"line {lo:05d} ", TEST).kind is ErrorType.NO_MATCHES
+                error(output_view.search_output, store, run, f"line {lo:05d} ", TEST).kind
+                is ErrorType.NO_MATCHES
             )
             # the head is within its half of the limit, and so is the tail
             assert (lo - 1) * size <= limit // 2
@@ -774,13 +779,13 @@ def test_the_same_events_applied_twice_store_nothing_twice(store: Store) -> None
     events = _test_events(Events(RUN))
     assert store.apply(events) == len(events)
     run = store.run(RUN)
-    before = outview.get_output(store, run, TEST)
+    before = output_view.get_output(store, run, TEST)
     files = {p: p.stat().st_size for p in (store.dir / "output").rglob("*.log")}
     segments = store.db.execute("SELECT count(*) FROM segments").fetchone()[0]
     run_bytes = store.run(RUN)["bytes"]  # type: ignore[index]
     assert store.apply(events) == 0
     assert store.apply(events[3:8]) == 0
-    assert outview.get_output(store, run, TEST) == before
+    assert output_view.get_output(store, run, TEST) == before
     assert {p: p.stat().st_size for p in (store.dir / "output").rglob("*.log")} == files
     assert store.db.execute("SELECT count(*) FROM segments").fetchone()[0] == segments
     assert store.run(RUN)["bytes"] == run_bytes  # type: ignore[index]
@@ -800,10 +805,10 @@ def test_output_arriving_out_of_order_reads_in_order(store: Store, tmp_path: Pat
     try:
         reference.apply(events + chunks)
         for stream in ("combined", "stdout", "stderr"):
-            got = outview.get_output(store, store.run(RUN), TEST, stream=stream)
-            want = outview.get_output(reference, reference.run(RUN), TEST, stream=stream)
+            got = output_view.get_output(store, store.run(RUN), TEST, stream=stream)
+            want = output_view.get_output(reference, reference.run(RUN), TEST, stream=stream)
             assert body(got) == body(want)
-        assert body(outview.get_output(store, store.run(RUN), TEST, stream="stderr"))[:3] == [
+        assert body(output_view.get_output(store, store.run(RUN), TEST, stream="stderr"))[:3] == [
             "1: chunk 0 1",
             "2: chunk 0 2",
             "3: chunk 0 3",
@@ -984,7 +989,7 @@ def test_a_schema_1_store_is_migrated_and_its_output_readable(tmp_path: Path) ->
         assert not columns & {"stdout", "stderr", "log"}
         run = store.run(RUN)
         assert run is not None and run["bytes"] > 0
-        assert body(outview.get_output(store, run, TEST)) == [
+        assert body(output_view.get_output(store, run, TEST)) == [
             "1: setting up",
             "2: out 1",
             "3: out 2",
@@ -993,22 +998,22 @@ def test_a_schema_1_store_is_migrated_and_its_output_readable(tmp_path: Path) ->
             "6: [log] WARNING twice",
             "7: bye",
         ]
-        assert body(outview.get_output(store, run, TEST, stream="log")) == [
+        assert body(output_view.get_output(store, run, TEST, stream="log")) == [
             "1: INFO logged",
             "2: WARNING twice",
         ]
         # stdout's own numbers: "setting up" is its first line
-        assert body(outview.get_output(store, run, TEST, phase="call", stream="stdout")) == [
+        assert body(output_view.get_output(store, run, TEST, phase="call", stream="stdout")) == [
             "2: out 1",
             "3: out 2",
         ]
-        assert "Showing occurrence 1 of 1 at line 4:" in outview.search_output(store, run, "err", TEST)
+        assert "Showing occurrence 1 of 1 at line 4:" in output_view.search_output(store, run, "err", TEST)
     finally:
         store.close()
     again = Store(tmp_path)  # a second open migrates nothing twice
     try:
         assert again.db.execute("SELECT count(*) FROM segments").fetchone()[0] == 5
-        assert len(body(outview.get_output(again, again.run(RUN), TEST))) == 7  # type: ignore[arg-type]
+        assert len(body(output_view.get_output(again, again.run(RUN), TEST))) == 7  # type: ignore[arg-type]
     finally:
         again.close()
 
@@ -1038,7 +1043,7 @@ def test_a_misspelt_key_in_pyproject_is_an_error_listing_the_known_ones(tmp_path
 
 
 def test_a_test_named_exactly_wins_over_longer_names_containing_it(tmp_path: Path) -> None:
-    from mcpdebug import lookup
+    from mcpdebug.views import lookup
 
     store = Store(tmp_path)
     try:

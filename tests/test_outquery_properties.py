@@ -16,11 +16,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helpers import Events
-from mcpdebug import outview
-from mcpdebug.outquery import ErrorType, OutputError
 from mcpdebug.store import Store
+from mcpdebug.store.output_query import ErrorType, OutputError
+from mcpdebug.views import output as output_view
 from pytest_mcpdebug import limits, protocol
-from pytest_mcpdebug.lines import LineSplitter, cut_marker
+from pytest_mcpdebug.output.lines import LineSplitter, cut_marker
 
 RUN = "20261101-120000-aaaa01"
 TEST = "tests/test_app.py::test_lines"
@@ -115,14 +115,14 @@ def test_a_range_is_exactly_the_reference_slice(
     with recorded(chunks, order) as (store, run):
         if expected is None and (start is not None or end is not None):
             with pytest.raises(OutputError) as info:
-                outview.get_output(store, run, TEST, stream=view, start=start, end=end)
+                output_view.get_output(store, run, TEST, stream=view, start=start, end=end)
             assert info.value.kind is ErrorType.INVALID_RANGE
             if lines:
                 assert f"This output has {len(lines)} lines" in str(info.value)
             else:
                 assert "this output is empty (0 lines)" in str(info.value)
             return
-        reply = outview.get_output(store, run, TEST, stream=view, start=start, end=end)
+        reply = output_view.get_output(store, run, TEST, stream=view, start=start, end=end)
         if expected is None:  # nothing was written to this view
             assert reply.startswith("No output stored for")
             return
@@ -189,11 +189,11 @@ def test_search_counts_the_lines_re_search_finds(
     with recorded(chunks) as (store, run):
         if not matching:
             with pytest.raises(OutputError) as info:
-                outview.search_output(store, run, pattern, TEST, ignore_case=ignore_case)
+                output_view.search_output(store, run, pattern, TEST, ignore_case=ignore_case)
             assert info.value.kind is ErrorType.NO_MATCHES
             return
         occurrence = data.draw(st.integers(1, len(matching)), label="occurrence")
-        reply = outview.search_output(
+        reply = output_view.search_output(
             store,
             run,
             pattern,
@@ -210,7 +210,7 @@ def test_search_counts_the_lines_re_search_finds(
         )
         assert re.findall(r"^>>> (\d+): ", reply, re.MULTILINE) == [str(matching[occurrence - 1])]
         with pytest.raises(OutputError) as info:
-            outview.search_output(
+            output_view.search_output(
                 store, run, pattern, TEST, ignore_case=ignore_case, occurrence=len(matching) + 1
             )
         assert info.value.kind is ErrorType.INVALID_OCCURRENCE

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import start_server
 from helpers import recorded, run_inner, start_inner, wait_for
-from mcpdebug import outview
+from mcpdebug.views import output as output_view
 
 
 def test_failing_suite_is_recorded_without_a_server(pytester: pytest.Pytester, suite) -> None:
@@ -55,12 +55,12 @@ def test_failing_suite_is_recorded_without_a_server(pytester: pytest.Pytester, s
     assert "not_a_real_module_xyz" in collect_error["message"]
 
     nodeid = "test_mixed.py::test_output_then_fail"
-    stdout = outview.get_output(store, run, nodeid, stream="stdout", phase="call")
+    stdout = output_view.get_output(store, run, nodeid, stream="stdout", phase="call")
     assert "\n1: step 1: loading config\n2: step 2: connecting\n3: step 3: computing\n" in stdout
     assert "4:" not in stdout  # three lines, nothing else
-    stderr = outview.get_output(store, run, nodeid, stream="stderr")
+    stderr = output_view.get_output(store, run, nodeid, stream="stderr")
     assert "\n1: warning: using fallback arithmetic\n" in stderr
-    combined = outview.get_output(store, run, nodeid)
+    combined = output_view.get_output(store, run, nodeid)
     assert combined.startswith(f"Lines 1-4 of 4 ({nodeid}; run {run['run_id']}")
     skipped = store.test(run["run_id"], "test_mixed.py::test_skip")
     assert skipped is not None and skipped["message"] == "not on this platform"

@@ -21,10 +21,10 @@ from mcp import Client
 
 from helpers import FAST
 from mcpdebug.app import build_server
-from mcpdebug.runner import Runner
-from mcpdebug.sessions import Sessions
+from mcpdebug.ingest.websocket import IngestServer
+from mcpdebug.live.sessions import Sessions
+from mcpdebug.processes.test_runs import Runner
 from mcpdebug.store import Store
-from mcpdebug.wsingest import IngestServer
 
 pytestmark = pytest.mark.anyio
 

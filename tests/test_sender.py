@@ -17,12 +17,18 @@ import pytest
 
 from conftest import RunningServer, start_server
 from helpers import NOW
-from mcpdebug.ingest import ingest_spool
+from mcpdebug.ingest.spool import ingest_spool
 from mcpdebug.store import Store
 from pytest_mcpdebug import protocol
-from pytest_mcpdebug.layout import read_server_info, spool_dir
+from pytest_mcpdebug.folder import read_server_info, spool_dir
 from pytest_mcpdebug.protocol import Event
-from pytest_mcpdebug.sender import CLOSE_TIMEOUT, RECONNECT_INTERVAL, Discover, Sender, spool_file_name
+from pytest_mcpdebug.recording.sender import (
+    CLOSE_TIMEOUT,
+    RECONNECT_INTERVAL,
+    Discover,
+    Sender,
+    spool_file_name,
+)
 
 RUN = "run-sender"
 PROCESS = f"main-{os.getpid()}"

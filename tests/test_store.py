@@ -18,9 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helpers import NOW, Events
-from mcpdebug import outview
 from mcpdebug.store import SCHEMA_VERSION, Store, StoreError
-from pytest_mcpdebug.layout import STORE_FILE, pid_alive
+from mcpdebug.views import output as output_view
+from pytest_mcpdebug.folder import STORE_FILE, pid_alive
 from pytest_mcpdebug.protocol import (
     CollectionError,
     CollectionFinished,
@@ -403,10 +403,10 @@ def test_phase_output_is_stored_per_test_in_order(store: Store) -> None:
     store.apply(single_process_run())
     run = store.run(RUN)
     assert run is not None
-    call = outview.get_output(store, run, FAIL, phase="call")
+    call = output_view.get_output(store, run, FAIL, phase="call")
     assert f"\n2: call of {FAIL}\n3: [stderr] warning: slow\n" in call  # numbers are the whole output's
     assert "setup of" not in call and "teardown of" not in call
-    whole = outview.get_output(store, run, FAIL)
+    whole = output_view.get_output(store, run, FAIL)
     assert whole.startswith(f"Lines 1-4 of 4 ({FAIL}; run {RUN};")
     assert [line for line in whole.splitlines() if line[:1].isdigit()] == [
         f"1: setup of {FAIL}",
@@ -414,7 +414,7 @@ def test_phase_output_is_stored_per_test_in_order(store: Store) -> None:
         "3: [stderr] warning: slow",
         f"4: teardown of {FAIL}",
     ]
-    assert "1: warning: slow" in outview.get_output(store, run, FAIL, stream="stderr")
+    assert "1: warning: slow" in output_view.get_output(store, run, FAIL, stream="stderr")
 
 
 def test_collection_errors_are_stored(store: Store) -> None:

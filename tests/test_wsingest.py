@@ -19,11 +19,11 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from helpers import NOW
-from mcpdebug import wsingest
+from mcpdebug.ingest import websocket
+from mcpdebug.ingest.websocket import IngestServer
 from mcpdebug.store import Store
-from mcpdebug.wsingest import IngestServer
 from pytest_mcpdebug import protocol
-from pytest_mcpdebug.layout import spool_dir
+from pytest_mcpdebug.folder import spool_dir
 from pytest_mcpdebug.protocol import PROTOCOL_VERSION, Ack, Event, Welcome
 
 pytestmark = pytest.mark.anyio
@@ -313,7 +313,7 @@ async def test_no_hello_in_time_closes_1008(
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(wsingest, "HELLO_TIMEOUT", 0.2)
+    monkeypatch.setattr(websocket, "HELLO_TIMEOUT", 0.2)
     async with client(server) as ws:
         code, reason = await expect_close(ws)
     assert code == protocol.CLOSE_POLICY

@@ -20,11 +20,17 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.server.mcpserver.resources import ResourceSecurity
 from mcp.types import ToolAnnotations
 
-from . import detect, hangview, liveview, lookup, outview, render, snapview
-from .outquery import OutputError
-from .runner import RunError, Runner
-from .sessions import SessionError, Sessions
-from .store import Store
+from mcpdebug.live.sessions import SessionError, Sessions
+from mcpdebug.processes import hang_detection
+from mcpdebug.processes.test_runs import RunError, Runner
+from mcpdebug.store import Store
+from mcpdebug.store.output_query import OutputError
+from mcpdebug.views import frames as frames_view
+from mcpdebug.views import hang as hang_view
+from mcpdebug.views import live as live_view
+from mcpdebug.views import lookup
+from mcpdebug.views import output as output_view
+from mcpdebug.views import runs as runs_view
 
 INSTRUCTIONS = """\
 pytest-mcpdebug records pytest runs (`pytest --mcp-debug`) in this project: each test's outcome per
@@ -99,8 +105,8 @@ def build_server(store: Store, sessions: Sessions | None = None, runner: Runner 
         """Every recorded session (test run), newest first: id, kind, label, status, start time,
         duration and test counts. Status is running, finished, interrupted or crashed. Tests held
         alive at a failure right now are listed first, with the session_id the live tools take."""
-        held = liveview.held_sessions(live.held())
-        return (held + "\n\n" if held else "") + render.sessions(store.runs())
+        held = live_view.held_sessions(live.held())
+        return (held + "\n\n" if held else "") + runs_view.sessions(store.runs())
 
     @server.tool(annotations=READ_ONLY)
     @reading
@@ -121,7 +127,7 @@ def build_server(store: Store, sessions: Sessions | None = None, runner: Runner 
         wanted = lookup.outcomes(outcome)
         tests = store.tests(row["run_id"], wanted)
         total = sum(row["counts"].values())
-        return render.test_list(row, tests, total, outcome, max(0, offset), max(1, min(limit, 1000)))
+        return runs_view.test_list(row, tests, total, outcome, max(0, offset), max(1, min(limit, 1000)))
 
     @server.tool(annotations=READ_ONLY)
     @reading
@@ -132,8 +138,8 @@ def build_server(store: Store, sessions: Sessions | None = None, runner: Runner 
         row = lookup.run(store, run_id)
         found = lookup.test(store, row, test)
         phases = store.phases(row["run_id"], found["nodeid"])
-        output = outview.output_tail(store, row, found["nodeid"], max(0, min(tail_lines, 2000)))
-        return render.test_detail(row, found, phases, output)
+        output = output_view.output_tail(store, row, found["nodeid"], max(0, min(tail_lines, 2000)))
+        return runs_view.test_detail(row, found, phases, output)
 
     @server.tool(annotations=READ_ONLY)
     @reading
@@ -143,7 +149,7 @@ def build_server(store: Store, sessions: Sessions | None = None, runner: Runner 
         each frame from the raise point to the test (absolute path, line, source, locals with type and
         value; secrets redacted), and the tail of the test's output. Without test: the run's first
         failure, and a list of the others."""
-        text = hangview.failure_or_hang(store, lookup.run(store, run_id), test)
+        text = hang_view.failure_or_hang(store, lookup.run(store, run_id), test)
         headline = text.split("\n", 1)[0]
         for held in live.held():
             if f" {held.nodeid} ({held.when}) in run {held.run_id}" in headline:
@@ -160,7 +166,7 @@ def build_server(store: Store, sessions: Sessions | None = None, runner: Runner 
         cycles through) or blocked (the call it waits in, since when), the source there and its
         locals, every thread's stack, asyncio tasks and where each waits, CPU against wall time,
         and the output just before. Without test: the run's first hang and a list of the others."""
-        return hangview.get_hang(store, lookup.run(store, run_id), test)
+        return hang_view.get_hang(store, lookup.run(store, run_id), test)
 
     @server.tool(annotations=READ_ONLY)
     async def get_stack_trace(
@@ -173,9 +179,9 @@ def build_server(store: Store, sessions: Sessions | None = None, runner: Runner 
         file, line. Library frames (stdlib, site-packages, pytest) only with include_library. Without
         test: the run's first failure."""
         if session_id:
-            return await asking(liveview.inspect(live, session_id, "stack", include_library=include_library))
+            return await asking(live_view.inspect(live, session_id, "stack", include_library=include_library))
         return await stored(
-            lambda: snapview.get_stack_trace(store, lookup.run(store, run_id), test, include_library)
+            lambda: frames_view.get_stack_trace(store, lookup.run(store, run_id), test, include_library)
         )
 
     get_stack_trace.__doc__ = (get_stack_trace.__doc__ or "") + SESSION_HELP
@@ -187,8 +193,8 @@ def build_server(store: Store, sessions: Sessions | None = None, runner: Runner 
         """The scopes of a frame (its Locals; live also its Globals) with the variablesReference to pass
         to get_variables."""
         if session_id:
-            return await asking(liveview.inspect(live, session_id, "scopes", frame_id=frame_id))
-        return await stored(lambda: snapview.get_scopes(store, lookup.run(store, run_id), test, frame_id))
+            return await asking(live_view.inspect(live, session_id, "scopes", frame_id=frame_id))
+        return await stored(lambda: frames_view.get_scopes(store, lookup.run(store, run_id), test, frame_id))
 
     @server.tool(annotations=READ_ONLY)
     async def get_variables(
@@ -201,10 +207,10 @@ def build_server(store: Store, sessions: Sessions | None = None, runner: Runner 
         name, value, type and their own variablesReference (0 = nothing to expand)."""
         if session_id:
             return await asking(
-                liveview.inspect(live, session_id, "variables", variables_reference=variables_reference)
+                live_view.inspect(live, session_id, "variables", variables_reference=variables_reference)
             )
         return await stored(
-            lambda: snapview.get_variables(store, lookup.run(store, run_id), test, variables_reference)
+            lambda: frames_view.get_variables(store, lookup.run(store, run_id), test, variables_reference)
         )
 
     @server.tool(annotations=READ_ONLY)
@@ -219,12 +225,12 @@ def build_server(store: Store, sessions: Sessions | None = None, runner: Runner 
         dunder names too."""
         if session_id:
             return await asking(
-                liveview.inspect(
+                live_view.inspect(
                     live, session_id, "locals", frame_id=frame_id, include_special=include_special
                 )
             )
         return await stored(
-            lambda: snapview.get_local_variables(
+            lambda: frames_view.get_local_variables(
                 store, lookup.run(store, run_id), test, frame_id, include_special
             )
         )
@@ -241,9 +247,9 @@ def build_server(store: Store, sessions: Sessions | None = None, runner: Runner 
         """Source lines around a line of a file of the run's rootdir or of the failure's frames (others
         are refused), as the file is on disk now."""
         if session_id:
-            return await asking(liveview.source(live, store, session_id, file, line, lines_context))
+            return await asking(live_view.source(live, store, session_id, file, line, lines_context))
         return await stored(
-            lambda: snapview.get_source_context(
+            lambda: frames_view.get_source_context(
                 store, lookup.run(store, run_id), test, file, line, lines_context
             )
         )
@@ -259,7 +265,7 @@ def build_server(store: Store, sessions: Sessions | None = None, runner: Runner 
         the rest of the test. Exceptions come back as errors with their traceback. A runaway
         expression is interrupted after 10 s."""
         return await asking(
-            liveview.inspect(live, session_id, "evaluate", expression=expression, frame_id=frame_id)
+            live_view.inspect(live, session_id, "evaluate", expression=expression, frame_id=frame_id)
         )
 
     @server.tool(annotations=CONTROLS)
@@ -290,7 +296,7 @@ def build_server(store: Store, sessions: Sessions | None = None, runner: Runner 
                     await live.request(other.id, "close", {})
             result = await runs.wait(session.run_id, 15.0)
             state = (
-                f"run {session.run_id} has stopped ({render.status_text(result.run)})"
+                f"run {session.run_id} has stopped ({runs_view.status_text(result.run)})"
                 if result.kind == "finished" and result.run
                 else f"run {session.run_id} stops after this test"
             )
@@ -358,13 +364,13 @@ def build_server(store: Store, sessions: Sessions | None = None, runner: Runner 
         if command is not None and tests:
             raise ToolError("Give either command or tests, not both.")
         if command is not None:
-            return await asking(detect.command(command, cwd, timeout, min(sample_interval, timeout)))
+            return await asking(hang_detection.command(command, cwd, timeout, min(sample_interval, timeout)))
 
         async def progress(elapsed: float, total: float | None, message: str) -> None:
             await ctx.report_progress(elapsed, total, message)
 
         return await asking(
-            detect.tests(runs, tests or [], cwd, timeout, min(sample_interval, timeout), progress)
+            hang_detection.tests(runs, tests or [], cwd, timeout, min(sample_interval, timeout), progress)
         )
 
     async def _wait(ctx: Context, run_id: str, timeout: float | None) -> str:
@@ -372,8 +378,8 @@ def build_server(store: Store, sessions: Sessions | None = None, runner: Runner 
             await ctx.report_progress(elapsed, total, message)
 
         result = await asking(runs.wait(run_id, timeout, progress))
-        frames = await liveview.live_locals(live, result.session.id) if result.session is not None else None
-        return await asking(anyio.to_thread.run_sync(partial(liveview.outcome, store, result, frames)))
+        frames = await live_view.live_locals(live, result.session.id) if result.session is not None else None
+        return await asking(anyio.to_thread.run_sync(partial(live_view.outcome, store, result, frames)))
 
     @server.tool(annotations=READ_ONLY)
     @reading
@@ -396,7 +402,7 @@ def build_server(store: Store, sessions: Sessions | None = None, runner: Runner 
         teardown. since/until: ISO time, epoch seconds or an age like 5m. Long replies show a window
         and say how to get the rest."""
         row = lookup.run(store, run_id)
-        return outview.get_output(
+        return output_view.get_output(
             store,
             row,
             test,
@@ -426,7 +432,7 @@ def build_server(store: Store, sessions: Sessions | None = None, runner: Runner 
         max_results of them from the occurrence-th on, each with context lines before and after and
         the match marked >>> N: line <<<; says how to get the next one."""
         row = lookup.run(store, run_id)
-        return outview.search_output(
+        return output_view.search_output(
             store,
             row,
             pattern,
@@ -453,7 +459,7 @@ def build_server(store: Store, sessions: Sessions | None = None, runner: Runner 
         stderr, log, warnings or both (all). pattern: a regex the lines must match. since: ISO time
         or an age like 10m. Replies start with total_results, truncated, sessions_queried,
         sessions_not_found and time_range."""
-        return outview.get_logs(
+        return output_view.get_logs(
             store, labels, lines=lines, since=since, stream=stream, pattern=pattern, max_results=max_results
         )
 
@@ -465,7 +471,7 @@ def build_server(store: Store, sessions: Sessions | None = None, runner: Runner 
     )
     def runs_resource() -> str:
         lookup.refresh(store)
-        return render.sessions(store.runs())
+        return runs_view.sessions(store.runs())
 
     @server.resource(
         "mcpdebug://runs/{run_id}",
@@ -490,7 +496,7 @@ def build_server(store: Store, sessions: Sessions | None = None, runner: Runner 
     )
     @resource_reading
     def logs_list() -> str:
-        return outview.logs_list(store)
+        return output_view.logs_list(store)
 
     @server.resource(
         "mcpdebug://logs/recent{?n}",
@@ -500,7 +506,7 @@ def build_server(store: Store, sessions: Sessions | None = None, runner: Runner 
     )
     @resource_reading
     def logs_recent(n: int = 5) -> str:
-        return outview.logs_list(store, max(1, min(n, 1000)))
+        return output_view.logs_list(store, max(1, min(n, 1000)))
 
     @server.resource(
         "mcpdebug://runs/{run_id}/output",
@@ -510,7 +516,7 @@ def build_server(store: Store, sessions: Sessions | None = None, runner: Runner 
     )
     @resource_reading
     def run_output(run_id: str) -> str:
-        return outview.get_output(store, lookup.run(store, run_id), None)
+        return output_view.get_output(store, lookup.run(store, run_id), None)
 
     @server.resource(
         "mcpdebug://runs/{run_id}/tests/{nodeid}/output",
@@ -522,7 +528,7 @@ def build_server(store: Store, sessions: Sessions | None = None, runner: Runner 
     )
     @resource_reading
     def test_output(run_id: str, nodeid: str) -> str:
-        return outview.get_output(store, lookup.run(store, run_id), nodeid)
+        return output_view.get_output(store, lookup.run(store, run_id), nodeid)
 
     @server.resource(
         "mcpdebug://runs/{run_id}/tests/{nodeid}/range{?start,end,lineNumbers}",
@@ -536,7 +542,7 @@ def build_server(store: Store, sessions: Sessions | None = None, runner: Runner 
         run_id: str, nodeid: str, start: int | None = None, end: int | None = None, lineNumbers: bool = True
     ) -> str:
         run = lookup.run(store, run_id)
-        return outview.get_output(store, run, nodeid, start=start, end=end, line_numbers=lineNumbers)
+        return output_view.get_output(store, run, nodeid, start=start, end=end, line_numbers=lineNumbers)
 
     @server.resource(
         "mcpdebug://runs/{run_id}/tests/{nodeid}/search{?q,context,occurrence,caseInsensitive}",
@@ -555,7 +561,7 @@ def build_server(store: Store, sessions: Sessions | None = None, runner: Runner 
         caseInsensitive: bool = False,
     ) -> str:
         run = lookup.run(store, run_id)
-        return outview.search_output(
+        return output_view.search_output(
             store,
             run,
             q,
@@ -577,14 +583,14 @@ def build_server(store: Store, sessions: Sessions | None = None, runner: Runner 
         run_id: str, q: str = "", context: int = 3, occurrence: int = 1, caseInsensitive: bool = False
     ) -> str:
         run = lookup.run(store, run_id)
-        return outview.search_output(
+        return output_view.search_output(
             store, run, q, None, context=context, occurrence=occurrence, ignore_case=caseInsensitive
         )
 
     def _summary(run_id: str) -> str:
         row = lookup.run(store, run_id)
         rid = row["run_id"]
-        return render.run_summary(
+        return runs_view.run_summary(
             row,
             store.problems(rid),
             store.collection_errors(rid),

@@ -14,12 +14,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from mcpdebug.store import Store, StoreError, output_query
+from mcpdebug.store.output_query import ErrorType, OutputError
+from mcpdebug.views import hang as hang_view
+from mcpdebug.views import lookup
+from mcpdebug.views import output as output_view
+from mcpdebug.views import runs as runs_view
 from pytest_mcpdebug import __version__, limits
-from pytest_mcpdebug.layout import DIRNAME, STORE_FILE
-
-from . import hangview, lookup, outquery, outview, render
-from .outquery import ErrorType, OutputError
-from .store import Store, StoreError
+from pytest_mcpdebug.folder import DIRNAME, STORE_FILE
 
 EXIT_USAGE = 2
 EXIT_NOT_FOUND = 3
@@ -110,9 +112,9 @@ def _parser() -> argparse.ArgumentParser:
     logs.add_argument("--occurrence", type=int, default=1, help="first match to show (default: 1)")
     logs.add_argument("--max-results", type=int, default=20, help="matches to show (default: 20)")
     logs.add_argument(
-        "--stream", default="combined", choices=outquery.STREAM_CHOICES, help="default: combined"
+        "--stream", default="combined", choices=output_query.STREAM_CHOICES, help="default: combined"
     )
-    logs.add_argument("--phase", choices=outquery.PHASE_CHOICES, help="only this phase's lines")
+    logs.add_argument("--phase", choices=output_query.PHASE_CHOICES, help="only this phase's lines")
     logs.add_argument("--no-line-numbers", action="store_true", help="print lines without their numbers")
 
     failure = sub.add_parser("failure", help="a failure's frames, locals and source (as get_failure)")
@@ -131,7 +133,7 @@ def _parser() -> argparse.ArgumentParser:
         "-n", "--lines", type=int, default=10, help="lines of history to show first (default: 10)"
     )
     tail.add_argument(
-        "--stream", default="combined", choices=outquery.STREAM_CHOICES, help="default: combined"
+        "--stream", default="combined", choices=output_query.STREAM_CHOICES, help="default: combined"
     )
     tail.add_argument("--interval", type=float, default=0.25, help="seconds between looks (default: 0.25)")
     return parser
@@ -155,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "tail":
             return _tail(store, args)
         if args.command == "failure":
-            print(hangview.failure_or_hang(store, lookup.run(store, args.run), args.test))
+            print(hang_view.failure_or_hang(store, lookup.run(store, args.run), args.test))
             return 0
         return _show(store, args)
     except (StoreError, limits.LimitsError) as exc:
@@ -177,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
 def _serve(args: argparse.Namespace) -> int:
     import anyio
 
-    from .serve import ServeConfig, run
+    from mcpdebug.serve import ServeConfig, run
 
     logging.basicConfig(
         level=args.log_level.upper(),
@@ -219,7 +221,7 @@ def _logs(store: Store, args: argparse.Namespace) -> int:
     run = lookup.run(store, args.run)
     if args.grep is not None:
         print(
-            outview.search_output(
+            output_view.search_output(
                 store,
                 run,
                 args.grep,
@@ -234,7 +236,7 @@ def _logs(store: Store, args: argparse.Namespace) -> int:
         return 0
     start, end = _parse_range(args.range)
     print(
-        outview.get_output(
+        output_view.get_output(
             store,
             run,
             args.test,
@@ -289,8 +291,8 @@ def _tail(store: Store, args: argparse.Namespace) -> int:
     while True:
         lookup.refresh(store)
         run = store.run(rid) or run
-        for unit in outquery.units(store.db, rid):
-            view = outquery.build_view(store.outputs, store.db, rid, unit, stream=args.stream)
+        for unit in output_query.units(store.db, rid):
+            view = output_query.build_view(store.outputs, store.db, rid, unit, stream=args.stream)
             done = printed.get(unit["id"], 0)
             if first_look:
                 done = max(view.total - args.lines, 0) if unit is not None else 0
@@ -298,7 +300,7 @@ def _tail(store: Store, args: argparse.Namespace) -> int:
                 printed[unit["id"]] = done
                 continue
             if current != unit["id"]:
-                print(f"\n==> {outview.describe_unit(unit['unit'])} <==")
+                print(f"\n==> {output_view.describe_unit(unit['unit'])} <==")
                 current = unit["id"]
             for line in view.lines(done + 1, view.total):
                 prefix = (
@@ -308,11 +310,11 @@ def _tail(store: Store, args: argparse.Namespace) -> int:
             printed[unit["id"]] = view.total
         sys.stdout.flush()
         if first_look and run["status"] != "running":
-            print(f"\n(run {rid} is {render.status_text(run)}; nothing more will come)")
+            print(f"\n(run {rid} is {runs_view.status_text(run)}; nothing more will come)")
             return 0
         first_look = False
         if run["status"] != "running":
-            print(f"\n(run {rid} ended: {render.status_text(run)})")
+            print(f"\n(run {rid} ended: {runs_view.status_text(run)})")
             return 0
         time.sleep(max(args.interval, 0.05))
 
@@ -329,7 +331,7 @@ def _runs(store: Store, args: argparse.Namespace) -> int:
         print(json.dumps(runs, indent=2))
         return 0
     if not runs:
-        print(render.sessions(runs))
+        print(runs_view.sessions(runs))
         return 0
     from rich.table import Table
 
@@ -339,10 +341,10 @@ def _runs(store: Store, args: argparse.Namespace) -> int:
     for run in runs:
         table.add_row(
             run["run_id"],
-            render.status_text(run),
-            render.when(run["started"]),
-            render.seconds(render.run_duration(run)),
-            render.counts_text(run["counts"]),
+            runs_view.status_text(run),
+            runs_view.when(run["started"]),
+            runs_view.seconds(runs_view.run_duration(run)),
+            runs_view.counts_text(run["counts"]),
             run["label"],
         )
     _console().print(table)
@@ -358,8 +360,8 @@ def _show(store: Store, args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps({"run_id": rid, **test, "phases": phases}, indent=2))
         else:
-            output = outview.output_tail(store, run, test["nodeid"], max(0, args.tail))
-            print(render.test_detail(run, test, phases, output))
+            output = output_view.output_tail(store, run, test["nodeid"], max(0, args.tail))
+            print(runs_view.test_detail(run, test, phases, output))
         return 0
     problems = store.problems(rid)
     errors = store.collection_errors(rid)
@@ -372,7 +374,7 @@ def _show(store: Store, args: argparse.Namespace) -> int:
     from rich.table import Table
 
     print(
-        render.run_summary(
+        runs_view.run_summary(
             run, problems, errors, [t for t in tests if t["status"] == "running"], store.hangs(run["run_id"])
         )
     )
@@ -383,7 +385,7 @@ def _show(store: Store, args: argparse.Namespace) -> int:
     for t in tests:
         table.add_row(
             f"[{styles.get(t['status'], '')}]{t['status']}[/]" if t["status"] in styles else t["status"],
-            render.seconds(t["duration"]),
+            runs_view.seconds(t["duration"]),
             t["worker"],
             t["nodeid"],
             t["message"],

@@ -18,15 +18,14 @@ from pathlib import Path
 
 import anyio
 
-from pytest_mcpdebug.layout import SERVER_FILE, ServerInfo, read_server_info, write_server_info
+from mcpdebug.app import build_server
+from mcpdebug.ingest.spool import ingest_spool
+from mcpdebug.ingest.websocket import IngestServer
+from mcpdebug.live.sessions import Sessions
+from mcpdebug.processes.test_runs import Runner
+from mcpdebug.store import Store
+from pytest_mcpdebug.folder import SERVER_FILE, ServerInfo, read_server_info, write_server_info
 from pytest_mcpdebug.limits import Limits, describe
-
-from .app import build_server
-from .ingest import ingest_spool
-from .runner import Runner
-from .sessions import Sessions
-from .store import Store
-from .wsingest import IngestServer
 
 log = logging.getLogger("mcpdebug.serve")
 

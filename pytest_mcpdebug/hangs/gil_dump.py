@@ -1,0 +1,238 @@
+"""Reading the faulthandler backstop's dump: the stacks of a process hung while holding the GIL.
+
+The watchdog keeps faulthandler's C timer armed (see `watchdog`); when a C call holds the GIL past
+the timeout and the grace, the timer writes every thread's stack to
+``.mcpdebug/hangs/<run id>.<process>.txt`` and ends the process. The first line of the file, written
+at session start, names the thread that runs tests. This module turns such a file into a
+`HangReport`, for the xdist controller (a worker died) or the server (any process that died).
+No pytest import: the server uses it too.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from pytest_mcpdebug.hangs import classify as classifier
+from pytest_mcpdebug.protocol import HangFrame, HangReport, HangThread
+from pytest_mcpdebug.values import is_library
+
+HEADER: Final = "mcpdebug: test thread "
+TEST: Final = "mcpdebug: running "
+HEADER_SIZE: Final = 4096
+"""The header (thread, and the test running now, rewritten in place per test) fills this many bytes;
+faulthandler writes after it."""
+STUCK: Final = "mcpdebug: hang: "
+"""A line the watchdog adds before ending a process whose hung test it could not interrupt."""
+_THREAD = re.compile(r"^(?:Current thread|Thread) (0x[0-9a-fA-F]+)")
+_FRAME = re.compile(r'^\s+File "(?P<file>.+)", line (?P<line>\d+) in (?P<function>.+)$')
+_TIMEOUT = re.compile(r"^Timeout \((?P<h>\d+):(?P<m>\d+):(?P<s>\d+(?:\.\d+)?)\)!")
+_FATAL = re.compile(r"^Fatal Python error: (?P<what>.+)$")
+
+
+@dataclass(frozen=True)
+class DumpName:
+    run_id: str
+    process: str
+    worker: str
+    pid: int
+
+
+def dump_name(run_id: str, process: str) -> str:
+    return f"{run_id}.{process}.txt"
+
+
+def parse_name(path: Path) -> DumpName | None:
+    """``<run id>.<worker>-<pid>.txt`` -> its parts (None for other files)."""
+    if path.suffix != ".txt":
+        return None
+    run_id, _, process = path.stem.rpartition(".")
+    worker, _, pid = process.rpartition("-")
+    if not run_id or not worker or not pid.isdigit():
+        return None
+    return DumpName(run_id, process, worker, int(pid))
+
+
+class DumpFile:
+    """The file faulthandler's backstop writes to, opened for the whole session."""
+
+    def __init__(self, path: Path, thread: int) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.fd = os.open(path, os.O_CREAT | os.O_TRUNC | os.O_RDWR, 0o644)
+        first = f"{HEADER}{thread:#018x}\n".encode()
+        self._test_at = len(first)
+        os.write(self.fd, first + b" " * (HEADER_SIZE - len(first) - 1) + b"\n")
+        os.lseek(self.fd, HEADER_SIZE, os.SEEK_SET)
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def set_test(self, nodeid: str) -> None:
+        """Name the test that runs now ("" between tests): one small write in place, so a dump, or
+        a file left behind by a process that vanished, says whose it is."""
+        text = f"{TEST}{nodeid}" if nodeid else ""
+        line = text.encode("utf-8", "replace")[: HEADER_SIZE - self._test_at - 2] + b"\n"
+        os.pwrite(self.fd, line.ljust(HEADER_SIZE - self._test_at - 1), self._test_at)
+
+    def append(self, text: str) -> None:
+        os.write(self.fd, text.encode("utf-8", "replace"))
+
+    def close(self) -> None:
+        """Close it, and remove it if nothing was dumped (the usual case)."""
+        try:
+            dumped = os.fstat(self.fd).st_size > HEADER_SIZE
+            os.close(self.fd)
+        except OSError:
+            return
+        if not dumped:
+            self.path.unlink(missing_ok=True)
+
+
+def has_dump(path: Path) -> bool:
+    """True once faulthandler (or the watchdog, at a test it could not stop) wrote after the header."""
+    try:
+        return path.stat().st_size > HEADER_SIZE
+    except OSError:
+        return False
+
+
+def vanished(name: DumpName, text: str) -> HangReport | None:
+    """A file with only its header, left by a dead process: it ended during the test the header
+    names, without a traceback (os._exit, SIGKILL, the OOM killer)."""
+    test = dumped_test(text)
+    if not test:
+        return None
+    return HangReport(
+        kind="crashed",
+        summary=f"its process ({name.worker}, pid {name.pid}) ended while the test ran, without a traceback "
+        "(os._exit, SIGKILL or the OOM killer)",
+    )
+
+
+def dumped_test(text: str) -> str:
+    """The test the header names (the one running when the process was dumped), or ""."""
+    for line in text.splitlines()[:3]:
+        if line.startswith(TEST):
+            return line[len(TEST) :].strip()
+    return ""
+
+
+def report(path: Path, *, timeout: float = 0.0) -> HangReport | None:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    return parse(text, timeout=timeout)
+
+
+def parse(text: str, *, timeout: float = 0.0) -> HangReport | None:
+    lines = text.splitlines()
+    test_thread = ""
+    if lines and lines[0].startswith(HEADER):
+        test_thread = lines[0][len(HEADER) :].strip().lower()
+    lines = [line for line in lines if line.strip()]
+    elapsed = 0.0
+    stuck = ""
+    fatal = ""
+    current = ""
+    threads: list[tuple[str, list[classifier.Frame]]] = []
+    for line in lines:
+        if m := _FATAL.match(line):
+            fatal = m["what"].strip()
+        elif line.startswith("Current thread "):
+            current = line.split()[2].lower()
+        if line.startswith(STUCK):
+            stuck = line[len(STUCK) :].strip()
+        elif m := _TIMEOUT.match(line):
+            elapsed = int(m["h"]) * 3600 + int(m["m"]) * 60 + float(m["s"])
+        elif m := _THREAD.match(line):
+            threads.append((m.group(1).lower(), []))
+        elif (m := _FRAME.match(line)) and threads:
+            threads[-1][1].append((m["file"], int(m["line"]), m["function"].strip()))
+    if stuck:
+        return HangReport(kind="stuck", summary=stuck, timeout=timeout, action="exit")
+    if not threads:
+        return None
+    wanted = current if fatal and current else test_thread  # a crash names the thread that crashed
+    test = next((t for t in threads if _same_thread(t[0], wanted)), threads[-1])
+    stack = tuple(test[1])
+    out_threads = [
+        HangThread(
+            name="test thread" if t is test else f"thread {t[0]}",
+            ident=int(t[0], 16),
+            frames=[
+                HangFrame(
+                    file=f, line=n, function=fn, code=classifier.source_line(f, n), library=is_library(f)
+                )
+                for f, n, fn in t[1]
+            ],
+            test=t is test,
+        )
+        for t in sorted(threads, key=lambda t: t is not test)
+    ]
+    if not stack:
+        return HangReport(
+            kind="gil", summary="the process held the GIL; no Python frame was running", threads=out_threads
+        )
+    user_index = next((i for i, f in enumerate(stack) if not is_library(f[0])), 0)
+    file, lineno, function = stack[user_index]
+    call = ""
+    if user_index > 0:
+        callee = stack[user_index - 1]
+        call = f"{_module(callee[0])}.{callee[2]}"
+    else:
+        call = classifier.source_line(file, lineno)
+    what = f"`{call}`" if call and user_index == 0 else (call or "a C call")
+    if fatal:
+        summary = f"crashed ({fatal}) in {what} at line {lineno} of {function}() ({_short(file)})"
+    else:
+        summary = (
+            f"held the GIL in {what} at line {lineno} of {function}() ({_short(file)}): a C call that "
+            "does not let other threads run, so it could not be interrupted"
+        )
+    return HangReport(
+        kind="crashed" if fatal else "gil",
+        summary=summary,
+        file=os.path.abspath(file),
+        function=function,
+        line=lineno,
+        lines=[lineno],
+        call=call,
+        wait_kind="crash" if fatal else "gil",
+        timeout=timeout,
+        elapsed=elapsed,
+        action="",  # the process ended: under xdist a new worker goes on, without it the run ends
+        threads=out_threads,
+        source=_source(file, lineno),
+    )
+
+
+def _same_thread(a: str, b: str) -> bool:
+    try:
+        return bool(b) and int(a, 16) == int(b, 16)
+    except ValueError:
+        return False
+
+
+def _module(path: str) -> str:
+    parts = path.replace("\\", "/").split("/")
+    if parts[-1] == "__init__.py" and len(parts) > 1:
+        return parts[-2]
+    return parts[-1].removesuffix(".py")
+
+
+def _short(path: str) -> str:
+    parts = path.replace("\\", "/").split("/")
+    return "/".join(parts[-2:]) if len(parts) > 1 else path
+
+
+def _source(file: str, line: int, context: int = 5) -> list[tuple[int, str]]:
+    import linecache
+
+    lines = linecache.getlines(file)
+    first, last = max(line - context, 1), min(line + context, len(lines))
+    return [(n, lines[n - 1].rstrip("\n")[:300]) for n in range(first, last + 1)]

@@ -1,0 +1,327 @@
+"""A hang report, built in the hung process from its own live state at the deadline.
+
+Every thread's stack (absolute paths, lines, functions, source), the locals of the frame where the
+test's thread loops or waits, the asyncio tasks of an event loop it runs and where each waits, the
+last lines it wrote, CPU time against wall time, and the classification of the watchdog's samples
+(`classifier.classify`). A thread the test's thread joins is followed, so "blocked in Thread.join" also
+says what the joined thread is stuck in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import linecache
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from types import FrameType
+from typing import Any, Final
+
+from pytest_mcpdebug.hangs import classify as classifier
+from pytest_mcpdebug.protocol import HangFrame, HangReport, HangTask, HangThread
+from pytest_mcpdebug.values import VarBuilder, is_library
+
+# Limits
+MAX_FRAMES: Final = 40
+"""Frames kept per thread (the innermost)."""
+MAX_THREADS: Final = 30
+MAX_TASKS: Final = 30
+WINDOW: Final = 50
+"""Samples classified: the last ones (5 s at the default interval)."""
+OWN_THREADS: Final = "mcpdebug-"
+
+
+def stack_of(frame: FrameType | None, limit: int = MAX_FRAMES) -> tuple[classifier.Frame, ...]:
+    """A frame and its callers as (file, line, function), innermost first."""
+    out: list[classifier.Frame] = []
+    while frame is not None and len(out) < limit:
+        code = frame.f_code
+        out.append((code.co_filename, frame.f_lineno, code.co_name))
+        frame = frame.f_back
+    return tuple(out)
+
+
+def build(
+    *,
+    thread_id: int,
+    samples: Sequence[classifier.Sample],
+    started: float,
+    timeout: float,
+    interval: float,
+    cpu_start: float | None,
+    clock: int | None,
+    action: str,
+    output: Callable[[], list[str]] | None = None,
+    frame: FrameType | None = None,
+) -> HangReport:
+    """``frame``: where the test's thread is, when the caller knows better than its current stack
+    (a signal handler running in that thread knows the frame it interrupted)."""
+    frames = sys._current_frames()
+    if frame is not None:
+        frames[thread_id] = frame
+    test_frame = frames.get(thread_id)
+    now = time.monotonic()
+    cpu_now = _cpu(clock)
+    window = [*samples[-WINDOW:]]
+    if test_frame is not None:
+        window.append(classifier.Sample(now, cpu_now, stack_of(test_frame)))
+    if 0 < len(window) < 3 and cpu_start is not None:
+        # A timeout shorter than a few intervals leaves too few samples to tell CPU from waiting: the
+        # CPU time since the start of the test stands in, with the first stack seen.
+        window.insert(0, classifier.Sample(started, cpu_start, window[0].stack))
+    found = classifier.classify(window, is_library=is_library)
+    threads = _threads(frames, thread_id, started, cpu_start, cpu_now)
+    summary = found.summary
+    tasks: list[HangTask] = []
+    if test_frame is not None:
+        tasks = _tasks(test_frame)
+        waiting = _waiting_task(tasks)
+        if found.wait_kind in ("select", "asyncio") and waiting is not None:
+            task, at = waiting
+            found.file, found.line, found.function = at.file, at.line, at.function
+            found.kind, found.lines = "blocked", [at.line]
+            found.call = task.awaiting
+            summary = (
+                f"blocked: asyncio task {task.name} awaits {task.awaiting or 'something'} at line "
+                f"{at.line} of {at.function}() ({_short(at.file)}); the event loop is idle"
+            )
+        elif found.wait_kind == "thread join":
+            joined = _joined_thread(test_frame, frames)
+            if joined is not None:
+                summary += f"; the joined thread {joined}"
+    variables, children, whose = _locals(test_frame, found)
+    return HangReport(
+        kind=found.kind,
+        summary=summary,
+        file=os.path.abspath(found.file) if found.file else "",
+        function=found.function,
+        line=found.line,
+        lines=found.lines,
+        call=found.call,
+        wait_kind=found.wait_kind,
+        since=found.since,
+        timeout=timeout,
+        elapsed=now - started,
+        cpu=None if cpu_now is None or cpu_start is None else cpu_now - cpu_start,
+        phase=_phase(test_frame),
+        samples=len(samples),
+        interval=interval,
+        action=action,
+        threads=threads,
+        locals=variables,
+        locals_frame=whose,
+        children=children,
+        tasks=tasks,
+        output=_output(output),
+        source=_source(found.file, found.line),
+    )
+
+
+def _cpu(clock: int | None) -> float | None:
+    if clock is None:
+        return None
+    try:
+        return time.clock_gettime(clock)
+    except OSError:
+        return None
+
+
+def thread_clock(thread_id: int) -> int | None:
+    """The CPU-time clock of a thread (Linux and most Unixes), or None."""
+    try:
+        return time.pthread_getcpuclockid(thread_id)
+    except (AttributeError, OSError):
+        return None
+
+
+def _frames(stack: tuple[classifier.Frame, ...]) -> list[HangFrame]:
+    """Frames for a report; the source of library frames is left out, except the innermost's: reading
+    files is what costs here (each read waits for the GIL a busy test thread holds)."""
+    out = []
+    for number, (file, line, function) in enumerate(stack):
+        library = is_library(file)
+        out.append(
+            HangFrame(
+                file=file if file.startswith("<") else os.path.abspath(file),
+                line=line,
+                function=function,
+                code=classifier.source_line(file, line) if number == 0 or not library else "",
+                library=library,
+            )
+        )
+    return out
+
+
+def _threads(
+    frames: dict[int, FrameType], test_id: int, started: float, cpu_start: float | None, cpu_now: float | None
+) -> list[HangThread]:
+    by_id = {t.ident: t for t in threading.enumerate()}
+    out = []
+    for ident, frame in frames.items():
+        thread = by_id.get(ident)
+        name = thread.name if thread is not None else f"thread {ident:#x}"
+        if name.startswith(OWN_THREADS):
+            continue  # the plugin's own threads (watchdog, sender, output tail)
+        cpu = None
+        if ident == test_id and cpu_start is not None and cpu_now is not None:
+            cpu = cpu_now - cpu_start
+        out.append(
+            HangThread(
+                name=name,
+                ident=ident,
+                frames=_frames(stack_of(frame)),
+                test=ident == test_id,
+                daemon=bool(thread is not None and thread.daemon),
+                cpu=cpu,
+            )
+        )
+    out.sort(key=lambda t: not t.test)  # the test's thread first
+    return out[:MAX_THREADS]
+
+
+def _locals(
+    frame: FrameType | None, found: classifier.Classification
+) -> tuple[list[Any], dict[str, list[Any]], str]:
+    """Locals of the frame the hang is in (else the innermost frame of the project)."""
+    chosen = None
+    walk = frame
+    while walk is not None:
+        code = walk.f_code
+        if code.co_name == found.function and os.path.abspath(code.co_filename) == os.path.abspath(
+            found.file
+        ):
+            chosen = walk
+            break
+        if chosen is None and not is_library(code.co_filename):
+            chosen = walk
+        walk = walk.f_back
+    if chosen is None:
+        return [], {}, ""
+    builder = VarBuilder()
+    try:
+        names = [(k, v) for k, v in list(chosen.f_locals.items()) if not k.startswith("@")][:100]
+    except Exception:
+        names = []
+    variables = [builder.var(k, v, 0) for k, v in names]
+    whose = f"{chosen.f_code.co_name}() at {os.path.abspath(chosen.f_code.co_filename)}:{chosen.f_lineno}"
+    return variables, {str(k): v for k, v in builder.children.items()}, whose
+
+
+def _phase(frame: FrameType | None) -> str:
+    """setup, call or teardown: pytest's runner has it in a local of `call_and_report`."""
+    while frame is not None:
+        if frame.f_code.co_name == "call_and_report":
+            when = frame.f_locals.get("when")
+            return when if isinstance(when, str) else ""
+        frame = frame.f_back
+    return ""
+
+
+def _tasks(frame: FrameType) -> list[HangTask]:
+    """The tasks of an event loop the test's thread is running, and where each one waits."""
+    loop = None
+    walk: FrameType | None = frame
+    while walk is not None:
+        candidate = walk.f_locals.get("self") if walk.f_code.co_name in ("_run_once", "run_forever") else None
+        if isinstance(candidate, asyncio.AbstractEventLoop):
+            loop = candidate
+            break
+        walk = walk.f_back
+    if loop is None:
+        return []
+    for _ in range(3):  # the task set may change under us; try again
+        try:
+            tasks = list(asyncio.all_tasks(loop))
+            break
+        except RuntimeError:
+            continue
+    else:
+        return []
+    out = []
+    for task in tasks[:MAX_TASKS]:
+        chain, awaiting = _await_chain(task)
+        out.append(
+            HangTask(
+                name=task.get_name(),
+                coro=getattr(task.get_coro(), "__qualname__", repr(task.get_coro())),
+                state="done" if task.done() else "pending",
+                awaiting=awaiting,
+                frames=_frames(chain),
+            )
+        )
+    return out
+
+
+def _await_chain(task: asyncio.Task[Any]) -> tuple[tuple[classifier.Frame, ...], str]:
+    """The coroutine frames a task is suspended in (innermost first) and what the innermost awaits."""
+    stack: list[classifier.Frame] = []
+    current: Any = task.get_coro()
+    for _ in range(MAX_FRAMES):
+        frame = getattr(current, "cr_frame", None) or getattr(current, "gi_frame", None)
+        if frame is None:
+            break
+        stack.append((frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name))
+        nxt = getattr(current, "cr_await", None) or getattr(current, "gi_yieldfrom", None)
+        if nxt is None:
+            break
+        current = nxt
+    waiter = getattr(task, "_fut_waiter", None)
+    awaiting = _describe(waiter) if waiter is not None else ""
+    return tuple(reversed(stack)), awaiting
+
+
+def _describe(value: Any) -> str:
+    with contextlib.suppress(Exception):
+        text = repr(value)
+        return text if len(text) <= 200 else text[:200] + "..."
+    return type(value).__name__
+
+
+def _waiting_task(tasks: list[HangTask]) -> tuple[HangTask, HangFrame] | None:
+    """The pending task suspended in the project's code (the test's own coroutine, usually)."""
+    for task in tasks:
+        if task.state != "pending":
+            continue
+        for frame in task.frames:
+            if not frame.library:
+                return task, frame
+    return None
+
+
+def _joined_thread(frame: FrameType, frames: dict[int, FrameType]) -> str | None:
+    walk: FrameType | None = frame
+    while walk is not None:
+        if walk.f_code.co_name == "join" and walk.f_code.co_filename.endswith("threading.py"):
+            thread = walk.f_locals.get("self")
+            if isinstance(thread, threading.Thread) and thread.ident in frames:
+                stack = stack_of(frames[thread.ident])
+                found = classifier.classify([classifier.Sample(0.0, None, stack)], is_library=is_library)
+                return f"{thread.name!r} is {found.summary.split(' for ')[0]}"
+            return None
+        walk = walk.f_back
+    return None
+
+
+def _output(output: Callable[[], list[str]] | None) -> list[str]:
+    if output is None:
+        return []
+    try:
+        return output()[-20:]
+    except Exception:
+        return []
+
+
+def _source(file: str, line: int, context: int = 5) -> list[tuple[int, str]]:
+    if not file or line <= 0:
+        return []
+    lines = linecache.getlines(file)
+    first, last = max(line - context, 1), min(line + context, len(lines))
+    return [(n, lines[n - 1].rstrip("\n")[:300]) for n in range(first, last + 1)]
+
+
+def _short(path: str) -> str:
+    parts = path.replace("\\", "/").split("/")
+    return "/".join(parts[-2:]) if len(parts) > 1 else path

@@ -1,0 +1,360 @@
+"""The hang-timeout plugin: which tests are timed and how, and what a hang leaves behind.
+
+A test's timeout comes from ``@pytest.mark.mcpdebug_timeout(seconds, func_only=...)``, else from
+``--mcp-debug-timeout`` / ``MCPDEBUG_TIMEOUT`` / ini ``mcpdebug_timeout`` (resolved once, in
+`settings`). The whole test protocol (set-up, call, teardown) is timed, or only the call with
+``func_only``. A bad marker value is a usage error naming the test. The diagnosis goes to the
+server as a `HangDetected` event, to the terminal at once (on the real stderr, past pytest's capture),
+and into a short section of the terminal summary.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_mcpdebug import protocol
+from pytest_mcpdebug.hangs import gil_dump, reaper
+from pytest_mcpdebug.hangs import report as hang_report
+from pytest_mcpdebug.hangs.gil_dump import STUCK
+from pytest_mcpdebug.hangs.watchdog import Target, Watchdog
+from pytest_mcpdebug.output.tail import OutputTail
+from pytest_mcpdebug.recording.reporter import Reporter
+from pytest_mcpdebug.recording.sender import Sender
+from pytest_mcpdebug.settings import HangSettings, parse_seconds
+
+MARKER = "mcpdebug_timeout"
+MARKER_HELP = (
+    f"{MARKER}(seconds, func_only=False): fail this test with a hang diagnosis if it runs longer "
+    "(pytest-mcpdebug; 0 disables the timeout for this test)"
+)
+STUCK_EXIT = 3
+"""Exit status of a process ended because a hung test could not be interrupted."""
+
+
+class Timeouts:
+    def __init__(
+        self,
+        *,
+        config: pytest.Config,
+        settings: HangSettings,
+        reporter: Reporter,
+        sender: Sender,
+        tail: OutputTail | None,
+        dump_path: Path | None,
+        session_started: float | None = None,
+    ) -> None:
+        self.config = config
+        self.settings = settings
+        self.reporter = reporter
+        self.sender = sender
+        self.hangs: list[tuple[str, protocol.HangReport]] = []
+        self._dump: gil_dump.DumpFile | None = None
+        if dump_path is not None:
+            try:
+                self._dump = gil_dump.DumpFile(dump_path, threading.get_ident())
+            except OSError:
+                self._dump = None
+        self.dump_path = dump_path if self._dump is not None else None
+        self._reaper: subprocess.Popen[bytes] | None = None
+        self._stderr = _real_stderr(config)
+        self._redirected = False
+        timed = settings.timeout is not None or settings.session_timeout is not None
+        if self._dump is not None and (reporter.role == "worker" or timed):
+            # A crash (segfault, abort) writes its traceback here too, so it is recorded with its test.
+            # A worker's is reported by the controller; without xdist the reaper shows it on the
+            # terminal as pytest would. (A run without timeouts keeps pytest's own crash output, and a
+            # crash is still attributed from the file's header.)
+            self._redirect_crashes()
+        self.watchdog = Watchdog(
+            interval=settings.interval,
+            grace=settings.grace,
+            on_hang=self._on_hang,
+            on_stuck=self._on_stuck,
+            output=tail.recent if tail is not None else None,
+            dump=self._dump,
+        )
+        self._started = False
+        self._previous: dict[int, Any] = {}
+        self._killed = False
+        self.current: str | None = None
+        self._timer: _TestTimer | None = None
+        """The test running now (timed or not), for a report when the run is stopped from outside."""
+        if settings.session_timeout is not None:
+            started = session_started if session_started is not None else time.time()
+            self.watchdog.session_deadline = (
+                time.monotonic() + started + settings.session_timeout - time.time()
+            )
+            self.watchdog.on_session_timeout = self._on_session_timeout
+            self._start_watchdog()
+        self._install_kill_handlers()
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self.config.pluginmanager.unregister(self._timer)
+            self._timer = None
+        for signum, previous in self._previous.items():
+            with contextlib.suppress(ValueError, OSError, TypeError):
+                signal.signal(signum, previous)
+        if self._started:
+            self.watchdog.stop()
+        if self._dump is not None:
+            if self._redirected:
+                with contextlib.suppress(Exception):
+                    faulthandler.enable(file=self._stderr, all_threads=True)  # back to the terminal
+            self._dump.close()
+        if self._reaper is not None and self._reaper.stdin is not None:
+            with contextlib.suppress(OSError):
+                self._reaper.stdin.close()  # it sees the end of its input, finds no dump, and exits
+
+    def _redirect_crashes(self) -> None:
+        if self._redirected or self._dump is None:
+            return
+        self._redirected = True
+        with contextlib.suppress(Exception):
+            faulthandler.enable(file=self._dump, all_threads=True)
+        if self.reporter.role == "main":
+            self._reaper = reaper.start(self._dump.path, self._stderr)
+
+    # Hooks ----------------------------------------------------------------------------------------
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        timed = False
+        for item in items:
+            timeout, _ = self._resolve(item)  # a bad marker is an error before anything runs
+            timed = timed or timeout is not None
+        if timed and self._timer is None:  # a run with no timed test pays for none of its hooks
+            self._timer = _TestTimer(self)
+            self.config.pluginmanager.register(self._timer, "mcpdebug-test-timer")
+
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        self.current = nodeid
+        if self._dump is not None:
+            with contextlib.suppress(OSError):
+                self._dump.set_test(nodeid)  # a crash's dump, or a vanished process's file, says whose
+
+    def pytest_runtest_logfinish(self, nodeid: str) -> None:
+        self.current = None
+        if self._dump is not None:
+            with contextlib.suppress(OSError):
+                self._dump.set_test("")
+
+    def pytest_enter_pdb(self) -> None:
+        self.watchdog.disable()
+
+    # Settings -------------------------------------------------------------------------------------
+
+    def _resolve(self, item: pytest.Item) -> tuple[float | None, bool]:
+        """(timeout, func_only) of a test: marker > CLI > env > ini."""
+        cached = item.stash.get(_KEY, None)
+        if cached is not None:
+            return cached
+        timeout, func_only = self.settings.timeout, self.settings.func_only
+        marker = item.get_closest_marker(MARKER)
+        if marker is not None:
+            where = f"@pytest.mark.{MARKER} on {item.nodeid}"
+            raw = (
+                marker.args[0] if marker.args else marker.kwargs.get("seconds", marker.kwargs.get("timeout"))
+            )
+            if raw is None:
+                raise pytest.UsageError(f"mcpdebug: {where} needs a number of seconds, e.g. ({MARKER}(30))")
+            timeout = parse_seconds(raw, where, example=f"{MARKER}(30)", zero=True)
+            if "func_only" in marker.kwargs:
+                func_only = bool(marker.kwargs["func_only"])
+        result = (timeout, func_only)
+        item.stash[_KEY] = result
+        return result
+
+    def _arm(self, item: pytest.Item, timeout: float) -> None:
+        if not self._started:
+            self._start_watchdog()
+        self.watchdog.arm(item.nodeid, timeout, self.settings.action)
+
+    def _start_watchdog(self) -> None:
+        self._started = True
+        self.watchdog.start()
+        self._redirect_crashes()  # a marker's timeout: the backstop's dump needs the reaper too
+        # A first test that takes the GIL at once would starve the sender too: let it write out the
+        # run's start now, so a process ended by the backstop still leaves its run behind.
+        self.sender.drained()
+
+    # Kills and the session timeout ----------------------------------------------------------------
+
+    def _install_kill_handlers(self) -> None:
+        """SIGTERM (a CI job cancelled) and SIGINT: record where the run was before it goes."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            try:
+                self._previous[signum] = signal.signal(signum, self._on_kill)
+            except (ValueError, OSError):
+                continue
+
+    def _on_kill(self, signum: int, frame: Any) -> None:
+        __tracebackhide__ = True
+        if not self._killed:
+            self._killed = True
+            name = signal.Signals(signum).name
+            # In a thread of its own: this handler may have interrupted the main thread inside the
+            # reporter's lock, and must not wait on it for ever.
+            recorder = threading.Thread(
+                target=self._record_stop,
+                args=(
+                    f"{'killed' if signum == signal.SIGTERM else 'interrupted'} by {name}",
+                    signum == signal.SIGTERM,
+                    frame,
+                ),
+                daemon=True,
+            )
+            recorder.start()
+            recorder.join(2.0)
+        previous = self._previous.get(signum, signal.SIG_DFL)
+        if callable(previous):
+            previous(signum, frame)
+        elif previous == signal.SIG_DFL:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+
+    def _on_session_timeout(self, target: Target | None) -> None:
+        self._record_stop(f"the session timeout of {self.settings.session_timeout:g} s was reached", False)
+
+    def _record_stop(self, why: str, flush: bool, frame: Any = None) -> None:
+        """A report of what the process was doing when the run was stopped from outside."""
+        target = self.watchdog._target
+        main = threading.main_thread().ident or threading.get_ident()
+        report = hang_report.build(
+            thread_id=target.thread if target is not None else main,
+            samples=list(target.samples) if target is not None else [],
+            started=target.started if target is not None else time.monotonic(),
+            timeout=target.timeout if target is not None else 0.0,
+            interval=self.settings.interval,
+            cpu_start=target.cpu_start if target is not None else None,
+            clock=target.clock if target is not None else None,
+            action="exit",
+            output=self.watchdog.output,
+            frame=frame,
+        )
+        nodeid = target.nodeid if target is not None else (self.current or "")
+        doing = f" while running {nodeid}: {report.summary}" if nodeid else " between tests"
+        report.kind = "interrupted" if why.startswith("interrupted") else "killed"
+        report.summary = f"{why}{doing}"
+        self.hangs.append((nodeid, report))
+        self.reporter.emit(
+            protocol.HangDetected,
+            nodeid=nodeid,
+            worker=self.reporter.worker,
+            when=report.phase,
+            report=report,
+        )
+        self._say(f"mcpdebug: {report.summary}")
+        if flush:  # the process ends right after this: deliver what is queued now
+            self.sender.close(timeout=1.5)
+
+    # Watchdog callbacks (watchdog thread) ---------------------------------------------------------
+
+    def _on_hang(self, target: Target, report: protocol.HangReport) -> None:
+        self.hangs.append((target.nodeid, report))
+        self.reporter.emit(
+            protocol.HangDetected,
+            nodeid=target.nodeid,
+            worker=self.reporter.worker,
+            when=report.phase,
+            report=report,
+        )
+        what = {"fail": "failing it", "exit": "ending the run", "pause": "holding it for the agent"}
+        self._say(
+            f"mcpdebug: HANG {target.nodeid} after {report.elapsed:.1f} s: {report.summary}; "
+            f"{what.get(target.action, target.action)}"
+        )
+
+    def _on_stuck(self, target: Target) -> None:
+        """Interrupted, the test did not stop (a call that cannot be interrupted): end the process so
+        the run can go on (xdist starts a new worker) and say why, also in the dump file the
+        controller reads when it reports the crashed worker."""
+        why = (
+            f"{target.report.summary if target.report else 'hung'}; it did not stop within "
+            f"{self.settings.grace:g} s of being interrupted, so its process was ended"
+        )
+        self._say(f"mcpdebug: {target.nodeid}: {why} (exit status {STUCK_EXIT})")
+        if self._dump is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self._dump.append(f"{STUCK}{why}\n")
+        self.sender.close(timeout=2.0)
+        os._exit(STUCK_EXIT)
+
+    def _say(self, text: str) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self._stderr, (text + "\n").encode("utf-8", "replace"))
+
+
+_KEY = pytest.StashKey[tuple[float | None, bool]]()
+
+
+def _thread_hex() -> str:
+    return f"{threading.get_ident():#018x}"
+
+
+def _real_stderr(config: pytest.Config) -> int:
+    """The process's stderr before pytest's capture redirected fd 2 (a dup pytest keeps)."""
+    capman = config.pluginmanager.getplugin("capturemanager")
+    capturing = getattr(capman, "_global_capturing", None)
+    err = getattr(capturing, "err", None)
+    saved = getattr(err, "targetfd_save", None)
+    if isinstance(saved, int):
+        return saved
+    try:
+        return sys.__stderr__.fileno() if sys.__stderr__ is not None else 2
+    except (OSError, ValueError):
+        return 2
+
+
+class _TestTimer:
+    """The per-test hooks, registered only when some test of the run has a timeout."""
+
+    def __init__(self, owner: Timeouts) -> None:
+        self.owner = owner
+        self.watchdog = owner.watchdog
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: Any) -> Generator[None, Any, Any]:
+        timeout, func_only = self.owner._resolve(item)
+        armed = timeout is not None and not func_only
+        if timeout is not None and armed:
+            self.owner._arm(item, timeout)
+        try:
+            return (yield)
+        finally:
+            if armed:
+                if self.watchdog.hung:
+                    self.owner.sender.drained()  # the diagnosis leaves before a next test takes the GIL
+                self.watchdog.disarm()
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
+        timeout, func_only = self.owner._resolve(item)
+        armed = timeout is not None and func_only
+        if timeout is not None and armed:
+            self.owner._arm(item, timeout)
+        try:
+            return (yield)
+        finally:
+            if armed:
+                self.watchdog.disarm()
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.failed and self.watchdog.hung:
+            crash = getattr(report.longrepr, "reprcrash", None)
+            if "HangTimeout: " in str(getattr(crash, "message", "")):
+                self.watchdog.landed()  # interrupted: the rest of the test gets a fresh timeout

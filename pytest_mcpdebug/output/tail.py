@@ -1,0 +1,475 @@
+"""Live output: what a test writes reaches the server while the test runs.
+
+pytest's fd capture sends fds 1 and 2 of the whole process (print, C code, subprocesses) to
+temporary files and reads them only when a phase ends. A background thread reads the same files
+every `TICK` seconds with ``pread`` (which does not move pytest's file position) and sends what
+is new as numbered lines; the test thread reads the rest at the end of each phase, just before
+pytest empties the files. Log records come from a handler on the root logger and warnings from
+``pytest_warning_recorded``.
+
+Output belongs to a *unit*: the test whose phase is running, or the process's own output outside
+tests ("" — collection, session-scoped fixtures being set up, records logged between tests). Lines
+are numbered per unit, in the unit's combined output and within their stream, so the server can
+file each line without depending on arrival order.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import logging
+import os
+import threading
+import time
+import warnings
+from collections.abc import Callable, Generator
+from typing import Any, Final, Protocol
+
+import pytest
+
+from pytest_mcpdebug import protocol
+from pytest_mcpdebug.output.lines import LineSplitter, cut_long_lines
+
+# Timeouts
+TICK: Final = 0.1
+"""How often the thread looks for new output: lines reach the server within about this plus the
+sender's flush interval."""
+# Limits
+READ_BYTES: Final = 1024 * 1024
+"""Largest read, and so the largest event's text (plus one held-back line)."""
+RECENT_BLOCKS: Final = 20
+RECENT_BYTES: Final = 4096
+"""What is kept of the last blocks sent, for a hang report's output tail."""
+TICK_BYTES: Final = 16 * READ_BYTES
+"""Most a tick reads per stream; a test writing faster is caught up at the next ticks (the data waits
+in pytest's file on disk, not in memory)."""
+
+Emit = Callable[..., None]
+"""``emit(event_type, **fields)``: numbers and queues one event (`Reporter.emit`)."""
+WaitForRoom = Callable[[], None]
+"""Blocks while the sender holds too much unsent output (`Sender.wait_for_room`)."""
+
+
+class _Source(Protocol):
+    def size(self) -> int: ...
+    def read(self, offset: int, size: int) -> bytes: ...
+
+
+class _FileSource:
+    """pytest's fd capture: a temporary file we read at an offset, leaving its position alone."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def size(self) -> int:
+        return os.fstat(self.fd).st_size
+
+    def read(self, offset: int, size: int) -> bytes:
+        return os.pread(self.fd, size, offset)
+
+
+class _BufferSource:
+    """pytest's sys capture (``--capture=sys`` / ``tee-sys``): an in-memory text buffer."""
+
+    def __init__(self, buffer: Any) -> None:
+        self.buffer = buffer
+
+    def size(self) -> int:
+        return int(self.buffer.tell())  # writes append at the position; pytest rewinds when it empties
+
+    def read(self, offset: int, size: int) -> bytes:
+        # A view copies just the slice (getvalue() would copy the whole buffer on every read). It is
+        # released before returning, and the copy holds the GIL, so no write can try to resize the
+        # buffer while it is exported.
+        with self.buffer.getbuffer() as view:
+            return bytes(view[offset : offset + size])
+
+
+def _source(capture: Any) -> _Source | None:
+    """The readable side of one of pytest's global captures (None when not capturing)."""
+    tmpfile = getattr(capture, "tmpfile", None)
+    if tmpfile is None:
+        return None
+    if type(capture).__name__ in ("FDCapture", "FDCaptureBinary"):
+        try:
+            return _FileSource(tmpfile.fileno())
+        except (OSError, ValueError):
+            return None
+    buffer = getattr(tmpfile, "buffer", None)
+    if buffer is not None and hasattr(buffer, "getvalue"):
+        return _BufferSource(buffer)
+    return None
+
+
+class _Unit:
+    """Line numbering of one unit: how many lines it has, in all and per stream."""
+
+    __slots__ = ("lines", "nodeid", "streams")
+
+    def __init__(self, nodeid: str) -> None:
+        self.nodeid = nodeid
+        self.lines = 0
+        self.streams: dict[str, int] = {}
+
+
+class _Stream:
+    """One captured stream being tailed: where we are in pytest's file, and the unfinished line."""
+
+    __slots__ = ("name", "offset", "source", "splitter")
+
+    def __init__(self, name: str, limit: int) -> None:
+        self.name = name
+        self.source: _Source | None = None
+        self.offset = 0
+        self.splitter = LineSplitter(limit)
+
+
+class OutputTail:
+    """Registered as a plugin in every process that runs tests (not the xdist controller)."""
+
+    def __init__(
+        self, config: pytest.Config, *, emit: Emit, wait_for_room: WaitForRoom, worker: str, max_line: int
+    ) -> None:
+        self.config = config
+        self.emit = emit
+        self.wait_for_room = wait_for_room
+        self.worker = worker
+        self.max_line = max_line
+        self._lock = threading.RLock()  # re-entrant: a warning can be issued while we hold it
+        self._units: dict[str, _Unit] = {"": _Unit("")}
+        self._unit = self._units[""]
+        self._phase = ""
+        self._streams = (_Stream("stdout", max_line), _Stream("stderr", max_line))
+        self._tailing = False
+        self._records: collections.deque[tuple[_Unit, str, float, str]] = collections.deque()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="mcpdebug-output", daemon=True)
+        self._handler = _RecordHandler(self)
+        self._warnings_sent: set[int] = set()
+        self._capman = config.pluginmanager.getplugin("capturemanager")
+        self._attached_to: Any = None
+        self._session_fixtures_unmarked = False
+        self._recent: collections.deque[tuple[_Unit, str, bytes]] = collections.deque(maxlen=RECENT_BLOCKS)
+        self.lost_bytes = 0
+
+    def recent(self, count: int = 20) -> list[str]:
+        """The last lines the running test wrote (read now), for a hang report."""
+        with self._lock:
+            if self._tailing:
+                self._read(READ_BYTES)
+            unit = self._unit
+            lines: list[str] = []
+            for owner, stream, block in reversed(self._recent):
+                if owner is not unit:
+                    break
+                tag = "" if stream == "stdout" else f"[{stream}] "
+                text = block.decode("utf-8", "replace").split("\n")
+                lines[:0] = [tag + line[:500] for line in text[-count:]]
+                if len(lines) >= count:
+                    break
+            return lines[-count:]
+
+    # Life cycle -----------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        level = _pytest_log_level(self.config)
+        if level is not None:
+            self._handler.setLevel(level)
+        logging.getLogger().addHandler(self._handler)
+        self._thread.start()
+
+    def stop(self) -> None:
+        logging.getLogger().removeHandler(self._handler)
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(5.0)
+        with self._lock:
+            self._send_records()
+
+    def _run(self) -> None:
+        while not self._stop.wait(TICK):
+            with self._lock:
+                if self._tailing:
+                    self._read(TICK_BYTES)
+                elif self._records:
+                    self._send_records()
+
+    # Switching units ------------------------------------------------------------------------------
+
+    def _begin(self, nodeid: str, phase: str) -> tuple[_Unit, str, bool]:
+        """Start reading pytest's capture for ``nodeid``'s phase; returns what to restore after."""
+        with self._lock:
+            previous = (self._unit, self._phase, self._tailing)
+            if self._tailing:
+                self._read(None)
+                self._flush_lines()
+            else:
+                self._attach()
+            unit = self._units.get(nodeid)
+            if unit is None:
+                unit = self._units[nodeid] = _Unit(nodeid)
+            self._unit, self._phase, self._tailing = unit, phase, True
+            return previous
+
+    def _end(self, previous: tuple[_Unit, str, bool], *, emptied: bool) -> None:
+        """Read the rest of the phase's output; ``emptied``: pytest is about to empty its files."""
+        with self._lock:
+            self._read(None)
+            self._flush_lines()
+            self._unit, self._phase, self._tailing = previous
+            if emptied:
+                for stream in self._streams:
+                    stream.offset = 0
+
+    def _attach(self) -> None:
+        """Find pytest's capture files (once per capture object: pytest keeps one per session)."""
+        capturing = getattr(self._capman, "_global_capturing", None)
+        if capturing is self._attached_to and capturing is not None:
+            return
+        self._attached_to = capturing
+        for stream in self._streams:
+            stream.source = _source(getattr(capturing, "out" if stream.name == "stdout" else "err", None))
+
+    def _tail_phase(self, nodeid: str, phase: str, *, emptied: bool = True) -> Generator[None, Any, Any]:
+        """The body of a wrapper hook: tail the output of what runs at the ``yield``."""
+        previous = self._begin(nodeid, phase)
+        shown = _watch_warnings(self._live_warning)
+        try:
+            return (yield)
+        finally:
+            _unwatch_warnings(shown)
+            self._end(previous, emptied=emptied)
+
+    def _session_teardown_begins(self) -> None:
+        """From here on, the last test's teardown phase runs the session's fixtures' teardown."""
+        with self._lock:
+            if self._tailing and self._unit.nodeid:
+                self._read(None)
+                self._flush_lines()
+                self._unit, self._phase = self._units[""], "fixture"
+
+    def _live_warning(self, message: Any) -> None:
+        """A warning as it is issued (pytest reports it only after the test), in its place in the output."""
+        with self._lock:
+            if self._tailing:
+                self._read(TICK_BYTES)
+            self._send(self._unit, self._phase, "warnings", _warning_line(message), time.time())
+            self._warnings_sent.add(id(message))
+
+    # Hooks: innermost wrappers, so they run inside pytest's capture of each phase ------------------
+
+    @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, Any, Any]:
+        return (yield from self._tail_phase(item.nodeid, "setup"))
+
+    @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
+        return (yield from self._tail_phase(item.nodeid, "call"))
+
+    @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_runtest_teardown(self, item: pytest.Item) -> Generator[None, Any, Any]:
+        if self._session_fixtures_unmarked:
+            # Runs first when the session is torn down (finalizers run last-in, first-out), i.e.
+            # after this test's own fixtures and before every session fixture set up so far.
+            with contextlib.suppress(Exception):  # the session not being set up is no reason to fail
+                item.session.addfinalizer(self._session_teardown_begins)
+                self._session_fixtures_unmarked = False
+        return (yield from self._tail_phase(item.nodeid, "teardown"))
+
+    @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_make_collect_report(self, collector: pytest.Collector) -> Generator[None, Any, Any]:
+        if not isinstance(collector, pytest.File):
+            return (yield)
+        return (yield from self._tail_phase("", "collect"))
+
+    @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_fixture_setup(self, fixturedef: Any, request: Any) -> Generator[None, Any, Any]:
+        """A session-scoped fixture's set-up output is the run's, not the first test's that needs it."""
+        if fixturedef.scope != "session":
+            return (yield)
+        self._session_fixtures_unmarked = True
+        if not self._tailing:
+            return (yield)
+        return (yield from self._tail_phase("", "fixture", emptied=False))
+
+    def pytest_warning_recorded(self, warning_message: Any, when: str, nodeid: str, location: Any) -> None:
+        """Warnings not seen as they were issued (at collection, or with no phase running)."""
+        with self._lock:
+            if id(warning_message) in self._warnings_sent:
+                self._warnings_sent.discard(id(warning_message))
+                return
+            unit = self._units.get(nodeid) or self._units.setdefault(nodeid, _Unit(nodeid))
+            self._send_records()
+            self._send(unit, when, "warnings", _warning_line(warning_message), time.time())
+
+    # Reading --------------------------------------------------------------------------------------
+
+    def _read(self, budget: int | None) -> None:
+        """Send what is new in pytest's files (everything, if ``budget`` is None). Lock held."""
+        self._send_records()
+        now = time.time()
+        for stream in self._streams:
+            source = stream.source
+            if source is None:
+                continue
+            try:
+                size = source.size()
+                if size < stream.offset:  # emptied by someone else (e.g. --pdb reading it): start over
+                    self.lost_bytes += stream.offset - size
+                    stream.offset = 0
+                left = size - stream.offset if budget is None else min(size - stream.offset, budget)
+                while left > 0:
+                    self.wait_for_room()
+                    data = source.read(stream.offset, min(left, READ_BYTES))
+                    if not data:
+                        break
+                    stream.offset += len(data)
+                    left -= len(data)
+                    block, count = stream.splitter.feed(data)
+                    if count:
+                        self._send(self._unit, self._phase, stream.name, block, now, count)
+            except (OSError, ValueError):
+                stream.source = None  # pytest closed its file (session over): nothing more to read
+
+    def _flush_lines(self) -> None:
+        """The unfinished last line of each stream ends with its phase."""
+        now = time.time()
+        for stream in self._streams:
+            line, count = stream.splitter.flush()
+            if count:
+                self._send(self._unit, self._phase, stream.name, line, now, count)
+
+    def _send_records(self) -> None:
+        """Queued log records, as runs of consecutive records of one unit and phase."""
+        records = self._records
+        while records:
+            unit, phase, _, _ = records[0]
+            texts: list[str] = []
+            times: list[float] = []
+            while records and records[0][0] is unit and records[0][1] == phase:
+                _, _, ts, text = records.popleft()
+                for line in text.split("\n"):
+                    texts.append(line)
+                    times.append(ts)
+            block = cut_long_lines("\n".join(texts).encode("utf-8", "replace"), self.max_line)
+            self._send(unit, phase, "log", block, times[0], len(texts), times)
+
+    def _send(
+        self,
+        unit: _Unit,
+        phase: str,
+        stream: str,
+        block: bytes,
+        ts: float,
+        count: int | None = None,
+        times: list[float] | None = None,
+    ) -> None:
+        if count is None:
+            count = block.count(b"\n") + 1
+        stream_lines = unit.streams.get(stream, 0)
+        self.emit(
+            protocol.Output,
+            ts=ts,
+            nodeid=unit.nodeid,
+            worker=self.worker,
+            phase=phase,
+            stream=stream,
+            first=unit.lines + 1,
+            stream_first=stream_lines + 1,
+            count=count,
+            text=block.decode("utf-8", "replace"),
+            times=times if times and times[0] != times[-1] else None,
+        )
+        unit.lines += count
+        unit.streams[stream] = stream_lines + count
+        self._recent.append((unit, stream, block[-RECENT_BYTES:]))
+
+    def record(self, record: logging.LogRecord) -> None:
+        """From the log handler, in whichever thread logged: queue it for the next read.
+
+        If the test printed since the last read, that is read first, so a record is numbered after
+        the lines written before it: the combined output keeps execution order. (Between stdout and
+        stderr the order within one read is unknown: they are separate files.)
+        """
+        text = f"{record.levelname} {record.name}: {record.getMessage()}"
+        if record.exc_info and record.exc_info[0] is not None:
+            text += "\n" + logging.Formatter().formatException(record.exc_info)
+        elif record.exc_text:
+            text += "\n" + record.exc_text
+        if self._tailing and self._fd_output_waiting():
+            with self._lock:
+                if self._tailing:
+                    self._read(TICK_BYTES)
+        self._records.append((self._unit, self._phase, record.created, text))
+
+    def _fd_output_waiting(self) -> bool:
+        for stream in self._streams:
+            source = stream.source
+            if source is not None:
+                try:
+                    if source.size() != stream.offset:
+                        return True
+                except (OSError, ValueError):
+                    return False
+        return False
+
+
+def _warning_line(message: Any) -> bytes:
+    category = getattr(message.category, "__name__", "Warning")
+    text = f"{category}: {message.message} ({message.filename}:{message.lineno})"
+    return text.encode("utf-8", "replace")
+
+
+_Shown = tuple[Any, Any] | None
+
+
+def _watch_warnings(seen: Callable[[Any], None]) -> _Shown:
+    """Chain ``seen`` in front of the function ``warnings`` calls for each warning it shows.
+
+    Inside a test pytest's ``catch_warnings(record=True)`` makes that function ``log.append``; pytest
+    reads the log after the test, too late to place a warning among the lines printed around it.
+    (A private hook of the ``warnings`` module, present in 3.10-3.13; without it warnings are still
+    recorded, after the phase.)
+    """
+    original = getattr(warnings, "_showwarnmsg_impl", None)
+    if original is None:
+        return None
+
+    def show(message: Any) -> None:
+        try:
+            seen(message)
+        finally:
+            original(message)
+
+    warnings._showwarnmsg_impl = show  # type: ignore[attr-defined]
+    return original, show
+
+
+def _unwatch_warnings(shown: _Shown) -> None:
+    if shown is not None and getattr(warnings, "_showwarnmsg_impl", None) is shown[1]:
+        warnings._showwarnmsg_impl = shown[0]  # type: ignore[attr-defined]
+
+
+class _RecordHandler(logging.Handler):
+    """Sees the records pytest's own log capture sees (same level), from every thread but ours."""
+
+    def __init__(self, tail: OutputTail) -> None:
+        super().__init__()
+        self.tail = tail
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if threading.current_thread().name.startswith("mcpdebug-"):
+            return  # our sender's own logging must not feed itself
+        try:
+            self.tail.record(record)
+        except Exception:
+            self.handleError(record)
+
+
+def _pytest_log_level(config: pytest.Config) -> int | None:
+    try:
+        from _pytest.logging import get_log_level_for_setting
+
+        return get_log_level_for_setting(config, "log_level")
+    except Exception:
+        return None

@@ -1,0 +1,284 @@
+"""The per-process recorder: owns the sender and the reporter, and talks to the terminal.
+
+Registered by `plugin.py` only when recording is on: in the controlling process from the options,
+and in each xdist worker from what the controller put in ``workerinput``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_mcpdebug import protocol
+from pytest_mcpdebug.failures.hold import Inspector
+from pytest_mcpdebug.folder import ensure_dir, read_server_info, spool_dir
+from pytest_mcpdebug.hangs import gil_dump
+from pytest_mcpdebug.hangs.summary import HangSummary
+from pytest_mcpdebug.hangs.timeouts import Timeouts
+from pytest_mcpdebug.limits import Limits
+from pytest_mcpdebug.output.tail import OutputTail
+from pytest_mcpdebug.recording.reporter import Reporter, Role
+from pytest_mcpdebug.recording.run_id import new_run_id
+from pytest_mcpdebug.recording.sender import Sender, split_token, spool_file_name
+from pytest_mcpdebug.settings import DEFAULT_BREAK_TIMEOUT, HangSettings, Settings
+
+_REPORTER = "mcpdebug-reporter"
+_TAIL = "mcpdebug-output"
+_INSPECTOR = "mcpdebug-inspector"
+_TIMEOUTS = "mcpdebug-timeouts"
+_HANG_SUMMARY = "mcpdebug-hangs"
+
+
+class Recorder:
+    def __init__(
+        self,
+        config: pytest.Config,
+        *,
+        run_id: str,
+        worker: str,
+        directory: Path,
+        url: str | None,
+        token: str | None,
+        max_line_length: int = Limits.max_line_length,
+        break_on_failure: bool = False,
+        break_timeout: float = DEFAULT_BREAK_TIMEOUT,
+        hangs: HangSettings | None = None,
+        session_started: float | None = None,
+    ) -> None:
+        self.config = config
+        self.run_id = run_id
+        self.worker = worker
+        self.dir = directory
+        self.url = url
+        self.token = token
+        self.max_line_length = max_line_length
+        self.break_on_failure = break_on_failure
+        self.break_timeout = break_timeout
+        self.hangs = hangs or HangSettings()
+        self.session_started = session_started if session_started is not None else time.time()
+        self.process = f"{worker}-{os.getpid()}"
+        ensure_dir(directory)
+        self.sender = Sender(
+            hello=protocol.Hello(
+                protocol=protocol.PROTOCOL_VERSION,
+                run_id=run_id,
+                process=self.process,
+                worker=worker,
+                pid=os.getpid(),
+            ),
+            spool_path=spool_dir(directory) / spool_file_name(run_id, self.process),
+            discover=self._discover,
+        )
+        self.reporter: Reporter | None = None
+        self.tail: OutputTail | None = None
+        self.inspector: Inspector | None = None
+        self.timeouts: Timeouts | None = None
+        self.hang_summary: HangSummary | None = None
+        self._closed = False
+        self._warned = 0
+
+    @classmethod
+    def for_controller(cls, config: pytest.Config, settings: Settings) -> Recorder:
+        return cls(
+            config,
+            run_id=settings.run_id or new_run_id(),
+            worker="main",
+            directory=settings.dir,
+            url=settings.url,
+            token=settings.token,
+            max_line_length=settings.max_line_length,
+            break_on_failure=settings.break_on_failure,
+            break_timeout=settings.break_timeout,
+            hangs=settings.hangs,
+        )
+
+    @classmethod
+    def for_worker(cls, config: pytest.Config, shared: dict[str, Any]) -> Recorder:
+        workerid = str(config.workerinput["workerid"])  # type: ignore[attr-defined]
+        return cls(
+            config,
+            run_id=shared["run_id"],
+            worker=workerid,
+            directory=Path(shared["dir"]),
+            url=shared.get("url"),
+            token=shared.get("token"),
+            max_line_length=int(shared.get("max_line_length", Limits.max_line_length)),
+            break_on_failure=bool(shared.get("break", False)),
+            break_timeout=float(shared.get("break_timeout", DEFAULT_BREAK_TIMEOUT)),
+            hangs=HangSettings(**shared["hangs"]) if shared.get("hangs") else None,
+            session_started=shared.get("session_started"),
+        )
+
+    def _discover(self) -> tuple[str, str] | None:
+        if self.url:
+            url, token = split_token(self.url)
+            return url, self.token or token
+        info = read_server_info(self.dir)
+        return (info.url, info.token) if info else None
+
+    # Hooks --------------------------------------------------------------------------------------
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        """xdist: hand the run id and server details to each worker."""
+        node.workerinput["mcpdebug"] = {
+            "run_id": self.run_id,
+            "dir": str(self.dir),
+            "url": self.url,
+            "token": self.token,
+            "max_line_length": self.max_line_length,
+            "break": self.break_on_failure,
+            "break_timeout": self.break_timeout,
+            "hangs": dataclasses.asdict(self.hangs),
+            "session_started": self.session_started,
+        }
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        role: Role
+        if self.worker != "main":
+            role = "worker"
+        elif self.config.pluginmanager.has_plugin("dsession"):
+            role, self.worker = "controller", "controller"
+        else:
+            role = "main"
+        self.sender.start()
+        self.reporter = Reporter(
+            sender=self.sender, run_id=self.run_id, process=self.process, worker=self.worker, role=role
+        )
+        self.config.pluginmanager.register(self.reporter, _REPORTER)
+        numprocesses = getattr(self.config.option, "numprocesses", None)
+        self.reporter.emit_start(self.config, numprocesses if isinstance(numprocesses, int) else 0)
+        if role != "controller":  # the controller runs no tests; its workers send their own output
+            self.tail = OutputTail(
+                self.config,
+                emit=self.reporter.emit,
+                wait_for_room=self.sender.wait_for_room,
+                worker=self.worker,
+                max_line=self.max_line_length,
+            )
+            self.config.pluginmanager.register(self.tail, _TAIL)
+            self.tail.start()
+        # Every process, the controller too: it keeps the session timeout and records kills.
+        dump = (
+            None
+            if role == "controller"
+            else self.dir / "hangs" / gil_dump.dump_name(self.run_id, self.process)
+        )
+        self.timeouts = Timeouts(
+            config=self.config,
+            settings=self.hangs,
+            reporter=self.reporter,
+            sender=self.sender,
+            tail=self.tail,
+            dump_path=dump,
+            session_started=self.session_started,
+        )
+        self.config.pluginmanager.register(self.timeouts, _TIMEOUTS)
+        if role != "worker":
+            self.hang_summary = HangSummary(reporter=self.reporter, directory=self.dir)
+            self.config.pluginmanager.register(self.hang_summary, _HANG_SUMMARY)
+        pauses = self.hangs.action == "pause"
+        if (self.break_on_failure or pauses) and role != "controller":
+            self.inspector = Inspector(
+                config=self.config,
+                reporter=self.reporter,
+                sender=self.sender,
+                timeout=self.break_timeout,
+                watchdog=self.timeouts.watchdog if self.timeouts is not None else None,
+            )
+            self.inspector.breaks = self.break_on_failure
+            self.inspector.session = session
+            self.timeouts.watchdog.on_pause = self._pause_hung
+            self.config.pluginmanager.register(self.inspector, _INSPECTOR)
+        if role != "worker":
+            self._warned = len(self.sender.warnings)
+            for warning in self.sender.warnings:
+                self._write_line(f"mcpdebug: warning: {warning}; recording to {self._spool_display()}")
+            if self.break_on_failure and not self.sender.connected:
+                self._write_line(
+                    "mcpdebug: --mcp-debug-break: no mcpdebug server is connected, so failing tests will not "
+                    "be held (start `mcpdebug serve` first, or let an agent call run_tests)"
+                )
+            elif self.break_on_failure and self.config.getvalue("usepdb"):
+                self._write_line("mcpdebug: --mcp-debug-break: --pdb takes the failures; none will be held")
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if self.reporter is None:
+            return
+        if self.tail is not None:
+            self.tail.stop()
+        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+        self.reporter.emit_finish(exitstatus, getattr(terminal, "stats", None))
+        self.close()
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.reporter is None or self.reporter.role == "worker":
+            return
+        for warning in dict.fromkeys(self.sender.warnings[self._warned :]):
+            terminalreporter.write_line(f"mcpdebug: warning: {warning}", yellow=True)
+        if self.tail is not None and self.tail.lost_bytes:
+            terminalreporter.write_line(
+                f"mcpdebug: warning: {self.tail.lost_bytes} bytes of captured output were taken from "
+                "pytest's capture before they could be recorded (e.g. by --pdb); the rest was recorded",
+                yellow=True,
+            )
+        sender = self.sender
+        if not sender.spooled:
+            where = f"streamed to {sender.connected_url or 'the server'}"
+        elif sender.sent:
+            where = f"streamed, with {sender.spooled} events saved to {self._spool_display()}"
+        else:
+            where = f"saved to {self._spool_display()}"
+        terminalreporter.write_line(
+            f"mcpdebug: run {self.run_id} {where}; inspect it with `mcpdebug show {self.run_id}` "
+            f"or the MCP tool get_run_summary (mcpdebug serve --dir {self._display(self.dir)})"
+        )
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self.tail is not None:
+            self.tail.stop()
+            self.config.pluginmanager.unregister(self.tail, _TAIL)
+            self.tail = None
+        self.sender.close()
+        if self.inspector is not None:
+            self.config.pluginmanager.unregister(self.inspector, _INSPECTOR)
+        if self.timeouts is not None:
+            self.timeouts.close()
+            self.config.pluginmanager.unregister(self.timeouts, _TIMEOUTS)
+        if self.reporter is not None:
+            self.config.pluginmanager.unregister(self.reporter, _REPORTER)
+
+    def _pause_hung(self, target: Any) -> str:
+        assert self.inspector is not None
+        summary = target.report.summary if target.report is not None else "hung"
+        phase = target.report.phase if target.report is not None else ""
+        return self.inspector.hold_hang(target.nodeid, target.thread, summary, phase or "call")
+
+    # Helpers --------------------------------------------------------------------------------------
+
+    def _spool_display(self) -> str:
+        return self._display(spool_dir(self.dir)) + "/"
+
+    def _display(self, path: Path) -> str:
+        try:
+            return str(path.relative_to(Path.cwd()))
+        except ValueError:
+            return str(path)
+
+    def _write_line(self, text: str) -> None:
+        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+        if terminal is not None:
+            terminal.write_line(text, yellow=True)
+        else:
+            print(text, file=sys.stderr)

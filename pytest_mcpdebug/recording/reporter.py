@@ -1,0 +1,219 @@
+"""Turns pytest's hooks into protocol events.
+
+Who sends what: a plain run's only process sends everything. Under pytest-xdist the controller sends
+the run's start, collection and finish, and each worker sends the events of the tests it runs (test
+start before the test runs, each phase, the final outcome), so every test is recorded once, by the
+process that ran it, and attributed to its worker.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import threading
+import time
+from typing import Any, Literal
+
+import pytest
+
+from pytest_mcpdebug import protocol
+from pytest_mcpdebug.recording.sender import Sender
+
+Role = Literal["main", "controller", "worker"]
+
+
+class Reporter:
+    def __init__(self, *, sender: Sender, run_id: str, process: str, worker: str, role: Role) -> None:
+        self.sender = sender
+        self.run_id = run_id
+        self.process = process
+        self.worker = worker
+        self.role = role
+        self._seq = 0
+        self._lock = threading.Lock()
+        self._started = time.time()
+        self._phases: dict[str, list[tuple[str, str, bool, float, str]]] = {}
+        self._passed: dict[str, list[protocol.PassedPhase]] = {}
+        self._collected_sent = False
+        self.tests_recorded = 0
+
+    def emit(self, event_type: type[protocol.Event], **fields: Any) -> None:
+        """Number and queue an event; safe from any thread (output is sent from a background one).
+
+        Numbering and queueing happen under one lock so events are queued in ``seq`` order, which
+        the server's acknowledgements rely on.
+        """
+        fields.setdefault("ts", time.time())
+        with self._lock:
+            self._seq += 1
+            self.sender.send(event_type(run_id=self.run_id, process=self.process, seq=self._seq, **fields))
+
+    def emit_start(self, config: pytest.Config, workers: int) -> None:
+        if self.role != "worker":
+            args = [str(a) for a in config.invocation_params.args]
+            self.emit(
+                protocol.RunStarted,
+                args=args,
+                rootdir=str(config.rootpath),
+                cwd=str(config.invocation_params.dir),
+                python=platform.python_version(),
+                pytest_version=pytest.__version__,
+                plugin_version=_plugin_version(),
+                host=socket.gethostname(),
+                pid=os.getpid(),
+                label=" ".join(["pytest", *args]),
+                workers=workers,
+            )
+        self.emit(protocol.ProcessStarted, worker=self.worker, pid=os.getpid(), host=socket.gethostname())
+
+    # Collection -----------------------------------------------------------------------------------
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if self.role == "main":
+            self.emit(protocol.CollectionFinished, count=len(session.items))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        if self.role == "controller" and not self._collected_sent:
+            self._collected_sent = True
+            self.emit(protocol.CollectionFinished, count=len(ids))
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed and self.role != "worker":
+            text = str(report.longrepr)
+            self.emit(
+                protocol.CollectionError,
+                nodeid=report.nodeid,
+                message=_message(report),
+                longrepr=protocol.clip(text),
+            )
+
+    # Tests ----------------------------------------------------------------------------------------
+
+    def pytest_runtest_logstart(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
+        if self.role == "controller":
+            return
+        line = location[1]
+        self.emit(
+            protocol.TestStarted,
+            nodeid=nodeid,
+            worker=self.worker,
+            file=location[0],
+            line=None if line is None else line + 1,
+        )
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if self.role == "controller":
+            return
+        when = report.when or "call"
+        outcome = report.outcome
+        wasxfail = getattr(report, "wasxfail", None)
+        message = "" if outcome == "passed" else _message(report)
+        if outcome == "passed" and wasxfail is None:
+            quiet = self._passed.setdefault(report.nodeid, [])
+            quiet.append(protocol.PassedPhase(when, report.duration, time.time()))
+        else:
+            self.emit(
+                protocol.PhaseFinished,
+                nodeid=report.nodeid,
+                worker=self.worker,
+                when=when,
+                outcome=outcome,
+                duration=report.duration,
+                message=message,
+                longrepr=protocol.clip(str(report.longrepr)) if outcome == "failed" else "",
+                wasxfail=wasxfail,
+            )
+        phases = self._phases.setdefault(report.nodeid, [])
+        phases.append((when, outcome, wasxfail is not None, report.duration, message))
+        if when == "teardown":
+            del self._phases[report.nodeid]
+            final = final_outcome([p[:3] for p in phases])
+            self.tests_recorded += 1
+            self.emit(
+                protocol.TestFinished,
+                nodeid=report.nodeid,
+                worker=self.worker,
+                outcome=final,
+                duration=sum(p[3] for p in phases),
+                message=next((p[4] for p in phases if p[4]), ""),
+                passed_phases=self._passed.pop(report.nodeid, []),
+            )
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_exception_interact(self, node: Any, call: Any, report: Any) -> None:
+        """A failed phase (never a skip or xfail): snapshot its frames while they are alive."""
+        if self.role == "controller" or not isinstance(node, pytest.Item) or call.excinfo is None:
+            return
+        from pytest_mcpdebug.failures.snapshot import take
+
+        exc = call.excinfo.value
+        try:
+            snapshot = take(
+                exc,
+                call.excinfo.tb,
+                first_code=getattr(getattr(node, "obj", None), "__code__", None),
+                assertion=str(exc) if isinstance(exc, AssertionError) else "",
+            )
+        except Exception as error:  # never let a snapshot break the run; say what went wrong instead
+            snapshot = protocol.Snapshot(
+                exception=protocol.SnapshotException(
+                    type=type(exc).__name__, message=f"(snapshot failed: {type(error).__name__}: {error})"
+                )
+            )
+        self.emit(
+            protocol.FailureSnapshot,
+            nodeid=node.nodeid,
+            worker=self.worker,
+            when=getattr(report, "when", None) or call.when,
+            snapshot=snapshot,
+        )
+
+    def emit_finish(self, exitstatus: int, stats: dict[str, list[Any]] | None) -> None:
+        if self.role != "worker":
+            counts = {k: len(v) for k, v in (stats or {}).items() if k and k != "warnings"}
+            self.emit(
+                protocol.RunFinished,
+                exit_status=int(exitstatus),
+                duration=time.time() - self._started,
+                counts=counts,
+            )
+        self.emit(protocol.ProcessFinished, events=self._seq + 1)
+
+
+def final_outcome(phases: list[tuple[str, str, bool]]) -> str:
+    """The test's outcome as pytest's summary counts it, from (when, outcome, wasxfail) per phase."""
+    call_failed = any(w == "call" and o == "failed" for w, o, _ in phases)
+    if call_failed:
+        return "failed"
+    if any(o == "failed" for _, o, _ in phases):
+        return "error"
+    for when, outcome, xfail in phases:
+        if when in ("setup", "call") and outcome == "skipped":
+            return "xfailed" if xfail else "skipped"
+        if when == "call" and outcome == "passed" and xfail:
+            return "xpassed"
+    return "passed"
+
+
+def _message(report: pytest.TestReport | pytest.CollectReport) -> str:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:  # a skip: (path, lineno, reason)
+        return str(longrepr[2]).removeprefix("Skipped: ")
+    crash = getattr(longrepr, "reprcrash", None)
+    if crash is not None and getattr(crash, "message", None):
+        return str(crash.message).splitlines()[0][:500]
+    return _last_line(str(longrepr))
+
+
+def _last_line(text: str) -> str:
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1].strip().removeprefix("E").strip()[:500] if lines else ""
+
+
+def _plugin_version() -> str:
+    from pytest_mcpdebug import __version__
+
+    return __version__

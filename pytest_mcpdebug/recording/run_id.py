@@ -1,0 +1,15 @@
+"""Run ids: sortable, readable, and unique enough for one machine (``20261121-224501-3fa2``).
+
+Made by the controlling pytest process, or by the server for a run it starts (`run_tests`), which
+passes it in ``MCPDEBUG_RUN_ID`` so it can follow the run from its first event.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2) + f"{os.getpid() % 256:02x}"

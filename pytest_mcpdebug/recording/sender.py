@@ -1,0 +1,384 @@
+"""Delivers events from a test process to the server, or to a spool file when there is none.
+
+The test thread only appends to a deque (no lock, no wake-up, no I/O); a background thread drains it
+every `FLUSH_INTERVAL` seconds. With a server it streams batches over WebSocket and keeps every
+event until the server acknowledges it; if the connection drops, whatever was not acknowledged goes
+to the spool file, and the thread keeps retrying the connection. Without a server every batch is
+appended to the spool. Delivery is at-least-once; the server's ingestion is idempotent.
+
+The same connection carries the server's `Request` frames for a held test (see `inspector.py`):
+the sender thread hands each to ``on_request``, and the held test thread answers with `reply`.
+
+Nothing here raises into the test process: failures become `warnings` the plugin prints once.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Final
+from urllib.parse import parse_qs, urlsplit
+
+from pytest_mcpdebug import protocol
+from pytest_mcpdebug.folder import SPOOL_SUFFIX
+from pytest_mcpdebug.protocol import Ack, Event, Hello, Reply, Request, Welcome
+
+if TYPE_CHECKING:
+    from websockets.sync.client import ClientConnection
+
+# Timeouts
+FLUSH_INTERVAL: Final = 0.05
+CONNECT_TIMEOUT: Final = 2.0
+RECONNECT_INTERVAL: Final = 2.0
+CLOSE_TIMEOUT: Final = 5.0
+# Limits
+MAX_PENDING: Final = 50_000
+"""Events waiting for the sender thread before the test thread spools them itself."""
+MAX_UNACKED: Final = 20_000
+"""Events sent but not yet acknowledged before the oldest are also written to the spool."""
+MAX_PENDING_BYTES: Final = 32 * 1024 * 1024
+"""Output text waiting for the sender thread before `wait_for_room` holds back the output reader."""
+MAX_UNACKED_BYTES: Final = 64 * 1024 * 1024
+BATCH_BYTES: Final = protocol.MAX_MESSAGE_BYTES // 4
+
+Discover = Callable[[], "tuple[str, str] | None"]
+"""Returns the server's (url, token), or None when there is no server to connect to."""
+
+
+def split_token(url: str) -> tuple[str, str]:
+    """Accept ``ws://host:port/?token=T`` as well as a bare URL; returns (url, token)."""
+    parts = urlsplit(url)
+    token = parse_qs(parts.query).get("token", [""])[0]
+    return url, token
+
+
+class Sender:
+    def __init__(self, *, hello: Hello, spool_path: Path, discover: Discover) -> None:
+        self._hello = hello
+        self._spool_path = spool_path
+        self._discover = discover
+        self._pending: collections.deque[Event] = collections.deque()
+        self._unacked: collections.deque[tuple[int, bytes]] = collections.deque()
+        self._unacked_bytes = 0
+        self._pending_bytes = 0
+        self._bytes_lock = threading.Lock()
+        self._room = threading.Condition(self._bytes_lock)
+        self._spool: IO[bytes] | None = None
+        self._spool_lock = threading.Lock()
+        self._ws: ClientConnection | None = None
+        self._ws_stack = contextlib.ExitStack()
+        self._connected_url: str | None = None
+        self._stop = threading.Event()
+        self._first_attempt = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="mcpdebug-sender", daemon=True)
+        self._next_connect = 0.0
+        self._had_server = False
+        self.started = False
+        self._close_timeout = CLOSE_TIMEOUT
+        self._spool_closed = False
+        self._send_lock = threading.Lock()
+        self.sent = 0
+        self.spooled = 0
+        self.warnings: list[str] = []
+        self.on_request: Callable[[Request], None] | None = None
+        """Called in the sender thread for each request of the server (live inspection)."""
+        self.on_disconnect: Callable[[], None] | None = None
+
+    # Called from the test process's threads ---------------------------------------------------
+
+    def start(self, wait: float = CONNECT_TIMEOUT) -> None:
+        """Start the thread and wait (briefly) for its first connection attempt."""
+        self.started = True
+        self._thread.start()
+        self._first_attempt.wait(wait)
+
+    def send(self, event: Event) -> None:
+        """Queue an event; never blocks on the network and never raises."""
+        if type(event) is protocol.Output:
+            with self._bytes_lock:
+                self._pending_bytes += len(event.text)
+        self._pending.append(event)
+        if len(self._pending) > MAX_PENDING:
+            self._spool_overflow()
+
+    def wait_for_room(self, timeout: float = CLOSE_TIMEOUT) -> None:
+        """Hold a producer of bulk output while the sender is far behind, so memory stays bounded.
+
+        The output waits in pytest's capture file meanwhile. If the sender makes no room in time
+        (a wedged server), the backlog goes to the spool instead.
+        """
+        with self._room:
+            if self._pending_bytes <= MAX_PENDING_BYTES:
+                return
+            if self._room.wait_for(lambda: self._pending_bytes <= MAX_PENDING_BYTES, timeout):
+                return
+        self._spool_overflow()
+
+    def drained(self, timeout: float = 2 * FLUSH_INTERVAL) -> bool:
+        """Wait (briefly) until the sender thread has taken everything queued so far."""
+        deadline = time.monotonic() + timeout
+        while self._pending and time.monotonic() < deadline:
+            time.sleep(0.005)
+        return not self._pending
+
+    @property
+    def connected_url(self) -> str | None:
+        return self._connected_url
+
+    @property
+    def connected(self) -> bool:
+        return self._ws is not None
+
+    def reply(self, reply: Reply) -> bool:
+        """Answer a server request at once, from any thread; False if there is no connection."""
+        ws = self._ws
+        if ws is None:
+            return False
+        try:
+            with self._send_lock:
+                ws.send(protocol.encode(reply).decode())  # text: the server tells replies from events
+        except Exception:
+            return False  # the sender thread notices the lost connection on its next send or receive
+        return True
+
+    @property
+    def spool_path(self) -> Path | None:
+        return self._spool_path if self._spool is not None else None
+
+    def close(self, timeout: float = CLOSE_TIMEOUT) -> None:
+        """Deliver everything queued (spooling what the server does not acknowledge in time)."""
+        self._close_timeout = timeout
+        self._stop.set()
+        if not self.started:
+            return
+        self._thread.join(timeout + 1.0)
+        if self._thread.is_alive():
+            # Wedged in a send to a server that stopped reading: everything it holds goes to the spool
+            # (the batch in flight is among the unacknowledged). Duplicates are harmless on ingest.
+            self._spool_overflow()
+            self._write_spool([line for _, line in list(self._unacked)])
+            self.warnings.append(f"the server at {self._connected_url} stopped reading; the rest was spooled")
+        with self._spool_lock:
+            if self._spool is not None:
+                self._spool.close()
+                self._spool_closed = True
+
+    # Sender thread ------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            self._maybe_connect()
+        finally:
+            self._first_attempt.set()
+        while not self._stop.is_set():
+            if self._ws is None:
+                self._stop.wait(FLUSH_INTERVAL)
+            else:
+                self._receive(FLUSH_INTERVAL)  # wakes at once for a request of the server
+            self._flush()
+            if self._ws is None and not self._stop.is_set():
+                self._maybe_connect()
+        self._flush()
+        self._finish()
+
+    def _drain(self) -> list[Event]:
+        batch = []
+        pending = self._pending
+        size = 0
+        while pending:
+            event = pending.popleft()
+            if type(event) is protocol.Output:
+                size += len(event.text)
+            batch.append(event)
+        if size:
+            with self._room:
+                self._pending_bytes -= size
+                self._room.notify_all()
+        return batch
+
+    def _flush(self) -> None:
+        batch = self._drain()
+        if not batch:
+            return
+        if self._ws is not None and self._send_ws(batch):
+            return
+        self._append_spool(batch)
+
+    def _send_ws(self, batch: list[Event]) -> bool:
+        lines = [protocol.encode(e) for e in batch]
+        # Held as unacknowledged *before* sending, so a failure half-way spools the whole batch.
+        self._unacked.extend(zip((e.seq for e in batch), lines, strict=True))
+        self._unacked_bytes += sum(map(len, lines))
+        try:
+            chunk: list[bytes] = []
+            size = 0
+            for line in lines:
+                chunk.append(line)
+                size += len(line) + 1
+                if size >= BATCH_BYTES:
+                    self._ws_send(chunk)
+                    chunk, size = [], 0
+            if chunk:
+                self._ws_send(chunk)
+            self.sent += len(lines)
+        except Exception as exc:
+            self._lost_connection(exc)
+            return True  # the unacked events (this batch included) are now in the spool
+        while len(self._unacked) > MAX_UNACKED or self._unacked_bytes > MAX_UNACKED_BYTES:
+            line = self._unacked.popleft()[1]
+            self._unacked_bytes -= len(line)
+            self._write_spool([line])
+        return True
+
+    def _ws_send(self, lines: list[bytes]) -> None:
+        assert self._ws is not None
+        with self._send_lock:
+            self._ws.send(b"\n".join(lines))  # a binary message: no decode of megabytes of output
+
+    def _receive(self, timeout: float, *, until_acked: bool = False) -> None:
+        """Handle the server's frames (acks, requests) for up to ``timeout`` seconds."""
+        ws = self._ws
+        if ws is None:
+            return
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                message = ws.recv(timeout=max(deadline - time.monotonic(), 0))
+                frame = protocol.decode_server_frame(message)
+                if isinstance(frame, Ack):
+                    while self._unacked and self._unacked[0][0] <= frame.seq:
+                        self._unacked_bytes -= len(self._unacked.popleft()[1])
+                    if until_acked and not self._unacked:
+                        return
+                elif isinstance(frame, Request):
+                    self._handle_request(frame)
+        except TimeoutError:
+            return
+        except Exception as exc:
+            self._lost_connection(exc)
+
+    def _handle_request(self, request: Request) -> None:
+        handler = self.on_request
+        if handler is None:
+            self.reply(Reply(id=request.id, ok=False, error="this process holds no test"))
+            return
+        try:
+            handler(request)
+        except Exception as exc:  # never let a request break the sender
+            self.reply(Reply(id=request.id, ok=False, error=f"internal error: {_describe(exc)}"))
+
+    def _maybe_connect(self) -> None:
+        now = time.monotonic()
+        if now < self._next_connect:
+            return
+        self._next_connect = now + RECONNECT_INTERVAL
+        found = self._discover()
+        if found is None:
+            return
+        url, token = found
+        try:
+            from websockets.sync.client import connect
+
+            stack = contextlib.ExitStack()
+            ws = stack.enter_context(
+                connect(
+                    url,
+                    additional_headers={"Authorization": f"Bearer {token}"},
+                    open_timeout=CONNECT_TIMEOUT,
+                    close_timeout=1.0,
+                    max_size=protocol.MAX_MESSAGE_BYTES,
+                    compression=None,
+                    proxy=None,
+                )
+            )
+            hello = protocol.Hello(
+                protocol=self._hello.protocol,
+                run_id=self._hello.run_id,
+                process=self._hello.process,
+                worker=self._hello.worker,
+                pid=self._hello.pid,
+                spool=self._spool_path.name if self._spool is not None else None,
+            )
+            ws.send(protocol.encode(hello).decode())
+            reply = protocol.decode_server_frame(ws.recv(timeout=CONNECT_TIMEOUT))
+            if not isinstance(reply, Welcome):
+                raise protocol.ProtocolError(f"expected welcome, got {type(reply).__name__}")
+        except Exception as exc:
+            with contextlib.suppress(Exception):
+                stack.close()
+            if not self._had_server:
+                self.warnings.append(f"server at {url} unreachable ({_describe(exc)})")
+            self._had_server = True
+            return
+        self._ws = ws
+        self._ws_stack = stack
+        self._connected_url = url
+        self._had_server = True
+
+    def _lost_connection(self, exc: BaseException) -> None:
+        url, self._ws, self._connected_url = self._connected_url, None, None
+        with contextlib.suppress(Exception):
+            self._ws_stack.close()
+        self.warnings.append(f"lost the server at {url} mid-run ({_describe(exc)})")
+        if self.on_disconnect is not None:
+            self.on_disconnect()
+        self._write_spool([line for _, line in self._unacked])
+        self._unacked.clear()
+        self._unacked_bytes = 0
+        self._next_connect = time.monotonic() + RECONNECT_INTERVAL
+
+    def _finish(self) -> None:
+        if self._ws is None:
+            return
+        deadline = time.monotonic() + self._close_timeout
+        while self._unacked and self._ws is not None and time.monotonic() < deadline:
+            self._receive(0.1, until_acked=True)
+        if self._unacked:  # the server did not confirm in time: keep a copy for later ingestion
+            self._write_spool([line for _, line in self._unacked])
+            self._unacked.clear()
+            self._unacked_bytes = 0
+        self._ws = None
+        with contextlib.suppress(Exception):
+            self._ws_stack.close()
+
+    # Spool ----------------------------------------------------------------------------------------
+
+    def _append_spool(self, batch: list[Event]) -> None:
+        self._write_spool([protocol.encode(e) for e in batch])
+
+    def _write_spool(self, lines: list[bytes]) -> None:
+        if not lines:
+            return
+        with self._spool_lock:
+            if self._spool_closed:
+                return  # a wedged thread waking up after close(): what it held was spooled then
+            try:
+                if self._spool is None:
+                    self._spool_path.parent.mkdir(parents=True, exist_ok=True)
+                    self._spool = open(self._spool_path, "ab")  # noqa: SIM115 - kept open for the run
+                self._spool.writelines([b"\n".join(lines), b"\n"])  # no copy of a big batch to add "\n"
+                self._spool.flush()
+                self.spooled += len(lines)
+            except (OSError, ValueError) as exc:
+                msg = f"cannot write the spool file {self._spool_path} ({exc}); events were dropped"
+                if msg not in self.warnings:
+                    self.warnings.append(msg)
+
+    def _spool_overflow(self) -> None:
+        """The sender thread is not keeping up (or is wedged): the caller writes to the spool itself."""
+        self._append_spool(self._drain())
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return text.splitlines()[0][:200]
+
+
+def spool_file_name(run_id: str, process: str) -> str:
+    """One spool file per process: ``<run id>.<process>.jsonl``."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in process)
+    return f"{run_id}.{safe}{SPOOL_SUFFIX}"

@@ -1,0 +1,154 @@
+"""How a value is shown to an agent: bounded, with secrets redacted, and library frames told apart.
+
+Seed 000's rules: strings cut at 200 characters, a few items of a collection with ``+N more``; names
+that look secret are redacted, in values too. Containers and objects can be expanded to a bounded
+depth through ``ref`` numbers (DAP's variablesReference). Used by failure snapshots, live holds and
+hang reports alike.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import sys
+import sysconfig
+from typing import Any, Final
+
+from pytest_mcpdebug.protocol import SnapshotVar
+
+# Limits
+STRING_CHARS: Final = 200
+ITEMS: Final = 5
+"""Items of a collection shown in its value."""
+CHILDREN: Final = 50
+"""Children of one container or object that can be expanded."""
+DEPTH: Final = 2
+"""Levels of children below a frame's locals."""
+MAX_VARS: Final = 2_000
+"""Variables in one snapshot, all frames together."""
+
+_SECRET = re.compile(
+    r"pass(word|wd|phrase)?|secret|token|api[_-]?key|auth|credential|private[_-]?key|cookie|session[_-]?id",
+    re.IGNORECASE,
+)
+REDACTED: Final = "<redacted>"
+_LIBRARY_PREFIXES = tuple(
+    {
+        os.path.realpath(p) + os.sep
+        for p in (sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"])
+    }
+    | {os.path.realpath(p) + os.sep for p in sys.path if "site-packages" in p}
+)
+
+
+def is_secret(name: str) -> bool:
+    return bool(_SECRET.search(name))
+
+
+SECRET_IN_REPR = re.compile(
+    r"""(?P<key>['"]?[A-Za-z_]*(?:""" + _SECRET.pattern + r""")[A-Za-z_]*['"]?\s*[=:]\s*)"""
+    r"""(?P<value>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|[^,)}\]\s]+)""",
+    re.IGNORECASE,
+)
+
+
+def render(value: Any) -> str:
+    """A value as seed 000 shows it: bounded, secrets inside it redacted, and never raising."""
+    try:
+        if isinstance(value, str):
+            text = repr(value)
+            return text if len(value) <= STRING_CHARS else repr(value[:STRING_CHARS]) + "... (truncated)"
+        if isinstance(value, (list, tuple, set, frozenset, dict)):
+            return _render_collection(value)
+        text = SECRET_IN_REPR.sub(lambda m: m["key"] + REDACTED, repr(value))
+    except Exception as exc:  # a broken __repr__ must not break the snapshot
+        return f"<{type(value).__name__} object; repr() failed: {type(exc).__name__}>"
+    return text if len(text) <= STRING_CHARS else text[:STRING_CHARS] + "... (truncated)"
+
+
+def _render_collection(value: Any) -> str:
+    items = list(value.items())[:ITEMS] if isinstance(value, dict) else list(value)[:ITEMS]
+    if isinstance(value, dict):
+        shown = ", ".join(
+            f"{_short(k)}: {REDACTED if isinstance(k, str) and is_secret(k) else _short(v)}" for k, v in items
+        )
+        open_, close = "{", "}"
+    else:
+        shown = ", ".join(_short(v) for v in items)
+        brackets: dict[type, tuple[str, str]] = {list: ("[", "]"), tuple: ("(", ")")}
+        open_, close = brackets.get(type(value), (type(value).__name__ + "({", "})"))
+    more = len(value) - len(items)
+    return f"{open_}{shown}{f', ... +{more} more' if more > 0 else ''}{close}"
+
+
+def _short(value: Any) -> str:
+    text = (
+        render(value)
+        if not isinstance(value, (list, tuple, set, frozenset, dict))
+        else f"<{type(value).__name__} of {len(value)}>"
+    )
+    return text if len(text) <= 60 else text[:60] + "..."
+
+
+def type_name(value: Any) -> str:
+    kind = type(value)
+    module = kind.__module__
+    return kind.__qualname__ if module in ("builtins", "__main__") else f"{module}.{kind.__qualname__}"
+
+
+class VarBuilder:
+    """Numbers expandable values (``ref``) and keeps their children, within the snapshot's bounds."""
+
+    def __init__(self) -> None:
+        self.children: dict[int, list[SnapshotVar]] = {}
+        self.count = 0
+
+    def var(self, name: str, value: Any, depth: int) -> SnapshotVar:
+        self.count += 1
+        if is_secret(name):
+            return SnapshotVar(name=name, type=type_name(value), value=REDACTED)
+        ref = 0
+        if depth < DEPTH and self.count < MAX_VARS:
+            kids = self._children(value)
+            if kids:
+                ref = len(self.children) + 1
+                self.children[ref] = []  # reserve the number before recursing
+                self.children[ref] = [self.var(k, v, depth + 1) for k, v in kids]
+        return SnapshotVar(name=name, type=type_name(value), value=render(value), ref=ref)
+
+    @staticmethod
+    def _children(value: Any) -> list[tuple[str, Any]]:
+        try:
+            if isinstance(value, (str, bytes, int, float, complex, bool, type(None))):
+                return []
+            if isinstance(value, dict):
+                return [(render(k), v) for k, v in list(value.items())[:CHILDREN]]
+            if isinstance(value, (list, tuple)):
+                return [(f"[{i}]", v) for i, v in enumerate(value[:CHILDREN])]
+            if isinstance(value, (set, frozenset)):
+                return [(f"<{i}>", v) for i, v in enumerate(list(value)[:CHILDREN])]
+            attrs = getattr(value, "__dict__", None)
+            if isinstance(attrs, dict) and not isinstance(value, type):
+                return [(k, v) for k, v in list(attrs.items())[:CHILDREN] if not k.startswith("__")]
+        except Exception:
+            return []
+        return []
+
+
+_OWN = os.path.dirname(os.path.realpath(__file__)) + os.sep
+"""This plugin's own package: its frames are never the project's."""
+
+
+@functools.lru_cache(maxsize=4096)
+def is_library(path: str) -> bool:
+    """Frames of the standard library, installed packages, pytest, pluggy or this plugin."""
+    if path.startswith("<"):  # "<frozen runpy>", "<string>" (xdist's worker bootstrap): not the project's
+        return True
+    real = os.path.realpath(path)
+    return (
+        real.startswith(_LIBRARY_PREFIXES)
+        or real.startswith(_OWN)
+        or "/_pytest/" in real
+        or "/pluggy/" in real
+    )

@@ -1,0 +1,210 @@
+"""WebSocket ingest: where live test processes stream their events.
+
+Listens on 127.0.0.1 only. Refuses before the upgrade: a missing or wrong token (401) and any request
+carrying an Origin header, i.e. a browser page (403). After the upgrade: a first frame that is not a
+valid ``hello`` of our protocol version closes with 1008, a malformed frame with 1007, an oversized
+message with 1009 (enforced by websockets). Each refusal is logged; other connections carry on.
+
+Live inspection shares the connection: `Sessions` sends a held process `Request` frames, and the
+process's `Reply` messages (text messages starting with the reply tag) are routed back to it here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import os
+import secrets
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Request, Response
+
+from mcpdebug.ingest.spool import decode_events, ingest_spool
+from mcpdebug.live.sessions import Sessions
+from mcpdebug.store import Store
+from pytest_mcpdebug import protocol
+
+log = logging.getLogger("mcpdebug.ingest")
+
+# Timeouts
+HELLO_TIMEOUT = 10.0
+
+
+class IngestServer:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        token: str | None = None,
+        max_size: int = protocol.MAX_MESSAGE_BYTES,
+        sessions: Sessions | None = None,
+    ) -> None:
+        self.store = store
+        self.sessions = sessions if sessions is not None else Sessions(store)
+        self.host = host
+        self.port = port
+        self.token = token or secrets.token_urlsafe(24)
+        self.max_size = max_size
+        self.connections: dict[tuple[str, str], ServerConnection] = {}
+        self._server: Server | None = None
+
+    @property
+    def url(self) -> str:
+        return f"ws://{self.host}:{self.port}/"
+
+    async def start(self) -> str:
+        self._server = await serve(
+            self._handle,
+            self.host,
+            self.port,
+            process_request=self._check_request,
+            max_size=self.max_size,
+            compression=None,
+            ping_interval=20,
+            ping_timeout=60,
+            logger=logging.getLogger("mcpdebug.ingest.websockets"),
+        )
+        sock = next(iter(self._server.sockets))
+        self.port = sock.getsockname()[1]
+        log.info("ingest listening on %s", self.url)
+        return self.url
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+
+    def _check_request(self, connection: ServerConnection, request: Request) -> Response | None:
+        peer = _peer(connection)
+        if request.headers.get("Origin") is not None:
+            log.warning(
+                "refused %s: browser Origin %r (only local test processes may connect)",
+                peer,
+                request.headers["Origin"],
+            )
+            return connection.respond(HTTPStatus.FORBIDDEN, "mcpdebug: cross-origin requests are refused\n")
+        auth = request.headers.get("Authorization", "")
+        given = auth.removeprefix("Bearer ").strip() if auth.startswith("Bearer ") else ""
+        if not given:
+            given = parse_qs(urlsplit(request.path).query).get("token", [""])[0]
+        if not given or not hmac.compare_digest(given.encode(), self.token.encode()):
+            log.warning("refused %s: %s token", peer, "wrong" if given else "missing")
+            return connection.respond(
+                HTTPStatus.UNAUTHORIZED,
+                "mcpdebug: missing or wrong token; read it from .mcpdebug/server.json\n",
+            )
+        return None
+
+    async def _handle(self, ws: ServerConnection) -> None:
+        peer = _peer(ws)
+        key: tuple[str, str] | None = None
+        try:
+            hello = await self._handshake(ws, peer)
+            if hello is None:
+                return
+            key = (hello.run_id, hello.process)
+            self.connections[key] = ws
+            self.sessions.connected(key, ws)
+            async for message in ws:
+                try:
+                    if isinstance(message, str) and message.startswith(protocol.REPLY_PREFIX):
+                        self.sessions.resolve(protocol.decode_reply(message))
+                        continue
+                    # In a worker thread: megabytes of output must not hold up other connections
+                    # or the MCP server sharing this event loop.
+                    last, notable = await asyncio.to_thread(self._ingest, message, key)
+                except protocol.ProtocolError as exc:
+                    log.warning("closing %s (%s/%s): %s", peer, key[0], key[1], exc)
+                    await ws.close(protocol.CLOSE_MALFORMED, str(exc)[:120])
+                    return
+                if notable:
+                    self.sessions.observe(notable)
+                if last is not None:
+                    await ws.send(protocol.encode(protocol.Ack(seq=last)).decode())
+        except ConnectionClosed as exc:
+            if (exc.rcvd and exc.rcvd.code == protocol.CLOSE_TOO_BIG) or (exc.sent and exc.sent.code == 1009):
+                log.warning("closed %s: message over %d bytes", peer, self.max_size)
+        except Exception:  # a bug must not take the server down with it
+            log.exception("error on the connection from %s", peer)
+            await ws.close(1011, "internal error; see the server log")
+        finally:
+            if key is not None and self.connections.get(key) is ws:
+                del self.connections[key]
+            if key is not None:
+                self.sessions.disconnected(key, ws)
+
+    async def _handshake(self, ws: ServerConnection, peer: str) -> protocol.Hello | None:
+        try:
+            first = await asyncio.wait_for(ws.recv(), HELLO_TIMEOUT)
+        except (TimeoutError, asyncio.TimeoutError):
+            log.warning("closing %s: no hello within %.0f s", peer, HELLO_TIMEOUT)
+            await ws.close(protocol.CLOSE_POLICY, "expected a hello frame")
+            return None
+        version = protocol.hello_version(first)
+        if version is not None and version != protocol.PROTOCOL_VERSION:
+            log.warning(
+                "closing %s: protocol %d, this server speaks %d", peer, version, protocol.PROTOCOL_VERSION
+            )
+            await ws.close(
+                protocol.CLOSE_POLICY,
+                f"protocol {version} unsupported; server speaks {protocol.PROTOCOL_VERSION}",
+            )
+            return None
+        try:
+            frame = protocol.decode_client_frame(first)
+        except protocol.ProtocolError as exc:
+            log.warning("closing %s: bad hello: %s", peer, exc)
+            await ws.close(protocol.CLOSE_MALFORMED, f"bad hello: {exc}"[:120])
+            return None
+        if not isinstance(frame, protocol.Hello):
+            log.warning("closing %s: first frame was %s, not hello", peer, type(frame).__name__)
+            await ws.close(protocol.CLOSE_POLICY, "the first frame must be a hello")
+            return None
+        if frame.spool:  # it recorded offline before: take that in first, so the store is in order
+            await asyncio.to_thread(ingest_spool, self.store, only=os.path.basename(frame.spool))
+        await ws.send(
+            protocol.encode(
+                protocol.Welcome(protocol=protocol.PROTOCOL_VERSION, server_pid=os.getpid())
+            ).decode()
+        )
+        log.info("%s connected: run %s, %s", peer, frame.run_id, frame.process)
+        return frame
+
+    def _ingest(self, message: str | bytes, key: tuple[str, str]) -> tuple[int | None, list[protocol.Event]]:
+        """Decode and store one message of a connection; returns the highest seq, to acknowledge, and
+        the events live sessions and their waiters care about."""
+        events = decode_events(protocol.split_lines(message))
+        for event in events:
+            if (event.run_id, event.process) != key:
+                raise protocol.ProtocolError(
+                    f"event of {event.run_id}/{event.process} on the connection of {key[0]}/{key[1]}"
+                )
+        if not events:
+            return None, []
+        self.store.apply(events)
+        notable = [e for e in events if type(e) in _NOTABLE]
+        return max(e.seq for e in events), notable
+
+
+_NOTABLE = (
+    protocol.Held,
+    protocol.Resumed,
+    protocol.TestFinished,
+    protocol.RunFinished,
+    protocol.ProcessFinished,
+)
+
+
+def _peer(ws: Any) -> str:
+    try:
+        host, port = ws.remote_address[:2]
+        return f"{host}:{port}"
+    except Exception:
+        return "?"

@@ -1,0 +1,205 @@
+"""Reading the store: runs, tests, phases, failures, hangs, holds (a mixin of `Store`)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sqlite3
+from collections.abc import Iterable
+from typing import Any
+
+from pytest_mcpdebug import protocol
+from pytest_mcpdebug.folder import pid_alive
+
+PHASE_ORDER = {"setup": 0, "call": 1, "teardown": 2}
+FINAL_OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
+PROBLEM_OUTCOMES = ("failed", "error")
+
+
+class Queries:
+    """Every read of the store. ``db`` is the calling thread's connection (see `Store.db`)."""
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        raise NotImplementedError
+
+    def refresh_liveness(self) -> None:
+        """Mark runs whose controlling process died on this host without finishing as crashed."""
+        host = socket.gethostname()
+        rows = self.db.execute(
+            "SELECT run_id, pid FROM runs WHERE status='running' AND host=?", (host,)
+        ).fetchall()
+        dead = [r["run_id"] for r in rows if r["pid"] and not pid_alive(r["pid"])]
+        if dead:
+            with self.transaction() as db:
+                db.executemany(
+                    "UPDATE runs SET status='crashed' WHERE run_id=? AND status='running'",
+                    [(r,) for r in dead],
+                )
+
+    def runs(self, limit: int | None = None) -> list[dict[str, Any]]:
+        self.refresh_liveness()
+        sql = "SELECT * FROM runs ORDER BY started DESC, run_id DESC"
+        rows = self.db.execute(sql + (" LIMIT ?" if limit else ""), (limit,) if limit else ()).fetchall()
+        return [self._run_dict(r) for r in rows]
+
+    def run_ids(self, limit: int = 10) -> list[str]:
+        return [
+            r[0]
+            for r in self.db.execute(
+                "SELECT run_id FROM runs ORDER BY started DESC, run_id DESC LIMIT ?", (limit,)
+            )
+        ]
+
+    def resolve_run(self, run_id: str | None) -> str | None:
+        """``latest`` (or nothing) means the newest run; a unique prefix of an id is accepted too."""
+        if not run_id or run_id == "latest":
+            row = self.db.execute(
+                "SELECT run_id FROM runs ORDER BY started DESC, run_id DESC LIMIT 1"
+            ).fetchone()
+            return row[0] if row else None
+        if self.db.execute("SELECT 1 FROM runs WHERE run_id=?", (run_id,)).fetchone():
+            return run_id
+        rows = self.db.execute(
+            "SELECT run_id FROM runs WHERE run_id LIKE ? ESCAPE '\\' LIMIT 2", (_like_prefix(run_id),)
+        ).fetchall()
+        return rows[0][0] if len(rows) == 1 else None
+
+    def run(self, run_id: str) -> dict[str, Any] | None:
+        self.refresh_liveness()
+        row = self.db.execute("SELECT * FROM runs WHERE run_id=?", (run_id,)).fetchone()
+        return self._run_dict(row) if row else None
+
+    def counts(self, run_id: str) -> dict[str, int]:
+        rows = self.db.execute("SELECT status, count(*) FROM tests WHERE run_id=? GROUP BY status", (run_id,))
+        return {status: n for status, n in rows}
+
+    def tests(self, run_id: str, outcomes: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        sql = "SELECT * FROM tests WHERE run_id=?"
+        params: list[Any] = [run_id]
+        wanted = list(outcomes or [])
+        if wanted:
+            sql += f" AND status IN ({','.join('?' * len(wanted))})"
+            params += wanted
+        sql += " ORDER BY COALESCE(started, finished), nodeid"
+        return [dict(r) for r in self.db.execute(sql, params)]
+
+    def test(self, run_id: str, nodeid: str) -> dict[str, Any] | None:
+        row = self.db.execute("SELECT * FROM tests WHERE run_id=? AND nodeid=?", (run_id, nodeid)).fetchone()
+        return dict(row) if row else None
+
+    def find_tests(self, run_id: str, query: str, limit: int = 20) -> list[str]:
+        """Node ids of the run that contain ``query`` (for a test given by part of its id)."""
+        rows = self.db.execute(
+            "SELECT nodeid FROM tests WHERE run_id=? AND nodeid LIKE ? ESCAPE '\\' ORDER BY nodeid LIMIT ?",
+            (run_id, "%" + _like_escape(query) + "%", limit),
+        )
+        return [r[0] for r in rows]
+
+    def phases(self, run_id: str, nodeid: str) -> list[dict[str, Any]]:
+        rows = [
+            dict(r)
+            for r in self.db.execute("SELECT * FROM phases WHERE run_id=? AND nodeid=?", (run_id, nodeid))
+        ]
+        return sorted(rows, key=lambda r: PHASE_ORDER.get(r["phase"], 9))
+
+    def problems(self, run_id: str) -> list[dict[str, Any]]:
+        """Each failed or errored phase of the run, in execution order."""
+        rows = self.db.execute(
+            "SELECT p.*, t.status AS test_status, t.worker FROM phases p "
+            "JOIN tests t ON t.run_id = p.run_id AND t.nodeid = p.nodeid "
+            "WHERE p.run_id=? AND p.outcome='failed' ORDER BY p.finished",
+            (run_id,),
+        )
+        return [dict(r) for r in rows]
+
+    def holds(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        """Tests held for an agent (``--mcp-debug-break``), oldest first; ``resumed`` is None while held."""
+        sql = "SELECT * FROM holds" + (" WHERE run_id=?" if run_id else "") + " ORDER BY held"
+        return [dict(r) for r in self.db.execute(sql, (run_id,) if run_id else ())]
+
+    def has_event(self, run_id: str, process: str, seq: int) -> bool:
+        row = self.db.execute(
+            "SELECT 1 FROM events WHERE run_id=? AND process=? AND seq=?", (run_id, process, seq)
+        ).fetchone()
+        return row is not None
+
+    def hangs(self, run_id: str, nodeid: str | None = None) -> list[dict[str, Any]]:
+        """Hang reports of a run (or of one test), in the order they were detected; ``report`` decoded."""
+        sql = "SELECT * FROM hangs WHERE run_id=?" + (" AND nodeid=?" if nodeid is not None else "")
+        rows = self.db.execute(
+            sql + " ORDER BY detected", (run_id, nodeid) if nodeid is not None else (run_id,)
+        )
+        out = []
+        for row in rows:
+            hang = dict(row)
+            hang["report"] = protocol.decode_hang_report(hang["report"])
+            out.append(hang)
+        return out
+
+    def failures(self, run_id: str, nodeid: str | None = None) -> list[dict[str, Any]]:
+        """Failure snapshots of a run (or of one test), in the order they happened."""
+        sql = (
+            "SELECT * FROM failures WHERE run_id=?"
+            + (" AND nodeid=?" if nodeid else "")
+            + " ORDER BY finished"
+        )
+        rows = self.db.execute(sql, (run_id, nodeid) if nodeid else (run_id,)).fetchall()
+        return [{**dict(r), "snapshot": protocol.decode_snapshot(r["snapshot"])} for r in rows]
+
+    def collection_errors(self, run_id: str) -> list[dict[str, Any]]:
+        return [
+            dict(r)
+            for r in self.db.execute(
+                "SELECT * FROM collection_errors WHERE run_id=? ORDER BY nodeid", (run_id,)
+            )
+        ]
+
+    def processes(self, run_id: str) -> list[dict[str, Any]]:
+        return [
+            dict(r)
+            for r in self.db.execute("SELECT * FROM processes WHERE run_id=? ORDER BY worker", (run_id,))
+        ]
+
+    def spool_offset(self, name: str) -> int:
+        row = self.db.execute("SELECT offset FROM spool_files WHERE name=?", (name,)).fetchone()
+        return int(row[0]) if row else 0
+
+    def set_spool_offset(self, name: str, offset: int | None) -> None:
+        if offset is None:
+            self.db.execute("DELETE FROM spool_files WHERE name=?", (name,))
+        else:
+            self.db.execute(
+                "INSERT INTO spool_files VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET "
+                "offset=excluded.offset",
+                (name, offset),
+            )
+
+    def process_done(self, run_id: str, process: str) -> bool:
+        """Whether a process will send nothing more: it said goodbye, or it died on this host."""
+        row = self.db.execute(
+            "SELECT finished, pid, host FROM processes WHERE run_id=? AND process=?", (run_id, process)
+        ).fetchone()
+        if row is None:
+            return False
+        if row["finished"] is not None:
+            return True
+        return bool(row["host"] == socket.gethostname() and row["pid"] and not pid_alive(row["pid"]))
+
+    def _run_dict(self, row: sqlite3.Row) -> dict[str, Any]:
+        run = dict(row)
+        run["args"] = json.loads(run["args"])
+        run["pytest_counts"] = json.loads(run["pytest_counts"])
+        run["counts"] = self.counts(run["run_id"])
+        run["collection_errors"] = self.db.execute(
+            "SELECT count(*) FROM collection_errors WHERE run_id=?", (run["run_id"],)
+        ).fetchone()[0]
+        return run
+
+
+def _like_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _like_prefix(text: str) -> str:
+    return _like_escape(text) + "%"

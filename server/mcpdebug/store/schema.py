@@ -1,0 +1,190 @@
+"""The store's tables, and the migration of stores written by older versions."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from typing import TYPE_CHECKING
+
+from mcpdebug.store import output_files
+from pytest_mcpdebug import protocol
+
+if TYPE_CHECKING:
+    from mcpdebug.store.output_files import Outputs
+
+SCHEMA_VERSION = 2
+
+SCHEMA = (
+    """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    kind TEXT NOT NULL DEFAULT 'pytest',
+    label TEXT NOT NULL DEFAULT '',
+    status TEXT NOT NULL DEFAULT 'running',
+    args TEXT NOT NULL DEFAULT '[]',
+    rootdir TEXT NOT NULL DEFAULT '',
+    cwd TEXT NOT NULL DEFAULT '',
+    python TEXT NOT NULL DEFAULT '',
+    pytest_version TEXT NOT NULL DEFAULT '',
+    plugin_version TEXT NOT NULL DEFAULT '',
+    host TEXT NOT NULL DEFAULT '',
+    pid INTEGER,
+    workers INTEGER NOT NULL DEFAULT 0,
+    started REAL NOT NULL,
+    finished REAL,
+    duration REAL,
+    exit_status INTEGER,
+    collected INTEGER,
+    pytest_counts TEXT NOT NULL DEFAULT '{}',
+    last_event REAL NOT NULL,
+    bytes INTEGER NOT NULL DEFAULT 0,
+    stored REAL NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS processes (
+    run_id TEXT NOT NULL,
+    process TEXT NOT NULL,
+    worker TEXT NOT NULL DEFAULT '',
+    pid INTEGER,
+    host TEXT NOT NULL DEFAULT '',
+    started REAL,
+    finished REAL,
+    PRIMARY KEY (run_id, process)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS events (
+    run_id TEXT NOT NULL,
+    process TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    PRIMARY KEY (run_id, process, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS tests (
+    run_id TEXT NOT NULL,
+    nodeid TEXT NOT NULL,
+    worker TEXT NOT NULL DEFAULT '',
+    file TEXT NOT NULL DEFAULT '',
+    line INTEGER,
+    status TEXT NOT NULL DEFAULT 'running',
+    started REAL,
+    finished REAL,
+    duration REAL,
+    message TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (run_id, nodeid)
+);
+CREATE TABLE IF NOT EXISTS phases (
+    run_id TEXT NOT NULL,
+    nodeid TEXT NOT NULL,
+    phase TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    duration REAL NOT NULL,
+    finished REAL NOT NULL,
+    message TEXT NOT NULL DEFAULT '',
+    longrepr TEXT NOT NULL DEFAULT '',
+    wasxfail TEXT,
+    PRIMARY KEY (run_id, nodeid, phase)
+);
+CREATE TABLE IF NOT EXISTS collection_errors (
+    run_id TEXT NOT NULL,
+    nodeid TEXT NOT NULL,
+    message TEXT NOT NULL,
+    longrepr TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (run_id, nodeid)
+);
+CREATE TABLE IF NOT EXISTS failures (
+    run_id TEXT NOT NULL,
+    nodeid TEXT NOT NULL,
+    phase TEXT NOT NULL,
+    finished REAL NOT NULL,
+    snapshot TEXT NOT NULL,
+    PRIMARY KEY (run_id, nodeid, phase)
+);
+CREATE TABLE IF NOT EXISTS holds (
+    run_id TEXT NOT NULL,
+    session TEXT NOT NULL,
+    nodeid TEXT NOT NULL DEFAULT '',
+    worker TEXT NOT NULL DEFAULT '',
+    process TEXT NOT NULL DEFAULT '',
+    phase TEXT NOT NULL DEFAULT '',
+    held REAL,
+    timeout REAL NOT NULL DEFAULT 0,
+    resumed REAL,
+    reason TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (run_id, session)
+);
+CREATE TABLE IF NOT EXISTS hangs (
+    run_id TEXT NOT NULL,
+    nodeid TEXT NOT NULL,
+    phase TEXT NOT NULL DEFAULT '',
+    worker TEXT NOT NULL DEFAULT '',
+    detected REAL NOT NULL,
+    kind TEXT NOT NULL,
+    summary TEXT NOT NULL,
+    report TEXT NOT NULL,
+    PRIMARY KEY (run_id, nodeid)
+);
+CREATE TABLE IF NOT EXISTS spool_files (
+    name TEXT PRIMARY KEY,
+    offset INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS runs_by_start ON runs (started);
+"""
+    + output_files.SCHEMA
+)
+
+
+def schema_version(db: sqlite3.Connection) -> int | None:
+    """The schema a database was written with; None for a new database."""
+    if not db.execute("SELECT 1 FROM sqlite_master WHERE name='meta'").fetchone():
+        return None
+    row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+    return int(row[0]) if row else None
+
+
+def migrate(db: sqlite3.Connection, outputs: Outputs, version: int) -> None:
+    """Bring a store of schema ``version`` up to `SCHEMA_VERSION`, in the caller's transaction.
+
+    Schema 1 kept each phase's output in columns of `phases`: it moves into output files."""
+    if version < 2:
+        db.execute("ALTER TABLE runs ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0")
+        db.execute("ALTER TABLE runs ADD COLUMN stored REAL NOT NULL DEFAULT 0")
+        db.execute("UPDATE runs SET stored=?", (time.time(),))
+        rows = db.execute(
+            "SELECT p.run_id, p.nodeid, p.phase, p.finished, p.stdout, p.stderr, p.log, "
+            "t.worker FROM phases p LEFT JOIN tests t USING (run_id, nodeid) "
+            "ORDER BY p.run_id, p.nodeid, p.finished"
+        ).fetchall()
+        numbers: dict[tuple[str, str], dict[str, int]] = {}
+        for r in rows:
+            counters = numbers.setdefault((r["run_id"], r["nodeid"]), {})
+            for stream in ("stdout", "stderr", "log"):
+                text = (r[stream] or "").rstrip("\n")
+                if not text:
+                    continue
+                count = text.count("\n") + 1
+                first = counters.get("", 0) + 1
+                stream_first = counters.get(stream, 0) + 1
+                outputs.append(
+                    db,
+                    protocol.Output(
+                        run_id=r["run_id"],
+                        process="migrated",
+                        seq=0,
+                        ts=r["finished"],
+                        nodeid=r["nodeid"],
+                        worker=r["worker"] or "",
+                        phase=r["phase"],
+                        stream=stream,
+                        first=first,
+                        stream_first=stream_first,
+                        count=count,
+                        text=text,
+                    ),
+                )
+                counters[""] = first + count - 1
+                counters[stream] = stream_first + count - 1
+        for column in ("stdout", "stderr", "log"):
+            db.execute(f"ALTER TABLE phases DROP COLUMN {column}")
+        db.execute(
+            "UPDATE runs SET bytes = (SELECT coalesce(sum(bytes_stored), 0) FROM outputs o "
+            "WHERE o.run_id = runs.run_id)"
+        )
+    db.execute("UPDATE meta SET value=? WHERE key='schema'", (str(SCHEMA_VERSION),))

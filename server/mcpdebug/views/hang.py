@@ -1,0 +1,195 @@
+"""The text of `get_hang` (and the hang section of `get_failure`): why a test did not finish.
+
+Everything comes from the report the hung process built about itself at its deadline (or, for a
+process that held the GIL, from faulthandler's dump of it): the classification, where it loops or
+waits with the source, the locals there, every thread's stack, asyncio tasks, and its last output.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from mcpdebug.store import Store
+from mcpdebug.views import failure as failure_view
+from mcpdebug.views import lookup
+from mcpdebug.views import output as output_view
+from pytest_mcpdebug.protocol import HangReport, HangThread
+
+ACTIONS: Final = {
+    "fail": "the test was failed and the run went on",
+    "exit": "the run was ended",
+    "pause": "the process was held for an agent",
+}
+KINDS: Final = {
+    "busy": "busy loop",
+    "polling": "polling loop",
+    "blocked": "blocked",
+    "gil": "C call holding the GIL",
+    "stuck": "could not be interrupted",
+    "killed": "stopped from outside (SIGTERM or the session timeout)",
+    "interrupted": "interrupted (SIGINT)",
+    "crashed": "the process crashed",
+    "unknown": "not classified",
+}
+
+
+def get_hang(store: Store, run: dict[str, Any], test: str | None) -> str:
+    rid = run["run_id"]
+    hangs = store.hangs(rid)
+    if not hangs:
+        raise lookup.NotFound(
+            f"Run {rid} has no hangs: no test ran past an mcpdebug timeout. Run with --mcp-debug-timeout "
+            f'SECONDS (or run_tests(args=["--mcp-debug-timeout", "30"])) to diagnose hangs; '
+            f'get_run_summary(run_id="{rid}") shows what happened.'
+        )
+    chosen = hangs[0]
+    if test is not None:
+        nodeid = lookup.test(store, run, test)["nodeid"]
+        mine = [h for h in hangs if h["nodeid"] == nodeid]
+        if not mine:
+            names = ", ".join(h["nodeid"] for h in hangs)
+            raise lookup.NotFound(f"{nodeid} did not hang in run {rid}. Hangs: {names}.")
+        chosen = mine[0]
+    text = render(chosen, rid, full=True)
+    if chosen["kind"] in ("crashed", "killed", "gil", "stuck") and chosen["nodeid"]:
+        text += "\n\n" + output_view.output_tail(store, run, chosen["nodeid"], 20)  # what it wrote before
+    others = [h for h in hangs if h is not chosen]
+    if others:
+        text += f"\n\nOther hangs in this run ({len(others)}):\n" + "\n".join(
+            f"- {h['nodeid']}: {h['summary']}" for h in others[:20]
+        )
+    return output_view._bounded(text)
+
+
+def render(hang: dict[str, Any], run_id: str, *, full: bool) -> str:
+    report: HangReport = hang["report"]
+    nodeid = hang["nodeid"] or "(the run)"
+    lines = [
+        f"HANG {nodeid}"
+        + (f" ({hang['phase']})" if hang["phase"] else "")
+        + f" in run {run_id}: {report.summary}",
+        f"Kind: {KINDS.get(report.kind, report.kind)}." + _timing(report),
+    ]
+    if report.action:
+        lines.append(f"Then: {ACTIONS.get(report.action, report.action)}.")
+    if report.file and report.line:
+        lines += ["", f"Where: {report.file}:{report.line} in {report.function}()"]
+        if report.source:
+            width = len(str(report.source[-1][0]))
+            marked = set(report.lines or [report.line])
+            lines += [f"  {'>' if n in marked else ' '} {n:>{width}} | {t}" for n, t in report.source]
+    if report.locals:
+        lines += [
+            "",
+            f"Locals of {report.locals_frame or 'that frame'}:",
+            *failure_view._locals(report.locals)[1:],
+        ]
+    if report.tasks:
+        lines += ["", f"asyncio tasks ({len(report.tasks)}):"]
+        for task in report.tasks[: 30 if full else 5]:
+            where = next((f for f in task.frames if not f.library), task.frames[0] if task.frames else None)
+            at = f" at {where.file}:{where.line} in {where.function}()" if where else ""
+            waits = f", awaiting {task.awaiting}" if task.awaiting else ""
+            lines.append(f"- {task.name} ({task.coro}, {task.state}){at}{waits}")
+    threads = report.threads if full else [t for t in report.threads if t.test]
+    if threads:
+        lines += [
+            "",
+            f"Threads ({len(report.threads)}), the test's first, innermost frame first:"
+            if full
+            else "The test's thread:",
+        ]
+        for thread in threads:
+            lines += _thread(thread, full)
+    if full and report.output:
+        lines += ["", f"Output just before the hang (last {len(report.output)} lines):"]
+        lines += [f"  {line}" for line in report.output]
+    if report.samples:
+        lines += [
+            "",
+            f"Diagnosis from {report.samples} samples of the test's stack, every {report.interval:g} s.",
+        ]
+    return "\n".join(lines)
+
+
+def _timing(report: HangReport) -> str:
+    parts = []
+    if report.timeout:
+        parts.append(f" Timeout {report.timeout:g} s; reported after {report.elapsed:.1f} s")
+    if report.cpu is not None and report.elapsed > 0:
+        parts.append(
+            f"the test's thread used {report.cpu:.2f} s of CPU in {report.elapsed:.1f} s "
+            f"({report.cpu / report.elapsed:.0%})"
+        )
+    return ("; ".join(parts) + ".") if parts else ""
+
+
+def _thread(thread: HangThread, full: bool) -> list[str]:
+    label = "[test] " if thread.test else ""
+    extra = " (daemon)" if thread.daemon else ""
+    cpu = f", CPU {thread.cpu:.2f} s" if thread.cpu is not None else ""
+    out = [f"  {label}{thread.name}{extra}{cpu}:"]
+    hidden = 0
+    for number, frame in enumerate(thread.frames):
+        if frame.library and number > 0 and not full:
+            hidden += 1
+            continue
+        if frame.library and number > 2:
+            hidden += 1
+            continue
+        code = f"   `{frame.code}`" if frame.code else ""
+        out.append(f"    #{number} {frame.file}:{frame.line} in {frame.function}(){code}")
+    if hidden:
+        out.append(f"    ({hidden} library frames not shown: pytest, pluggy, the standard library)")
+    return out
+
+
+def hang_section(store: Store, run_id: str, nodeid: str) -> str:
+    """The hang part of get_failure for a test that hung, or ""."""
+    hangs = store.hangs(run_id, nodeid)
+    if not hangs:
+        return ""
+    return (
+        "\n\n"
+        + render(hangs[0], run_id, full=False)
+        + f'\nget_hang(run_id="{run_id}", test="{nodeid}") shows every thread and the output before it.'
+    )
+
+
+def failure_or_hang(store: Store, run: dict[str, Any], test: str | None) -> str:
+    """get_failure's text: the failure snapshot, with the hang diagnosis of a test that hung; the
+    hang alone for a test whose process died hung (it left no snapshot)."""
+    try:
+        text = failure_view.get_failure(store, run, test)
+    except lookup.NotFound:
+        if store.hangs(run["run_id"]):
+            return get_hang(store, run, test)
+        died = _died_while_running(store, run, test)
+        if died is None:
+            raise
+        return died
+    headline = text.split("\n", 1)[0]
+    for hang in store.hangs(run["run_id"]):
+        if headline.startswith((f"FAILED {hang['nodeid']} (", f"ERROR {hang['nodeid']} (")):
+            text += hang_section(store, run["run_id"], hang["nodeid"])
+    return text
+
+
+def _died_while_running(store: Store, run: dict[str, Any], test: str | None) -> str | None:
+    """A process that vanished without a trace (os._exit, SIGKILL): what the store still knows."""
+    if run["status"] not in ("crashed", "killed"):
+        return None
+    running = store.tests(run["run_id"], ("running",))
+    if test is not None:
+        nodeid = lookup.test(store, run, test)["nodeid"]
+        running = [t for t in running if t["nodeid"] == nodeid]
+    if not running:
+        return None
+    first = running[0]
+    output = output_view.output_tail(store, run, first["nodeid"], 30)
+    return output_view._bounded(
+        f"CRASHED {first['nodeid']} in run {run['run_id']}: its process (worker {first['worker']}) ended "
+        "while the test ran, without a traceback or a hang report: it exited without a fatal signal "
+        "Python could catch (os._exit, SIGKILL, the OOM killer) or before it could write one.\n\n"
+        f"{output}"
+    )

@@ -1,0 +1,84 @@
+"""Resolving what a caller named (a run id, a test) with errors that list what exists.
+
+Shared by the MCP tools and the CLI, so both say the same helpful thing when an id is wrong.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcpdebug.ingest.hang_dumps import attribute_hang_dumps
+from mcpdebug.ingest.spool import ingest_spool
+from mcpdebug.store import FINAL_OUTCOMES, Store
+
+
+class NotFound(LookupError):
+    """What was asked for does not exist; the message lists what does and what to try."""
+
+
+def refresh(store: Store) -> None:
+    """Take in spool files written since the last look, and the hang dumps of processes that died
+    (cheap when there are none)."""
+    ingest_spool(store)
+    attribute_hang_dumps(store)
+
+
+def run(store: Store, run_id: str | None) -> dict[str, Any]:
+    resolved = store.resolve_run(run_id)
+    found = store.run(resolved) if resolved else None
+    if found is not None:
+        return found
+    recent = store.run_ids(10)
+    if not recent:
+        raise NotFound(
+            f"No runs recorded yet in {store.dir}. Run `pytest --mcp-debug` in the project "
+            "(or call run_tests), then list_sessions."
+        )
+    raise NotFound(
+        f"Unknown run {run_id!r}. Recorded runs, newest first: {', '.join(recent)}. "
+        'Use run_id="latest" for the newest, or list_sessions for details.'
+    )
+
+
+def test(store: Store, run_row: dict[str, Any], query: str) -> dict[str, Any]:
+    """A test by exact node id, or by a part of it that matches exactly one test."""
+    rid = run_row["run_id"]
+    if not query:
+        raise NotFound(f'Name a test: a node id from list_tests(run_id="{rid}").')
+    exact = store.test(rid, query)
+    if exact is not None:
+        return exact
+    matches = store.find_tests(rid, query)
+    if len(matches) > 1:  # "test_total" names test_x.py::test_total, not also test_total_tax
+        named = [m for m in matches if m.endswith("::" + query) or m.split("::")[-1].split("[")[0] == query]
+        if len(named) == 1:
+            matches = named
+    if len(matches) == 1:
+        found = store.test(rid, matches[0])
+        assert found is not None
+        return found
+    if matches:
+        listing = "\n".join(f"  {m}" for m in matches)
+        raise NotFound(f"{query!r} matches several tests of run {rid}; give one of:\n{listing}")
+    failed = [t["nodeid"] for t in store.tests(rid, ("failed", "error"))][:10]
+    total = sum(run_row["counts"].values())
+    hint = f" Failed or errored tests: {', '.join(failed)}." if failed else ""
+    raise NotFound(
+        f"No test matching {query!r} in run {rid} ({total} tests).{hint} "
+        f'list_tests(run_id="{rid}") lists them all.'
+    )
+
+
+def outcomes(value: str | None) -> list[str] | None:
+    """Parse an outcome filter such as ``failed`` or ``failed,error``."""
+    if not value:
+        return None
+    wanted = [v.strip().lower() for v in value.split(",") if v.strip()]
+    valid = (*FINAL_OUTCOMES, "running")
+    bad = [v for v in wanted if v not in valid]
+    if bad:
+        raise NotFound(
+            f"Unknown outcome {', '.join(map(repr, bad))}; use one or more of "
+            f"{', '.join(valid)} (comma-separated)."
+        )
+    return wanted
