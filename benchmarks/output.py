@@ -455,12 +455,13 @@ def call_in_process(store: Any, q: Query) -> str:
     """What the MCP tool body does, minus the MCP layer: look the run up, render the reply."""
     from mcpdebug.views import lookup
     from mcpdebug.views import output as output_view
+    from mcpdebug.views import output_search as search_view
     from mcpdebug.views import runs as runs_view
 
     run = lookup.run(store, "latest")
     if q.tool == "search_output":
         args = dict(q.args)
-        return str(output_view.search_output(store, run, args.pop("pattern"), args.pop("test"), **args))
+        return str(search_view.search_output(store, run, args.pop("pattern"), args.pop("test"), **args))
     if q.tool == "get_output":
         args = dict(q.args)
         return str(output_view.get_output(store, run, args.pop("test"), **args))

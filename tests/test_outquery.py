@@ -17,7 +17,10 @@ import pytest
 from helpers import NOW, Events
 from mcpdebug.store import SCHEMA_VERSION, Store
 from mcpdebug.store.output_query import ErrorType, OutputError
+from mcpdebug.views import logs as logs_view
 from mcpdebug.views import output as output_view
+from mcpdebug.views import output_search as search_view
+from mcpdebug.views import output_window
 from pytest_mcpdebug import protocol
 from pytest_mcpdebug.folder import STORE_FILE
 from pytest_mcpdebug.limits import KB, Limits
@@ -368,7 +371,7 @@ def searched(store: Store) -> Any:
 
 
 def test_search_counts_matching_lines_not_matches(store: Store, searched: Any) -> None:
-    reply = output_view.search_output(store, searched, "error", TEST, max_results=1)
+    reply = search_view.search_output(store, searched, "error", TEST, max_results=1)
     assert reply.splitlines()[:2] == [
         f'Search: "error" found 3 occurrences in {TEST} (run {RUN})',
         "Showing occurrence 1 of 3 at line 2:",
@@ -376,7 +379,7 @@ def test_search_counts_matching_lines_not_matches(store: Store, searched: Any) -
 
 
 def test_search_shows_the_match_marked_in_its_context(store: Store, searched: Any) -> None:
-    reply = output_view.search_output(store, searched, "error", TEST, occurrence=2, context=2, max_results=1)
+    reply = search_view.search_output(store, searched, "error", TEST, occurrence=2, context=2, max_results=1)
     assert reply.splitlines()[1] == "Showing occurrence 2 of 3 at line 4:"
     assert block(reply) == [
         "2: error: disk full",
@@ -392,7 +395,7 @@ def test_search_shows_the_match_marked_in_its_context(store: Store, searched: An
 
 
 def test_context_stops_at_the_edges_and_the_last_match_has_no_next(store: Store, searched: Any) -> None:
-    reply = output_view.search_output(store, searched, "error", TEST, occurrence=3, context=3, max_results=1)
+    reply = search_view.search_output(store, searched, "error", TEST, occurrence=3, context=3, max_results=1)
     assert block(reply) == [
         "5: giving up",
         "6: [stderr] Error count: 2",
@@ -400,14 +403,14 @@ def test_context_stops_at_the_edges_and_the_last_match_has_no_next(store: Store,
         ">>> 8: [stderr] error: final <<<",
     ]
     assert "Use occurrence=" not in reply
-    first = output_view.search_output(store, searched, "starting", TEST, context=1)
+    first = search_view.search_output(store, searched, "starting", TEST, context=1)
     assert block(first) == [">>> 1: starting <<<", "2: error: disk full"]
-    bare = output_view.search_output(store, searched, "retrying", TEST, context=0)
+    bare = search_view.search_output(store, searched, "retrying", TEST, context=0)
     assert block(bare) == [">>> 3: retrying <<<"]
 
 
 def test_several_results_each_get_a_block(store: Store, searched: Any) -> None:
-    reply = output_view.search_output(store, searched, "error", TEST, context=0)
+    reply = search_view.search_output(store, searched, "error", TEST, context=0)
     assert reply.splitlines()[1] == "Showing occurrences 1-3 of 3:"
     assert re.findall(r"^Occurrence .*\n.*$", reply, re.MULTILINE) == [
         f"Occurrence 1 at line 2 of {TEST}:\n>>> 2: error: disk full <<<",
@@ -417,7 +420,7 @@ def test_several_results_each_get_a_block(store: Store, searched: Any) -> None:
 
 
 def test_search_on_one_stream_uses_its_numbers(store: Store, searched: Any) -> None:
-    reply = output_view.search_output(
+    reply = search_view.search_output(
         store, searched, "error", TEST, stream="stderr", context=0, max_results=1
     )
     assert reply.splitlines()[1] == "Showing occurrence 1 of 1 at line 3:"  # line 3 of stderr
@@ -442,7 +445,7 @@ def test_literal_regex_and_ignore_case_paths_agree(
     expected = [
         i for i, line in enumerate(SEARCHED, 1) if re.search("error", line, re.IGNORECASE if folded else 0)
     ]
-    reply = output_view.search_output(store, searched, pattern, TEST, context=0, ignore_case=ignore_case)
+    reply = search_view.search_output(store, searched, pattern, TEST, context=0, ignore_case=ignore_case)
     assert f"found {len(expected)} occurrences" in reply.splitlines()[0]
     assert hits(reply) == expected
 
@@ -453,8 +456,8 @@ def test_ignore_case_folds_letters_as_python_regexes_do(store: Store) -> None:
     lines = ["5 \u212a over the limit", "\u017fpeed", "\u0130stanbul", "plain ascii k"]
     run = record(store, (TEST, [("call", "stdout", lines)]))
     for pattern, regex in [("k", "[k]"), ("s", "[s]"), ("i", "[i]"), ("K over", "[K] over")]:
-        literal = output_view.search_output(store, run, pattern, TEST, ignore_case=True, context=0)
-        reference = output_view.search_output(store, run, regex, TEST, ignore_case=True, context=0)
+        literal = search_view.search_output(store, run, pattern, TEST, ignore_case=True, context=0)
+        reference = search_view.search_output(store, run, regex, TEST, ignore_case=True, context=0)
         expected = sum(bool(re.search(pattern, line, re.IGNORECASE)) for line in lines)
         assert literal.splitlines()[0].split(" found ")[1] == reference.splitlines()[0].split(" found ")[1]
         assert f"found {expected} occurrence" in literal.splitlines()[0]
@@ -481,35 +484,35 @@ def test_a_regex_applies_to_each_line_on_its_own(store: Store, pattern: str) -> 
     run = record(store, (TEST, [("call", "stdout", lines)]))
     expected = [i for i, line in enumerate(lines, 1) if re.search(pattern, line)]
     if not expected:
-        exc = error(output_view.search_output, store, run, pattern, TEST)
+        exc = error(search_view.search_output, store, run, pattern, TEST)
         assert exc.kind is ErrorType.NO_MATCHES
         return
-    assert hits(output_view.search_output(store, run, pattern, TEST, context=0)) == expected
+    assert hits(search_view.search_output(store, run, pattern, TEST, context=0)) == expected
 
 
 def test_an_invalid_regex_says_how_to_search_literally(store: Store, searched: Any) -> None:
-    exc = error(output_view.search_output, store, searched, "disk (full", TEST)
+    exc = error(search_view.search_output, store, searched, "disk (full", TEST)
     assert exc.kind is ErrorType.INVALID_SEARCH
     assert str(exc).startswith("Invalid regular expression 'disk (full': missing ), unterminated subpattern")
     assert "(e.g. 'disk\\\\ \\\\(full')" in str(exc)
-    assert error(output_view.search_output, store, searched, "", TEST).kind is ErrorType.INVALID_SEARCH
+    assert error(search_view.search_output, store, searched, "", TEST).kind is ErrorType.INVALID_SEARCH
 
 
 def test_no_matches_suggests_what_to_try(store: Store, searched: Any) -> None:
-    exc = error(output_view.search_output, store, searched, "segfault", TEST)
+    exc = error(search_view.search_output, store, searched, "segfault", TEST)
     assert exc.kind is ErrorType.NO_MATCHES
     message = str(exc)
     assert message.startswith(f"No matches found for search pattern: 'segfault' in {TEST} (run {RUN}).")
     assert "  - ignore_case=True\n" in message
     assert f'get_output(run_id="{RUN}", test="{TEST}")' in message
     assert "ignore_case=True\n" not in str(
-        error(output_view.search_output, store, searched, "x", TEST, ignore_case=True)
+        error(search_view.search_output, store, searched, "x", TEST, ignore_case=True)
     )
 
 
 @pytest.mark.parametrize("occurrence", [4, 99, 0, -1])
 def test_an_invalid_occurrence_names_the_count(store: Store, searched: Any, occurrence: int) -> None:
-    exc = error(output_view.search_output, store, searched, "error", TEST, occurrence=occurrence)
+    exc = error(search_view.search_output, store, searched, "error", TEST, occurrence=occurrence)
     assert exc.kind is ErrorType.INVALID_OCCURRENCE
     if occurrence >= 1:
         assert str(exc) == (
@@ -526,7 +529,7 @@ def test_a_run_wide_search_names_each_hits_test(store: Store) -> None:
         (TEST, [("call", "stdout", ["ok", "timeout talking to db"])]),
         (OTHER, [("setup", "stderr", ["timeout in fixture"]), ("call", "stdout", ["fine", "timeout again"])]),
     )
-    reply = output_view.search_output(store, run, "timeout", None, context=0)
+    reply = search_view.search_output(store, run, "timeout", None, context=0)
     assert (
         reply.splitlines()[0]
         == f'Search: "timeout" found 3 occurrences in all output of run {RUN} (2 tests with output)'
@@ -537,7 +540,7 @@ def test_a_run_wide_search_names_each_hits_test(store: Store) -> None:
         f"Occurrence 3 at line 3 of {OTHER}:\n>>> 3: timeout again <<<",
     ]
     # occurrences count across tests: the second is the other test's first
-    second = output_view.search_output(store, run, "timeout", None, occurrence=2, max_results=1, context=0)
+    second = search_view.search_output(store, run, "timeout", None, occurrence=2, max_results=1, context=0)
     assert second.splitlines()[1] == "Showing occurrence 2 of 3 at line 1:"
     assert f"Occurrence 2 at line 1 of {OTHER}:" in second
     assert "Use occurrence=3 for next match" in second
@@ -571,7 +574,7 @@ def test_get_logs_merges_sessions_in_time_order_with_meta_lines(
     store: Store, two_sessions: tuple[str, str]
 ) -> None:
     a, b = two_sessions
-    reply = output_view.get_logs(store, [a, "integration", "nope"])
+    reply = logs_view.get_logs(store, [a, "integration", "nope"])
     meta, lines = reply.split("\n\n", 1)
     assert meta.splitlines() == [
         "total_results: 6",
@@ -593,7 +596,7 @@ def test_get_logs_merges_sessions_in_time_order_with_meta_lines(
 
 def test_get_logs_truncates_to_the_newest_and_filters(store: Store, two_sessions: tuple[str, str]) -> None:
     a, b = two_sessions
-    reply = output_view.get_logs(store, [a, b], max_results=2)
+    reply = logs_view.get_logs(store, [a, b], max_results=2)
     meta, lines = reply.split("\n\n", 1)
     assert meta.splitlines()[:4] == [
         "total_results: 6",
@@ -603,28 +606,28 @@ def test_get_logs_truncates_to_the_newest_and_filters(store: Store, two_sessions
     ]
     assert [line.split("| ", 1)[1] for line in lines.splitlines()] == ["unit three", "integration three"]
     # the last `lines` of each session
-    one_each = output_view.get_logs(store, [a, b], lines=1)
+    one_each = logs_view.get_logs(store, [a, b], lines=1)
     assert "total_results: 2" in one_each
-    stderr = output_view.get_logs(store, [a, b], stream="stderr")
+    stderr = logs_view.get_logs(store, [a, b], stream="stderr")
     assert [line.split("| ", 1)[1] for line in stderr.split("\n\n", 1)[1].splitlines()] == [
         "unit two",
         "integration two",
     ]
-    matching = output_view.get_logs(store, ["latest"], pattern="thr+ee")
+    matching = logs_view.get_logs(store, ["latest"], pattern="thr+ee")
     assert matching.splitlines()[0] == "total_results: 1"
     assert matching.endswith("t_integration.py::test_y log| integration three")
-    nothing = output_view.get_logs(store, [a], pattern="absent")
+    nothing = logs_view.get_logs(store, [a], pattern="absent")
     assert nothing.splitlines()[0] == "total_results: 0" and nothing.endswith("(no lines matched)")
     assert "time_range" not in nothing
 
 
 def test_get_logs_rejects_bad_arguments(store: Store, two_sessions: tuple[str, str]) -> None:
-    assert error(output_view.get_logs, store, []).kind is ErrorType.INVALID_ARGUMENT
+    assert error(logs_view.get_logs, store, []).kind is ErrorType.INVALID_ARGUMENT
     assert "use stdout, stderr, log, warnings or both" in str(
-        error(output_view.get_logs, store, ["latest"], stream="all")
+        error(logs_view.get_logs, store, ["latest"], stream="all")
     )
-    assert error(output_view.get_logs, store, ["latest"], lines=0).kind is ErrorType.INVALID_ARGUMENT
-    assert error(output_view.get_logs, store, ["latest"], pattern="(").kind is ErrorType.INVALID_SEARCH
+    assert error(logs_view.get_logs, store, ["latest"], lines=0).kind is ErrorType.INVALID_ARGUMENT
+    assert error(logs_view.get_logs, store, ["latest"], pattern="(").kind is ErrorType.INVALID_SEARCH
 
 
 # Bounded replies ----------------------------------------------------------------------------------------
@@ -637,20 +640,20 @@ def test_replies_stay_under_30000_characters_with_64kb_lines(store: Store) -> No
         "tail": output_view.get_output(store, run, TEST),
         "range": output_view.get_output(store, run, TEST, start=1, end=40),
         "stream": output_view.get_output(store, run, OTHER, stream="stderr"),
-        "search": output_view.search_output(store, run, "wide", TEST, context=50, max_results=40),
-        "run search": output_view.search_output(store, run, "x", None, context=10),
-        "one hit": output_view.search_output(store, run, "wide 20 ", TEST, context=50),
-        "logs": output_view.get_logs(store, [RUN], lines=1000),
-        "list": output_view.logs_list(store),
+        "search": search_view.search_output(store, run, "wide", TEST, context=50, max_results=40),
+        "run search": search_view.search_output(store, run, "x", None, context=10),
+        "one hit": search_view.search_output(store, run, "wide 20 ", TEST, context=50),
+        "logs": logs_view.get_logs(store, [RUN], lines=1000),
+        "list": logs_view.logs_list(store),
         "tail of get_test": output_view.output_tail(store, run, TEST, 2000),
     }
     for name, reply in replies.items():
-        assert len(reply) <= output_view.MAX_REPLY_CHARS, name
+        assert len(reply) <= output_window.MAX_REPLY_CHARS, name
     shown = [line for line in body(replies["range"]) if line[:1].isdigit()]
-    cut = len(wide[0]) - output_view.LINE_CHARS
+    cut = len(wide[0]) - output_window.LINE_CHARS
     assert (
         shown[0]
-        == f"1: {wide[0][: output_view.LINE_CHARS]} [... +{cut} characters; the whole line is in the file]"
+        == f"1: {wide[0][: output_window.LINE_CHARS]} [... +{cut} characters; the whole line is in the file]"
     )
     # a range too big for one reply shows what fits and says where to go on
     last_shown = int(shown[-1].split(":")[0])
@@ -725,10 +728,10 @@ def test_a_huge_output_keeps_its_head_and_tail_with_original_numbers(tmp_path: P
             assert [line for line in shown if line[:1].isdigit()] == kept
             assert body(output_view.get_output(store, run, TEST, start=-1, end=-1)) == [f"2000: {lines[-1]}"]
             # a search finds tail lines under their own numbers, and nothing from the gap
-            hit = output_view.search_output(store, run, "line 01999 ", TEST, context=0)
+            hit = search_view.search_output(store, run, "line 01999 ", TEST, context=0)
             assert hit.splitlines()[1] == "Showing occurrence 1 of 1 at line 1999:"
             assert (
-                error(output_view.search_output, store, run, f"line {lo:05d} ", TEST).kind
+                error(search_view.search_output, store, run, f"line {lo:05d} ", TEST).kind
                 is ErrorType.NO_MATCHES
             )
             # the head is within its half of the limit, and so is the tail
@@ -1007,7 +1010,7 @@ def test_a_schema_1_store_is_migrated_and_its_output_readable(tmp_path: Path) ->
             "2: out 1",
             "3: out 2",
         ]
-        assert "Showing occurrence 1 of 1 at line 4:" in output_view.search_output(store, run, "err", TEST)
+        assert "Showing occurrence 1 of 1 at line 4:" in search_view.search_output(store, run, "err", TEST)
     finally:
         store.close()
     again = Store(tmp_path)  # a second open migrates nothing twice

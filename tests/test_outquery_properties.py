@@ -19,6 +19,7 @@ from helpers import Events
 from mcpdebug.store import Store
 from mcpdebug.store.output_query import ErrorType, OutputError
 from mcpdebug.views import output as output_view
+from mcpdebug.views import output_search as search_view
 from pytest_mcpdebug import limits, protocol
 from pytest_mcpdebug.output.lines import LineSplitter, cut_marker
 
@@ -189,11 +190,11 @@ def test_search_counts_the_lines_re_search_finds(
     with recorded(chunks) as (store, run):
         if not matching:
             with pytest.raises(OutputError) as info:
-                output_view.search_output(store, run, pattern, TEST, ignore_case=ignore_case)
+                search_view.search_output(store, run, pattern, TEST, ignore_case=ignore_case)
             assert info.value.kind is ErrorType.NO_MATCHES
             return
         occurrence = data.draw(st.integers(1, len(matching)), label="occurrence")
-        reply = output_view.search_output(
+        reply = search_view.search_output(
             store,
             run,
             pattern,
@@ -210,7 +211,7 @@ def test_search_counts_the_lines_re_search_finds(
         )
         assert re.findall(r"^>>> (\d+): ", reply, re.MULTILINE) == [str(matching[occurrence - 1])]
         with pytest.raises(OutputError) as info:
-            output_view.search_output(
+            search_view.search_output(
                 store, run, pattern, TEST, ignore_case=ignore_case, occurrence=len(matching) + 1
             )
         assert info.value.kind is ErrorType.INVALID_OCCURRENCE

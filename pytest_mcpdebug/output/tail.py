@@ -18,17 +18,23 @@ from __future__ import annotations
 import collections
 import contextlib
 import logging
-import os
 import threading
 import time
-import warnings
 from collections.abc import Callable, Generator
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 import pytest
 
 from pytest_mcpdebug import protocol
 from pytest_mcpdebug.output.lines import LineSplitter, cut_long_lines
+from pytest_mcpdebug.output.records import (
+    RecordHandler,
+    pytest_log_level,
+    unwatch_warnings,
+    warning_line,
+    watch_warnings,
+)
+from pytest_mcpdebug.output.sources import Source, source
 
 # Timeouts
 TICK: Final = 0.1
@@ -50,57 +56,6 @@ WaitForRoom = Callable[[], None]
 """Blocks while the sender holds too much unsent output (`Sender.wait_for_room`)."""
 
 
-class _Source(Protocol):
-    def size(self) -> int: ...
-    def read(self, offset: int, size: int) -> bytes: ...
-
-
-class _FileSource:
-    """pytest's fd capture: a temporary file we read at an offset, leaving its position alone."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-
-    def size(self) -> int:
-        return os.fstat(self.fd).st_size
-
-    def read(self, offset: int, size: int) -> bytes:
-        return os.pread(self.fd, size, offset)
-
-
-class _BufferSource:
-    """pytest's sys capture (``--capture=sys`` / ``tee-sys``): an in-memory text buffer."""
-
-    def __init__(self, buffer: Any) -> None:
-        self.buffer = buffer
-
-    def size(self) -> int:
-        return int(self.buffer.tell())  # writes append at the position; pytest rewinds when it empties
-
-    def read(self, offset: int, size: int) -> bytes:
-        # A view copies just the slice (getvalue() would copy the whole buffer on every read). It is
-        # released before returning, and the copy holds the GIL, so no write can try to resize the
-        # buffer while it is exported.
-        with self.buffer.getbuffer() as view:
-            return bytes(view[offset : offset + size])
-
-
-def _source(capture: Any) -> _Source | None:
-    """The readable side of one of pytest's global captures (None when not capturing)."""
-    tmpfile = getattr(capture, "tmpfile", None)
-    if tmpfile is None:
-        return None
-    if type(capture).__name__ in ("FDCapture", "FDCaptureBinary"):
-        try:
-            return _FileSource(tmpfile.fileno())
-        except (OSError, ValueError):
-            return None
-    buffer = getattr(tmpfile, "buffer", None)
-    if buffer is not None and hasattr(buffer, "getvalue"):
-        return _BufferSource(buffer)
-    return None
-
-
 class _Unit:
     """Line numbering of one unit: how many lines it has, in all and per stream."""
 
@@ -119,7 +74,7 @@ class _Stream:
 
     def __init__(self, name: str, limit: int) -> None:
         self.name = name
-        self.source: _Source | None = None
+        self.source: Source | None = None
         self.offset = 0
         self.splitter = LineSplitter(limit)
 
@@ -144,7 +99,7 @@ class OutputTail:
         self._records: collections.deque[tuple[_Unit, str, float, str]] = collections.deque()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="mcpdebug-output", daemon=True)
-        self._handler = _RecordHandler(self)
+        self._handler = RecordHandler(self)
         self._warnings_sent: set[int] = set()
         self._capman = config.pluginmanager.getplugin("capturemanager")
         self._attached_to: Any = None
@@ -172,7 +127,7 @@ class OutputTail:
     # Life cycle -----------------------------------------------------------------------------------
 
     def start(self) -> None:
-        level = _pytest_log_level(self.config)
+        level = pytest_log_level(self.config)
         if level is not None:
             self._handler.setLevel(level)
         logging.getLogger().addHandler(self._handler)
@@ -228,16 +183,16 @@ class OutputTail:
             return
         self._attached_to = capturing
         for stream in self._streams:
-            stream.source = _source(getattr(capturing, "out" if stream.name == "stdout" else "err", None))
+            stream.source = source(getattr(capturing, "out" if stream.name == "stdout" else "err", None))
 
     def _tail_phase(self, nodeid: str, phase: str, *, emptied: bool = True) -> Generator[None, Any, Any]:
         """The body of a wrapper hook: tail the output of what runs at the ``yield``."""
         previous = self._begin(nodeid, phase)
-        shown = _watch_warnings(self._live_warning)
+        shown = watch_warnings(self._live_warning)
         try:
             return (yield)
         finally:
-            _unwatch_warnings(shown)
+            unwatch_warnings(shown)
             self._end(previous, emptied=emptied)
 
     def _session_teardown_begins(self) -> None:
@@ -253,7 +208,7 @@ class OutputTail:
         with self._lock:
             if self._tailing:
                 self._read(TICK_BYTES)
-            self._send(self._unit, self._phase, "warnings", _warning_line(message), time.time())
+            self._send(self._unit, self._phase, "warnings", warning_line(message), time.time())
             self._warnings_sent.add(id(message))
 
     # Hooks: innermost wrappers, so they run inside pytest's capture of each phase ------------------
@@ -300,7 +255,7 @@ class OutputTail:
                 return
             unit = self._units.get(nodeid) or self._units.setdefault(nodeid, _Unit(nodeid))
             self._send_records()
-            self._send(unit, when, "warnings", _warning_line(warning_message), time.time())
+            self._send(unit, when, "warnings", warning_line(warning_message), time.time())
 
     # Reading --------------------------------------------------------------------------------------
 
@@ -412,64 +367,3 @@ class OutputTail:
                 except (OSError, ValueError):
                     return False
         return False
-
-
-def _warning_line(message: Any) -> bytes:
-    category = getattr(message.category, "__name__", "Warning")
-    text = f"{category}: {message.message} ({message.filename}:{message.lineno})"
-    return text.encode("utf-8", "replace")
-
-
-_Shown = tuple[Any, Any] | None
-
-
-def _watch_warnings(seen: Callable[[Any], None]) -> _Shown:
-    """Chain ``seen`` in front of the function ``warnings`` calls for each warning it shows.
-
-    Inside a test pytest's ``catch_warnings(record=True)`` makes that function ``log.append``; pytest
-    reads the log after the test, too late to place a warning among the lines printed around it.
-    (A private hook of the ``warnings`` module, present in 3.10-3.13; without it warnings are still
-    recorded, after the phase.)
-    """
-    original = getattr(warnings, "_showwarnmsg_impl", None)
-    if original is None:
-        return None
-
-    def show(message: Any) -> None:
-        try:
-            seen(message)
-        finally:
-            original(message)
-
-    warnings._showwarnmsg_impl = show  # type: ignore[attr-defined]
-    return original, show
-
-
-def _unwatch_warnings(shown: _Shown) -> None:
-    if shown is not None and getattr(warnings, "_showwarnmsg_impl", None) is shown[1]:
-        warnings._showwarnmsg_impl = shown[0]  # type: ignore[attr-defined]
-
-
-class _RecordHandler(logging.Handler):
-    """Sees the records pytest's own log capture sees (same level), from every thread but ours."""
-
-    def __init__(self, tail: OutputTail) -> None:
-        super().__init__()
-        self.tail = tail
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if threading.current_thread().name.startswith("mcpdebug-"):
-            return  # our sender's own logging must not feed itself
-        try:
-            self.tail.record(record)
-        except Exception:
-            self.handleError(record)
-
-
-def _pytest_log_level(config: pytest.Config) -> int | None:
-    try:
-        from _pytest.logging import get_log_level_for_setting
-
-        return get_log_level_for_setting(config, "log_level")
-    except Exception:
-        return None

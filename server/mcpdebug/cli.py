@@ -17,8 +17,9 @@ from typing import Any
 from mcpdebug.store import Store, StoreError, output_query
 from mcpdebug.store.output_query import ErrorType, OutputError
 from mcpdebug.views import hang as hang_view
-from mcpdebug.views import lookup
+from mcpdebug.views import lookup, output_window
 from mcpdebug.views import output as output_view
+from mcpdebug.views import output_search as search_view
 from mcpdebug.views import runs as runs_view
 from pytest_mcpdebug import __version__, limits
 from pytest_mcpdebug.folder import DIRNAME, STORE_FILE
@@ -221,7 +222,7 @@ def _logs(store: Store, args: argparse.Namespace) -> int:
     run = lookup.run(store, args.run)
     if args.grep is not None:
         print(
-            output_view.search_output(
+            search_view.search_output(
                 store,
                 run,
                 args.grep,
@@ -300,7 +301,7 @@ def _tail(store: Store, args: argparse.Namespace) -> int:
                 printed[unit["id"]] = done
                 continue
             if current != unit["id"]:
-                print(f"\n==> {output_view.describe_unit(unit['unit'])} <==")
+                print(f"\n==> {output_window.describe_unit(unit['unit'])} <==")
                 current = unit["id"]
             for line in view.lines(done + 1, view.total):
                 prefix = (

@@ -9,6 +9,7 @@ spool replayed late may deliver ``test_started`` after ``test_finished``).
 from __future__ import annotations
 
 import logging
+import socket
 import sqlite3
 import threading
 import time
@@ -21,7 +22,7 @@ from mcpdebug.store.output_files import Outputs, unit_key
 from mcpdebug.store.queries import Queries
 from mcpdebug.store.schema import SCHEMA, SCHEMA_VERSION, migrate, schema_version
 from pytest_mcpdebug import protocol
-from pytest_mcpdebug.folder import SPOOL_DIR, STORE_FILE, ensure_dir
+from pytest_mcpdebug.folder import SPOOL_DIR, STORE_FILE, ensure_dir, pid_alive
 from pytest_mcpdebug.limits import Limits
 
 EVENT_BYTES = 200
@@ -208,3 +209,17 @@ class Store(Queries):
             self._known_runs.discard(run_id)
             (self.dir / "processes" / f"{run_id}.log").unlink(missing_ok=True)  # run_tests's terminal output
         self.db.execute("PRAGMA incremental_vacuum")
+
+    def refresh_liveness(self) -> None:
+        """Mark runs whose controlling process died on this host without finishing as crashed."""
+        host = socket.gethostname()
+        rows = self.db.execute(
+            "SELECT run_id, pid FROM runs WHERE status='running' AND host=?", (host,)
+        ).fetchall()
+        dead = [r["run_id"] for r in rows if r["pid"] and not pid_alive(r["pid"])]
+        if dead:
+            with self.transaction() as db:
+                db.executemany(
+                    "UPDATE runs SET status='crashed' WHERE run_id=? AND status='running'",
+                    [(r,) for r in dead],
+                )

@@ -31,43 +31,6 @@ from pytest_mcpdebug.output.lines import cut_long_lines
 OUTPUT_DIR: Final = "output"
 MAX_BLOCK_BYTES: Final = 4 * 1024 * 1024
 
-SCHEMA: Final = """
-CREATE TABLE IF NOT EXISTS outputs (
-    run_id TEXT NOT NULL,
-    unit TEXT NOT NULL,
-    id INTEGER NOT NULL,
-    worker TEXT NOT NULL DEFAULT '',
-    lines INTEGER NOT NULL DEFAULT 0,
-    stream_lines TEXT NOT NULL DEFAULT '{}',
-    bytes_written INTEGER NOT NULL DEFAULT 0,
-    bytes_stored INTEGER NOT NULL DEFAULT 0,
-    head_bytes INTEGER NOT NULL DEFAULT 0,
-    tail_block INTEGER NOT NULL DEFAULT 0,
-    dropped_lines INTEGER NOT NULL DEFAULT 0,
-    dropped_bytes INTEGER NOT NULL DEFAULT 0,
-    first_ts REAL,
-    last_ts REAL,
-    PRIMARY KEY (run_id, unit)
-);
-CREATE UNIQUE INDEX IF NOT EXISTS outputs_by_id ON outputs (run_id, id);
-CREATE TABLE IF NOT EXISTS segments (
-    run_id TEXT NOT NULL,
-    unit_id INTEGER NOT NULL,
-    first INTEGER NOT NULL,
-    count INTEGER NOT NULL,
-    stream TEXT NOT NULL,
-    stream_first INTEGER NOT NULL,
-    phase TEXT NOT NULL DEFAULT '',
-    ts REAL NOT NULL,
-    times BLOB,
-    block INTEGER NOT NULL DEFAULT 0,
-    offset INTEGER NOT NULL,
-    length INTEGER NOT NULL,
-    PRIMARY KEY (run_id, unit_id, first)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS segments_by_stream ON segments (run_id, unit_id, stream, stream_first);
-"""
-
 
 def unit_key(nodeid: str, worker: str) -> str:
     """A test's unit is its node id; a process's output outside tests is "" (or "@gw0" for a worker)."""
@@ -102,6 +65,19 @@ class Segment:
         return values
 
 
+@dataclass
+class _Split:
+    """One event's lines divided between the head (kept whole) and the tail (the last lines kept)."""
+
+    head: bytes
+    head_count: int
+    rest: bytes | None
+    """Lines for the tail; None when every line went to the head."""
+    trimmed_lines: int = 0
+    """Lines of the rest dropped because the tail could not hold them all."""
+    trimmed_bytes: int = 0
+
+
 _SEGMENT_COLUMNS = "first, count, stream, stream_first, phase, ts, times, block, offset, length"
 
 
@@ -122,17 +98,7 @@ class Outputs:
 
     def append(self, db: sqlite3.Connection, e: protocol.Output) -> int:
         """File one event's lines; returns the bytes added to the store (0 for a duplicate)."""
-        key = unit_key(e.nodeid, e.worker)
-        row = db.execute("SELECT * FROM outputs WHERE run_id=? AND unit=?", (e.run_id, key)).fetchone()
-        if row is None:
-            unit_id = db.execute(
-                "SELECT coalesce(max(id), 0) + 1 FROM outputs WHERE run_id=?", (e.run_id,)
-            ).fetchone()[0]
-            db.execute(
-                "INSERT INTO outputs (run_id, unit, id, worker, first_ts, last_ts) VALUES (?,?,?,?,?,?)",
-                (e.run_id, key, unit_id, e.worker, e.ts, e.ts),
-            )
-            row = db.execute("SELECT * FROM outputs WHERE run_id=? AND unit=?", (e.run_id, key)).fetchone()
+        row = self._unit_row(db, e)
         unit_id = row["id"]
         if db.execute(
             "SELECT 1 FROM segments WHERE run_id=? AND unit_id=? AND first=?", (e.run_id, unit_id, e.first)
@@ -142,69 +108,25 @@ class Outputs:
         count = data.count(b"\n") + 1  # the text is the truth, whatever `count` claims
         times = e.times if e.times and len(e.times) == count else None
         stream = e.stream if e.stream in protocol.STREAMS else "stdout"
-        # One event can hold up to a megabyte of lines: split it at line ends into what still fits
-        # in the head and, of the rest, the last lines that fit in the tail.
-        half = self.limits.max_test_output // 2
-        head, head_count = b"", 0
-        rest_or_none: bytes | None = data  # None: every line went to the head
-        if row["tail_block"] == 0:
-            room = half - row["head_bytes"]
-            if len(data) + 1 <= room:
-                head, head_count, rest_or_none = data, count, None
-            elif room > 0:
-                end = data.rfind(b"\n", 0, room)
-                if end >= 0:
-                    head, head_count, rest_or_none = (
-                        data[:end],
-                        data.count(b"\n", 0, end) + 1,
-                        data[end + 1 :],
-                    )
-        trimmed_lines = trimmed_bytes = 0
-        tail_budget = self.limits.max_test_output - half
-        rest = rest_or_none or b""
-        if rest_or_none is not None and len(rest) + 1 > tail_budget:
-            end = rest.find(b"\n", len(rest) - tail_budget)
-            if end < 0:
-                end = rest.rfind(b"\n")
-            if end >= 0:
-                trimmed_lines, trimmed_bytes = rest.count(b"\n", 0, end) + 1, end + 1
-                rest = rest[end + 1 :]
+        split = self._split(data, count, row)
         pieces: list[tuple[int, bytes, int, int]] = []  # block, lines, index of first line, count
-        if head_count:
-            pieces.append((0, head, 0, head_count))
+        if split.head_count:
+            pieces.append((0, split.head, 0, split.head_count))
         block = 0
         dropped = 0
-        if rest_or_none is not None:
+        if split.rest is not None:
             block = max(row["tail_block"], 1)
-            if trimmed_lines:  # every tail line kept so far is older than the lines just dropped
+            if split.trimmed_lines:  # every tail line kept so far is older than the lines just dropped
                 dropped = self._drop_tail_blocks(db, e.run_id, unit_id, keep_last=0)
                 block = row["tail_block"] + 1
             else:
                 current = self.path(e.run_id, unit_id, block)
-                if current.exists() and current.stat().st_size >= min(MAX_BLOCK_BYTES, max(half // 4, 1)):
+                quarter = min(MAX_BLOCK_BYTES, max(self.limits.max_test_output // 8, 1))
+                if current.exists() and current.stat().st_size >= quarter:
                     block += 1
-            pieces.append((block, rest, head_count + trimmed_lines, count - head_count - trimmed_lines))
-        stored = 0
-        for piece_block, lines, index, piece_count in pieces:
-            offset = self._write(self.path(e.run_id, unit_id, piece_block), lines)
-            values = (
-                e.first + index,
-                piece_count,
-                stream,
-                e.stream_first + index,
-                e.phase,
-                e.ts,
-                _times_blob(times[index : index + piece_count] if times else None, piece_count),
-                piece_block,
-                offset,
-                len(lines),
-            )
-            db.execute(
-                f"INSERT INTO segments ({_SEGMENT_COLUMNS}, run_id, unit_id) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                (*values, e.run_id, unit_id),
-            )
-            stored += len(lines) + 1
+            first_rest = split.head_count + split.trimmed_lines
+            pieces.append((block, split.rest, first_rest, count - first_rest))
+        stored = sum(self._write_segment(db, e, unit_id, stream, times, *piece) for piece in pieces)
         stream_lines = json.loads(row["stream_lines"])
         stream_lines[stream] = max(stream_lines.get(stream, 0), e.stream_first + count - 1)
         db.execute(
@@ -218,10 +140,10 @@ class Outputs:
                 json.dumps(stream_lines),
                 len(data) + 1,
                 stored,
-                len(head) + 1 if head_count else 0,
+                len(split.head) + 1 if split.head_count else 0,
                 block,
-                trimmed_lines,
-                trimmed_bytes,
+                split.trimmed_lines,
+                split.trimmed_bytes,
                 e.ts,
                 e.ts,
                 e.ts,
@@ -233,6 +155,83 @@ class Outputs:
         if block:
             dropped += self._drop_old_tail(db, e.run_id, unit_id)
         return stored - dropped
+
+    @staticmethod
+    def _unit_row(db: sqlite3.Connection, e: protocol.Output) -> sqlite3.Row:
+        """The unit's row in ``outputs``, created (with the run's next id) on its first lines."""
+        key = unit_key(e.nodeid, e.worker)
+        row: sqlite3.Row | None = db.execute(
+            "SELECT * FROM outputs WHERE run_id=? AND unit=?", (e.run_id, key)
+        ).fetchone()
+        if row is None:
+            unit_id = db.execute(
+                "SELECT coalesce(max(id), 0) + 1 FROM outputs WHERE run_id=?", (e.run_id,)
+            ).fetchone()[0]
+            db.execute(
+                "INSERT INTO outputs (run_id, unit, id, worker, first_ts, last_ts) VALUES (?,?,?,?,?,?)",
+                (e.run_id, key, unit_id, e.worker, e.ts, e.ts),
+            )
+            row = db.execute("SELECT * FROM outputs WHERE run_id=? AND unit=?", (e.run_id, key)).fetchone()
+        assert row is not None
+        return row
+
+    def _split(self, data: bytes, count: int, row: sqlite3.Row) -> _Split:
+        """Split one event's lines (up to a megabyte) at line ends: what still fits in the head and,
+        of the rest, the last lines that fit in the tail."""
+        half = self.limits.max_test_output // 2
+        split = _Split(head=b"", head_count=0, rest=data)
+        if row["tail_block"] == 0:
+            room = half - row["head_bytes"]
+            if len(data) + 1 <= room:
+                split.head, split.head_count, split.rest = data, count, None
+            elif room > 0:
+                end = data.rfind(b"\n", 0, room)
+                if end >= 0:
+                    split.head, split.head_count = data[:end], data.count(b"\n", 0, end) + 1
+                    split.rest = data[end + 1 :]
+        tail_budget = self.limits.max_test_output - half
+        rest = split.rest
+        if rest is not None and len(rest) + 1 > tail_budget:
+            end = rest.find(b"\n", len(rest) - tail_budget)
+            if end < 0:
+                end = rest.rfind(b"\n")
+            if end >= 0:
+                split.trimmed_lines, split.trimmed_bytes = rest.count(b"\n", 0, end) + 1, end + 1
+                split.rest = rest[end + 1 :]
+        return split
+
+    def _write_segment(
+        self,
+        db: sqlite3.Connection,
+        e: protocol.Output,
+        unit_id: int,
+        stream: str,
+        times: list[float] | None,
+        block: int,
+        lines: bytes,
+        index: int,
+        count: int,
+    ) -> int:
+        """Append ``count`` lines of the event (from its ``index``-th) to a block file and index them;
+        returns the bytes written."""
+        offset = self._write(self.path(e.run_id, unit_id, block), lines)
+        values = (
+            e.first + index,
+            count,
+            stream,
+            e.stream_first + index,
+            e.phase,
+            e.ts,
+            _times_blob(times[index : index + count] if times else None, count),
+            block,
+            offset,
+            len(lines),
+        )
+        db.execute(
+            f"INSERT INTO segments ({_SEGMENT_COLUMNS}, run_id, unit_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            (*values, e.run_id, unit_id),
+        )
+        return len(lines) + 1
 
     def _write(self, path: Path, data: bytes) -> int:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -24,18 +24,7 @@ class Queries:
         raise NotImplementedError
 
     def refresh_liveness(self) -> None:
-        """Mark runs whose controlling process died on this host without finishing as crashed."""
-        host = socket.gethostname()
-        rows = self.db.execute(
-            "SELECT run_id, pid FROM runs WHERE status='running' AND host=?", (host,)
-        ).fetchall()
-        dead = [r["run_id"] for r in rows if r["pid"] and not pid_alive(r["pid"])]
-        if dead:
-            with self.transaction() as db:
-                db.executemany(
-                    "UPDATE runs SET status='crashed' WHERE run_id=? AND status='running'",
-                    [(r,) for r in dead],
-                )
+        raise NotImplementedError
 
     def runs(self, limit: int | None = None) -> list[dict[str, Any]]:
         self.refresh_liveness()

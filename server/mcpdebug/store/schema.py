@@ -6,7 +6,6 @@ import sqlite3
 import time
 from typing import TYPE_CHECKING
 
-from mcpdebug.store import output_files
 from pytest_mcpdebug import protocol
 
 if TYPE_CHECKING:
@@ -14,8 +13,7 @@ if TYPE_CHECKING:
 
 SCHEMA_VERSION = 2
 
-SCHEMA = (
-    """
+SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY,
@@ -126,9 +124,42 @@ CREATE TABLE IF NOT EXISTS spool_files (
     offset INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS runs_by_start ON runs (started);
+-- Captured output: one row per unit (a test, or a process's output outside tests), one per segment.
+CREATE TABLE IF NOT EXISTS outputs (
+    run_id TEXT NOT NULL,
+    unit TEXT NOT NULL,
+    id INTEGER NOT NULL,
+    worker TEXT NOT NULL DEFAULT '',
+    lines INTEGER NOT NULL DEFAULT 0,
+    stream_lines TEXT NOT NULL DEFAULT '{}',
+    bytes_written INTEGER NOT NULL DEFAULT 0,
+    bytes_stored INTEGER NOT NULL DEFAULT 0,
+    head_bytes INTEGER NOT NULL DEFAULT 0,
+    tail_block INTEGER NOT NULL DEFAULT 0,
+    dropped_lines INTEGER NOT NULL DEFAULT 0,
+    dropped_bytes INTEGER NOT NULL DEFAULT 0,
+    first_ts REAL,
+    last_ts REAL,
+    PRIMARY KEY (run_id, unit)
+);
+CREATE UNIQUE INDEX IF NOT EXISTS outputs_by_id ON outputs (run_id, id);
+CREATE TABLE IF NOT EXISTS segments (
+    run_id TEXT NOT NULL,
+    unit_id INTEGER NOT NULL,
+    first INTEGER NOT NULL,
+    count INTEGER NOT NULL,
+    stream TEXT NOT NULL,
+    stream_first INTEGER NOT NULL,
+    phase TEXT NOT NULL DEFAULT '',
+    ts REAL NOT NULL,
+    times BLOB,
+    block INTEGER NOT NULL DEFAULT 0,
+    offset INTEGER NOT NULL,
+    length INTEGER NOT NULL,
+    PRIMARY KEY (run_id, unit_id, first)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS segments_by_stream ON segments (run_id, unit_id, stream, stream_first);
 """
-    + output_files.SCHEMA
-)
 
 
 def schema_version(db: sqlite3.Connection) -> int | None:

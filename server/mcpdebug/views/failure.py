@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from mcpdebug.store import Store
-from mcpdebug.views import lookup
+from mcpdebug.views import lookup, output_window
 from mcpdebug.views import output as output_view
 from pytest_mcpdebug.protocol import Snapshot, SnapshotFrame, SnapshotVar
 
@@ -56,7 +56,7 @@ def get_failure(store: Store, run: dict[str, Any], test: str | None) -> str:
                 f'- ... and {len(others) - 20} more: list_tests(run_id="{rid}", outcome="failed,error")'
             )
         text += "\n" + "\n".join(lines)
-    return output_view._bounded(text)
+    return output_window.bounded(text)
 
 
 def _render(failure: dict[str, Any], run: dict[str, Any], store: Store) -> str:

@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from mcpdebug.store import Store
-from mcpdebug.views import lookup
-from mcpdebug.views import output as output_view
+from mcpdebug.views import lookup, output_window
 from pytest_mcpdebug.protocol import Snapshot, SnapshotVar
 
 LOCALS_BASE: Final = 1_000_000
@@ -61,7 +60,7 @@ def _var(v: SnapshotVar) -> dict[str, Any]:
 
 
 def _reply(data: dict[str, Any]) -> str:
-    return output_view._bounded(json.dumps({"success": True, **data}, indent=1, ensure_ascii=False))
+    return output_window.bounded(json.dumps({"success": True, **data}, indent=1, ensure_ascii=False))
 
 
 def get_stack_trace(

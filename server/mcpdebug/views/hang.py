@@ -11,7 +11,7 @@ from typing import Any, Final
 
 from mcpdebug.store import Store
 from mcpdebug.views import failure as failure_view
-from mcpdebug.views import lookup
+from mcpdebug.views import lookup, output_window
 from mcpdebug.views import output as output_view
 from pytest_mcpdebug.protocol import HangReport, HangThread
 
@@ -58,7 +58,7 @@ def get_hang(store: Store, run: dict[str, Any], test: str | None) -> str:
         text += f"\n\nOther hangs in this run ({len(others)}):\n" + "\n".join(
             f"- {h['nodeid']}: {h['summary']}" for h in others[:20]
         )
-    return output_view._bounded(text)
+    return output_window.bounded(text)
 
 
 def render(hang: dict[str, Any], run_id: str, *, full: bool) -> str:
@@ -187,7 +187,7 @@ def _died_while_running(store: Store, run: dict[str, Any], test: str | None) -> 
         return None
     first = running[0]
     output = output_view.output_tail(store, run, first["nodeid"], 30)
-    return output_view._bounded(
+    return output_window.bounded(
         f"CRASHED {first['nodeid']} in run {run['run_id']}: its process (worker {first['worker']}) ended "
         "while the test ran, without a traceback or a hang report: it exited without a fatal signal "
         "Python could catch (os._exit, SIGKILL, the OOM killer) or before it could write one.\n\n"

@@ -167,13 +167,7 @@ def _finished(store: Store, result: Outcome) -> str:
             "Fix the arguments or the project and call run_tests again."
         )
     rid = run["run_id"]
-    summary = runs_view.run_summary(
-        run,
-        store.problems(rid),
-        store.collection_errors(rid),
-        store.tests(rid, ("running",)),
-        store.hangs(rid),
-    )
+    summary = runs_view.summary(store, run)
     exit_note = ""
     if managed is not None and managed.returncode is not None and run.get("exit_status") is None:
         exit_note = f"\nThe pytest process exited with status {managed.returncode} without finishing its run."

@@ -7,7 +7,10 @@ their tail and say what was left out and how to get it.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mcpdebug.store import Store
 
 MAX_REPLY_CHARS = 30_000
 LONGREPR_CHARS = 12_000
@@ -80,6 +83,18 @@ def sessions(runs: list[dict[str, Any]]) -> str:
         if run["label"]:
             lines.append(f"    {run['label']}")
     return bound("\n".join(lines))
+
+
+def summary(store: Store, run: dict[str, Any]) -> str:
+    """`run_summary` of a stored run, with its failures, collection errors, running tests and hangs."""
+    rid = run["run_id"]
+    return run_summary(
+        run,
+        store.problems(rid),
+        store.collection_errors(rid),
+        store.tests(rid, ("running",)),
+        store.hangs(rid),
+    )
 
 
 def run_summary(

@@ -1,0 +1,144 @@
+"""The wire protocol between a test process and `mcpdebug serve`.
+
+One format for both transports: a WebSocket message (text or binary) and a spool file are each
+newline-delimited JSON *frames*, one frame per line. Every frame is an object whose ``type`` names
+one of the definitions in `frames`; anything else is rejected with a reason. It does no I/O and
+imports nothing from pytest, so the server can depend on it and the plugin can import it cheaply.
+
+Delivery is at-least-once and ingestion is idempotent: every event carries ``run_id``, ``process``
+(unique per OS process within a run) and a per-process ``seq``. The server stores each
+``(run_id, process, seq)`` once, so a spool replayed twice, or an event sent over the socket and also
+spooled, stores nothing twice.
+
+Handshake over WebSocket: the client connects with ``Authorization: Bearer <token>`` (checked before
+the upgrade), sends a ``hello`` frame, and the server answers ``welcome`` or closes the connection
+with a close code and a reason. After that the server sends ``ack`` frames naming the highest ``seq``
+it has committed, so the client knows what it may forget.
+
+The package is one I/O-free module split in three for reading: `frames` (what is sent), `payloads`
+(what a failure snapshot and a hang report carry) and `codec` (encoding and decoding).
+"""
+
+from __future__ import annotations
+
+from pytest_mcpdebug.protocol.codec import (
+    REPLY_PREFIX,
+    ProtocolError,
+    clip,
+    decode_client_frame,
+    decode_hang_report,
+    decode_reply,
+    decode_server_frame,
+    decode_snapshot,
+    encode,
+    encode_lines,
+    encode_value,
+    hello_version,
+    split_lines,
+)
+from pytest_mcpdebug.protocol.frames import (
+    CLOSE_MALFORMED,
+    CLOSE_POLICY,
+    CLOSE_TOO_BIG,
+    EVENT_TYPES,
+    MAX_MESSAGE_BYTES,
+    MAX_TEXT_CHARS,
+    PROTOCOL_VERSION,
+    REQUEST_COMMANDS,
+    STREAMS,
+    Ack,
+    ClientFrame,
+    CollectionError,
+    CollectionFinished,
+    Event,
+    EventBase,
+    FailureSnapshot,
+    Frame,
+    HangDetected,
+    Held,
+    Hello,
+    Output,
+    PassedPhase,
+    PhaseFinished,
+    ProcessFinished,
+    ProcessStarted,
+    Reply,
+    Request,
+    Resumed,
+    RunFinished,
+    RunStarted,
+    ServerFrame,
+    TestFinished,
+    TestStarted,
+    Welcome,
+)
+from pytest_mcpdebug.protocol.payloads import (
+    HangFrame,
+    HangReport,
+    HangTask,
+    HangThread,
+    Int,
+    Snapshot,
+    SnapshotException,
+    SnapshotFrame,
+    SnapshotVar,
+)
+
+__all__ = [
+    "CLOSE_MALFORMED",
+    "CLOSE_POLICY",
+    "CLOSE_TOO_BIG",
+    "EVENT_TYPES",
+    "MAX_MESSAGE_BYTES",
+    "MAX_TEXT_CHARS",
+    "PROTOCOL_VERSION",
+    "REPLY_PREFIX",
+    "REQUEST_COMMANDS",
+    "STREAMS",
+    "Ack",
+    "ClientFrame",
+    "CollectionError",
+    "CollectionFinished",
+    "Event",
+    "EventBase",
+    "FailureSnapshot",
+    "Frame",
+    "HangDetected",
+    "HangFrame",
+    "HangReport",
+    "HangTask",
+    "HangThread",
+    "Held",
+    "Hello",
+    "Int",
+    "Output",
+    "PassedPhase",
+    "PhaseFinished",
+    "ProcessFinished",
+    "ProcessStarted",
+    "ProtocolError",
+    "Reply",
+    "Request",
+    "Resumed",
+    "RunFinished",
+    "RunStarted",
+    "ServerFrame",
+    "Snapshot",
+    "SnapshotException",
+    "SnapshotFrame",
+    "SnapshotVar",
+    "TestFinished",
+    "TestStarted",
+    "Welcome",
+    "clip",
+    "decode_client_frame",
+    "decode_hang_report",
+    "decode_reply",
+    "decode_server_frame",
+    "decode_snapshot",
+    "encode",
+    "encode_lines",
+    "encode_value",
+    "hello_version",
+    "split_lines",
+]

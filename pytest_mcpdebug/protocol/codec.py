@@ -1,0 +1,136 @@
+"""Encoding and decoding frames: one JSON object per line, anything unknown rejected with a reason."""
+
+from __future__ import annotations
+
+from typing import Final
+
+import msgspec
+
+from pytest_mcpdebug.protocol.frames import (
+    MAX_TEXT_CHARS,
+    Ack,
+    ClientFrame,
+    Event,
+    Frame,
+    Hello,
+    Reply,
+    Request,
+    ServerFrame,
+    Welcome,
+)
+from pytest_mcpdebug.protocol.payloads import HangReport, Snapshot
+
+
+class ProtocolError(ValueError):
+    """A frame that cannot be accepted; the message says why."""
+
+
+_encoder = msgspec.json.Encoder()
+_client_decoder = msgspec.json.Decoder(ClientFrame)
+_server_decoder = msgspec.json.Decoder(ServerFrame)
+
+
+def encode(frame: Frame) -> bytes:
+    """One frame as one line of JSON (without the newline)."""
+    return _encoder.encode(frame)
+
+
+def encode_lines(frames: list[Frame]) -> bytes:
+    """Frames as newline-terminated JSON lines: the body of a message or a spool append."""
+    buf = bytearray()
+    for frame in frames:
+        _encoder.encode_into(frame, buf, -1)
+        buf += b"\n"
+    return bytes(buf)
+
+
+def decode_client_frame(line: bytes | str) -> Hello | Event:
+    """Decode a frame sent by a test process, rejecting malformed or unknown frames with a reason."""
+    try:
+        frame: Hello | Event = _client_decoder.decode(line)
+        return frame
+    except msgspec.ValidationError as exc:
+        raise ProtocolError(f"invalid frame: {exc}") from None
+    except msgspec.DecodeError as exc:
+        raise ProtocolError(f"malformed frame: {exc}") from None
+    except RecursionError:
+        raise ProtocolError("malformed frame: JSON nested too deeply") from None
+    except UnicodeEncodeError as exc:
+        raise ProtocolError(f"malformed frame: not valid UTF-8 ({exc.reason})") from None
+
+
+class _VersionProbe(msgspec.Struct):
+    type: str = ""
+    protocol: int = 0
+
+
+def hello_version(line: bytes | str) -> int | None:
+    """The protocol version a hello claims, read before validating the rest.
+
+    A newer client's hello may have other fields; it must still learn which version we speak.
+    """
+    try:
+        probe = msgspec.json.decode(line, type=_VersionProbe)
+    except (msgspec.DecodeError, RecursionError, UnicodeEncodeError):
+        return None
+    return probe.protocol if probe.type == "hello" else None
+
+
+def decode_server_frame(line: bytes | str) -> Welcome | Ack | Request:
+    try:
+        frame: Welcome | Ack | Request = _server_decoder.decode(line)
+        return frame
+    except msgspec.DecodeError as exc:  # ValidationError is a DecodeError
+        raise ProtocolError(f"invalid server frame: {exc}") from None
+    except (RecursionError, UnicodeEncodeError):
+        raise ProtocolError("invalid server frame: not decodable JSON") from None
+
+
+_reply_decoder = msgspec.json.Decoder(Reply)
+REPLY_PREFIX: Final = '{"type":"reply"'
+"""How a reply message starts (msgspec writes the tag first): the server tells it from events by this."""
+
+
+def decode_reply(message: bytes | str) -> Reply:
+    try:
+        reply: Reply = _reply_decoder.decode(message)
+        return reply
+    except msgspec.DecodeError as exc:
+        raise ProtocolError(f"invalid reply: {exc}") from None
+    except (RecursionError, UnicodeEncodeError):
+        raise ProtocolError("invalid reply: not decodable JSON") from None
+
+
+_snapshot_decoder = msgspec.json.Decoder(Snapshot)
+
+
+def encode_value(value: msgspec.Struct) -> str:
+    return _encoder.encode(value).decode()
+
+
+_hang_decoder = msgspec.json.Decoder(HangReport)
+
+
+def decode_hang_report(text: str | bytes) -> HangReport:
+    report: HangReport = _hang_decoder.decode(text)
+    return report
+
+
+def decode_snapshot(text: str | bytes) -> Snapshot:
+    snapshot: Snapshot = _snapshot_decoder.decode(text)
+    return snapshot
+
+
+def split_lines(body: bytes | str) -> list[bytes]:
+    """The non-empty lines of a message or spool chunk."""
+    data = body.encode() if isinstance(body, str) else body
+    return [line for line in data.split(b"\n") if line and not line.isspace()]
+
+
+def clip(text: str, limit: int = MAX_TEXT_CHARS) -> str:
+    """Keep the head and tail of an over-long text field, saying how much was dropped."""
+    if len(text) <= limit:
+        return text
+    half = max(limit, 0) // 2
+    dropped = len(text) - 2 * half
+    return f"{text[:half]}\n[... mcpdebug: {dropped} characters dropped ...]\n{text[len(text) - half :]}"

@@ -1,0 +1,295 @@
+"""The frames: the handshake, flow control, live inspection requests and replies, and every event."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Final
+
+import msgspec
+
+from pytest_mcpdebug.protocol.payloads import HangReport, Int, Snapshot
+
+PROTOCOL_VERSION: Final = 1
+
+# Close codes the server uses (RFC 6455 leaves 4000-4999 to applications).
+CLOSE_MALFORMED: Final = 1007  # "invalid frame payload data"
+CLOSE_POLICY: Final = 1008  # bad or missing hello, protocol version mismatch
+CLOSE_TOO_BIG: Final = 1009  # websockets enforces max_size with this code itself
+
+# Limits
+MAX_MESSAGE_BYTES: Final = 16 * 1024 * 1024
+"""Largest WebSocket message the server accepts. Clients batch below a quarter of it."""
+MAX_TEXT_CHARS: Final = 1024 * 1024
+"""Longest text field (failure text, captured output) a single event carries; see `clip`."""
+
+
+class Frame(msgspec.Struct, tag_field="type", kw_only=True, omit_defaults=True):
+    """Base of every frame; the subclass's ``tag`` is the wire ``type``."""
+
+
+class EventBase(Frame):
+    """An event from a test process. ``(run_id, process, seq)`` identifies it for idempotency."""
+
+    run_id: str
+    process: str
+    seq: Int
+    ts: float
+
+    def __post_init__(self) -> None:
+        # JSON has no inf/nan (msgspec writes null, which decoding rejects): keep events decodable.
+        if not math.isfinite(self.ts):
+            self.ts = 0.0
+        duration = getattr(self, "duration", 0.0)
+        if not math.isfinite(duration):
+            self.duration = 0.0
+
+
+# Handshake and flow control -------------------------------------------------------------------
+
+
+class Hello(Frame, tag="hello"):
+    """First frame a client sends over WebSocket."""
+
+    protocol: Int
+    run_id: str
+    process: str
+    worker: str
+    pid: Int
+    spool: str | None = None
+    """Name of this process's spool file (in the spool folder) if it wrote one before connecting."""
+
+
+class Welcome(Frame, tag="welcome"):
+    protocol: Int
+    server_pid: int
+
+
+class Ack(Frame, tag="ack"):
+    """The server committed every event of this connection up to and including ``seq``."""
+
+    seq: Int
+
+
+# Live inspection ---------------------------------------------------------------------------------
+#
+# While a test is held the server sends `Request` frames on the same connection; the held process
+# answers each with a `Reply` (a text message of its own, never batched with events) naming its id.
+
+
+class Request(Frame, tag="request"):
+    id: Int
+    session: str
+    command: str
+    """stack, scopes, variables, locals, evaluate, continue or close."""
+    arguments: dict[str, Any] = {}
+
+
+class Reply(Frame, tag="reply"):
+    id: Int
+    ok: bool = True
+    result: dict[str, Any] = {}
+    error: str = ""
+    """Why the request failed, in words an agent can act on (``ok`` is false)."""
+
+
+REQUEST_COMMANDS: Final = ("stack", "scopes", "variables", "locals", "evaluate", "continue", "close")
+
+
+# Events -----------------------------------------------------------------------------------------
+# Events -----------------------------------------------------------------------------------------
+
+
+class RunStarted(EventBase, tag="run_started"):
+    """Sent once per run by the controlling process (not by xdist workers)."""
+
+    args: list[str]
+    rootdir: str
+    cwd: str
+    python: str
+    pytest_version: str
+    plugin_version: str
+    host: str
+    pid: Int
+    label: str = ""
+    workers: Int = 0
+
+
+class ProcessStarted(EventBase, tag="process_started"):
+    """Every process that sends events announces itself: the controller and each xdist worker."""
+
+    worker: str
+    pid: Int
+    host: str
+
+
+class CollectionFinished(EventBase, tag="collection_finished"):
+    count: Int
+    """Number of tests collected."""
+
+
+class CollectionError(EventBase, tag="collection_error"):
+    """A module or other collector that failed to collect (import error, syntax error, ...)."""
+
+    nodeid: str
+    message: str
+    longrepr: str = ""
+
+
+class TestStarted(EventBase, tag="test_started"):
+    """Sent *before* the test runs, so a process killed mid-test still shows what was running."""
+
+    __test__ = False  # not a pytest test class
+
+    nodeid: str
+    worker: str
+    file: str = ""
+    line: Int | None = None
+
+
+class PhaseFinished(EventBase, tag="phase_finished"):
+    """One of setup/call/teardown finished. Its output was sent before, as `Output` events."""
+
+    nodeid: str
+    worker: str
+    when: str
+    outcome: str
+    """pytest's report outcome: passed, failed or skipped."""
+    duration: float
+    message: str = ""
+    """One line: the exception or skip reason."""
+    longrepr: str = ""
+    wasxfail: str | None = None
+
+
+STREAMS: Final = ("stdout", "stderr", "log", "warnings")
+"""Output streams: what the process wrote to fd 1 and 2, log records, and pytest's warnings."""
+
+
+class Output(EventBase, tag="output"):
+    """Complete lines one process wrote to one stream, numbered by that process.
+
+    The sender numbers lines per *unit* (a test, or the process's output outside tests), both in
+    the unit's combined stream (``first``) and within this stream (``stream_first``), so the
+    server stores each line at its place whatever order events arrive in.
+    """
+
+    nodeid: str
+    """The test that wrote the lines, or "" for output outside tests (collection, session fixtures)."""
+    worker: str
+    phase: str
+    """setup, call, teardown, collect, or "" outside any phase."""
+    stream: str
+    first: Int
+    """1-based number of the first line in the unit's combined output."""
+    stream_first: Int
+    """1-based number of the first line within its stream."""
+    count: Int
+    text: str
+    """``count`` lines joined by newlines (no trailing newline); each at most the line limit."""
+    times: list[float] | None = None
+    """Per-line timestamps when they differ (log records); otherwise every line has ``ts``."""
+
+
+class PassedPhase(msgspec.Struct, array_like=True):
+    """A phase that passed quietly, reported with its test's end rather than in an event of its own."""
+
+    when: str
+    duration: float
+    finished: float
+
+    def __post_init__(self) -> None:
+        if not math.isfinite(self.duration):
+            self.duration = 0.0
+        if not math.isfinite(self.finished):
+            self.finished = 0.0
+
+
+class FailureSnapshot(EventBase, tag="failure_snapshot"):
+    """A failed phase's exception and frames, taken while they were alive."""
+
+    nodeid: str
+    worker: str
+    when: str
+    snapshot: Snapshot
+
+
+class HangDetected(EventBase, tag="hang"):
+    """A test ran past its timeout (or the run was killed, or crashed) and this is why."""
+
+    nodeid: str
+    worker: str
+    when: str
+    report: HangReport
+
+
+class TestFinished(EventBase, tag="test_finished"):
+    """The test's final outcome after teardown, as pytest's summary counts it."""
+
+    __test__ = False
+
+    nodeid: str
+    worker: str
+    outcome: str
+    """passed, failed, error, skipped, xfailed or xpassed."""
+    duration: float
+    message: str = ""
+    passed_phases: list[PassedPhase] = []
+    """Phases that passed (not xpassed) and so were not sent as `PhaseFinished`: a passing test
+    costs two events, not five."""
+
+
+class Held(EventBase, tag="held"):
+    """A failing test is held alive for an agent (``--mcp-debug-break``); it answers `Request` frames.
+
+    Sent after the failure's `FailureSnapshot`, so the server has the snapshot when it learns of the hold.
+    """
+
+    session: str
+    """The live session's id: ``<run id>-<worker>-<n>``."""
+    nodeid: str
+    worker: str
+    when: str
+    reason: str = "failure"
+    timeout: float = 0.0
+    """Seconds without a request after which the test resumes by itself."""
+
+
+class Resumed(EventBase, tag="resumed"):
+    """A hold ended: ``reason`` is continue, close, timeout or disconnected."""
+
+    session: str
+    reason: str
+
+
+class RunFinished(EventBase, tag="run_finished"):
+    exit_status: Int
+    duration: float
+    counts: dict[str, Int] = {}
+
+
+class ProcessFinished(EventBase, tag="process_finished"):
+    """The last frame a process sends; a spool file ending with it is complete."""
+
+    events: Int
+
+
+Event = (
+    RunStarted
+    | ProcessStarted
+    | CollectionFinished
+    | CollectionError
+    | TestStarted
+    | PhaseFinished
+    | FailureSnapshot
+    | Output
+    | TestFinished
+    | Held
+    | Resumed
+    | HangDetected
+    | RunFinished
+    | ProcessFinished
+)
+ClientFrame = Hello | Event
+ServerFrame = Welcome | Ack | Request
+
+EVENT_TYPES: Final = tuple(t.__struct_config__.tag for t in Event.__args__)  # type: ignore[attr-defined]

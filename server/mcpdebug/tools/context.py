@@ -1,0 +1,91 @@
+"""What every tools module shares: the store, live sessions, the test runner, and error handling.
+
+Each tools module has one class of `ToolGroup` whose methods are its tools (and resources), and a
+``register(server, context)`` that adds them. A tool never lets a lookup failure escape as a server
+error: `reads_store` (sync tools), `ToolGroup.stored` (async tools computing in a worker thread) and
+`ToolGroup.asking` (live requests and runs) turn it into an error result whose message says what
+exists and what to call instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from functools import wraps
+from typing import Any, TypeVar
+
+import anyio.to_thread
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.types import ToolAnnotations
+
+from mcpdebug.live.sessions import SessionError, Sessions
+from mcpdebug.processes.test_runs import RunError, Runner
+from mcpdebug.store import Store
+from mcpdebug.store.output_query import OutputError
+from mcpdebug.views import lookup
+
+READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
+RUNS_CODE = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False)
+CONTROLS = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+
+M = TypeVar("M", bound=Callable[..., Any])
+T = TypeVar("T")
+
+
+@dataclass
+class ToolContext:
+    """The server's shared state, built once by `mcpdebug.app.build_server`."""
+
+    store: Store
+    sessions: Sessions
+    runner: Runner
+
+
+class ToolGroup:
+    """Base of each tools module's class: its methods are the tools, ``register`` adds them."""
+
+    def __init__(self, context: ToolContext) -> None:
+        self.context = context
+        self.store = context.store
+        self.sessions = context.sessions
+        self.runner = context.runner
+
+    async def stored(self, fn: Callable[[], str]) -> str:
+        """A stored-data reply, computed in a worker thread (SQLite and files)."""
+
+        def call() -> str:
+            lookup.refresh(self.store)
+            try:
+                return fn()
+            except (lookup.NotFound, OutputError) as exc:
+                raise ToolError(str(exc)) from None
+
+        return await anyio.to_thread.run_sync(call)
+
+    async def asking(self, pending: Awaitable[T]) -> T:
+        """Await a live request or a run; what cannot be done becomes an error result."""
+        try:
+            return await pending
+        except (SessionError, RunError, lookup.NotFound) as exc:
+            raise ToolError(str(exc)) from None
+
+
+def _reads_store(error: type[Exception]) -> Callable[[M], M]:
+    def decorate(fn: M) -> M:
+        @wraps(fn)
+        def wrapper(self: ToolGroup, *args: Any, **kwargs: Any) -> Any:
+            lookup.refresh(self.store)
+            try:
+                return fn(self, *args, **kwargs)
+            except (lookup.NotFound, OutputError) as exc:
+                raise error(str(exc)) from None
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+reads_store = _reads_store(ToolError)
+"""Decorates a sync tool method: pending spool is ingested first, lookup failures become error results."""
+reads_store_resource = _reads_store(ResourceError)
+"""The same for a resource method: lookup failures become resource errors."""

@@ -1,0 +1,190 @@
+"""`get_logs` (seed 004): the newest lines of several sessions merged in time order, and the
+``logs/list`` resources (seed 003)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Any, Final
+
+from mcpdebug.store import Store, output_query
+from mcpdebug.store.output_files import Segment
+from mcpdebug.store.output_query import ErrorType, OutputError
+from mcpdebug.views.output_window import LINE_CHARS, MAX_REPLY_CHARS, parse_time, uri
+
+MAX_LOG_LINES: Final = 10_000
+"""Most lines `get_logs` collects per session (a reply shows far fewer; this bounds memory)."""
+
+
+def get_logs(
+    store: Store,
+    labels: list[str],
+    *,
+    lines: int = 100,
+    since: str | None = None,
+    stream: str = "both",
+    pattern: str | None = None,
+    max_results: int = 1000,
+) -> str:
+    """Seed 004's multi-session query: the last ``lines`` lines of each session, merged by time."""
+    if not labels:
+        raise OutputError(
+            ErrorType.INVALID_ARGUMENT,
+            'labels is empty; name at least one run id, session label or "latest".',
+        )
+    if stream not in ("stdout", "stderr", "log", "warnings", "both"):
+        raise OutputError(
+            ErrorType.INVALID_ARGUMENT,
+            f"stream={stream!r} is not valid; use stdout, stderr, log, warnings or both.",
+        )
+    if lines < 1 or max_results < 1:
+        raise OutputError(ErrorType.INVALID_ARGUMENT, "lines and max_results must be at least 1.")
+    lines, max_results = min(lines, MAX_LOG_LINES), min(max_results, MAX_LOG_LINES)
+    start_time = parse_time(since, "since")
+    finder = output_query.compile_search(pattern) if pattern else None
+    queried: list[str] = []
+    missing: list[str] = []
+    entries: list[
+        tuple[float, int, int, str, str, str, str]
+    ] = []  # ts, unit, line, session, test, stream, text
+    for label in labels:
+        run_id = _resolve_label(store, label)
+        if run_id is None:
+            missing.append(label)
+            continue
+        queried.append(label)
+        entries += _session_lines(store, run_id, lines, start_time, stream, finder)
+    entries.sort(key=lambda e: e[:3])  # time, then unit and line: a batch shares one timestamp
+    total = len(entries)
+    truncated = total > max_results
+    entries = entries[-max_results:]
+    meta = [
+        f"total_results: {total}",
+        f"truncated: {'true' if truncated else 'false'}"
+        + (f" (kept the newest {max_results})" if truncated else ""),
+        f"sessions_queried: {json.dumps(queried)}",
+        f"sessions_not_found: {json.dumps(missing)}",
+    ]
+    if entries:
+        meta.append(f"time_range: oldest {_iso(entries[0][0])}, newest {_iso(entries[-1][0])}")
+    if missing:
+        meta.append("known sessions (newest first): " + ", ".join(store.run_ids(10)))
+    body = [
+        f"{_iso(ts)} [{session}] {test or '(outside tests)'} {st}| {text}"
+        for ts, _, _, session, test, st, text in entries
+    ]
+    budget = MAX_REPLY_CHARS - sum(map(len, meta)) - 500
+    kept: list[str] = []
+    size = 0
+    for line in reversed(body):
+        line = line if len(line) <= LINE_CHARS else line[:LINE_CHARS] + " [...]"
+        if size + len(line) + 1 > budget:
+            meta[1] = (
+                f"truncated: true (reply size limit: showing the newest {len(kept)} of {total}; "
+                "narrow with since= or pattern=)"
+            )
+            break
+        kept.append(line)
+        size += len(line) + 1
+    kept.reverse()
+    if not entries and not missing:
+        kept = ["(no lines matched)"]
+    return "\n".join([*meta, "", *kept])
+
+
+def _iso(ts: float) -> str:
+    return dt.datetime.fromtimestamp(ts).isoformat(timespec="milliseconds")
+
+
+def _resolve_label(store: Store, label: str) -> str | None:
+    run_id = store.resolve_run(label)
+    if run_id is not None:
+        return run_id
+    row = store.db.execute(
+        "SELECT run_id FROM runs WHERE label=? ORDER BY started DESC LIMIT 1", (label,)
+    ).fetchone()
+    return row[0] if row else None
+
+
+def _session_lines(
+    store: Store,
+    run_id: str,
+    wanted: int,
+    since: float | None,
+    stream: str,
+    finder: output_query.Finder | None,
+) -> list[tuple[float, int, int, str, str, str, str]]:
+    """The newest ``wanted`` matching lines of a run, from all its units, newest segments first."""
+    db = store.db
+    units = {u["id"]: u for u in output_query.units(db, run_id)}
+    sql = (
+        "SELECT unit_id, first, count, stream, stream_first, phase, ts, times, block, offset, length "
+        "FROM segments WHERE run_id=?"
+    )
+    params: list[Any] = [run_id]
+    if stream != "both":
+        sql += " AND stream=?"
+        params.append(stream)
+    if since is not None:
+        sql += " AND ts >= ?"
+        params.append(since)
+    sql += " ORDER BY ts DESC, first DESC"
+    found: list[tuple[float, int, int, str, str, str, str]] = []
+    for row in db.execute(sql, params):
+        unit = units.get(row[0])
+        if unit is None:
+            continue
+        seg = Segment(*row[1:])
+        data = store.outputs.read(run_id, unit["id"], seg)
+        texts = data.split(b"\n")
+        times = seg.line_times()
+        indexes = list(finder(data)) if finder is not None else range(len(texts))
+        for index in reversed(list(indexes)):
+            ts = times[index] if times is not None and index < len(times) else seg.ts
+            if since is not None and ts < since:
+                continue
+            text = texts[index].decode("utf-8", "replace") if index < len(texts) else ""
+            found.append((ts, unit["id"], seg.first + index, run_id, unit["unit"], seg.stream, text))
+            if len(found) >= wanted:
+                return found
+    return found
+
+
+def logs_list(store: Store, limit: int | None = None) -> str:
+    """Seed 003's ``logs/list`` as JSON: stored outputs per run, newest runs first, bounded."""
+    runs = store.runs(limit)
+    listed = []
+    total_size = 0
+    total_count = 0
+    for run in runs:
+        units = output_query.units(store.db, run["run_id"])
+        total_count += len(units)
+        size = sum(u["bytes_stored"] for u in units)
+        total_size += size
+        units.sort(key=lambda u: -u["lines"])
+        listed.append(
+            {
+                "run_id": run["run_id"],
+                "label": run["label"],
+                "status": run["status"],
+                "timestamp": _iso(run["started"]),
+                "size": size,
+                "outputs": [
+                    {
+                        "test": u["unit"] or None,
+                        "totalLines": u["lines"],
+                        "size": u["bytes_stored"],
+                        "uri": uri(run["run_id"], u["unit"]),
+                    }
+                    for u in units[:20]
+                ],
+                "more_outputs": max(len(units) - 20, 0),
+            }
+        )
+    text = json.dumps({"runs": listed, "totalCount": total_count, "totalSize": total_size}, indent=1)
+    while len(text) > MAX_REPLY_CHARS and listed:
+        listed.pop()
+        text = json.dumps(
+            {"runs": listed, "totalCount": total_count, "totalSize": total_size, "truncated": True}, indent=1
+        )
+    return text
