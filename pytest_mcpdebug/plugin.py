@@ -6,6 +6,7 @@ implementations that return at once.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ MARKER_HELP = (
 )
 
 _RECORDER = "mcpdebug-recorder"
+_DEBUG = "mcpdebug-debug"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -40,6 +42,12 @@ def pytest_configure(config: pytest.Config) -> None:
     from pytest_mcpdebug.recording.recorder import Recorder
 
     config.pluginmanager.register(Recorder.for_controller(config, settings.resolve(config)), _RECORDER)
+    if os.environ.get("MCPDEBUG_DEBUG"):  # a debug run started by `mcpdebug serve` (run_tests(debug=True))
+        from pytest_mcpdebug.debug import in_tests
+
+        debug = in_tests.from_environment()
+        if debug is not None:
+            config.pluginmanager.register(in_tests.DebugRun(config, *debug), _DEBUG)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from mcp.server.mcpserver import MCPServer
 
+from mcpdebug.debug.manager import Debugger
 from mcpdebug.live.sessions import Sessions
 from mcpdebug.processes.test_runs import Runner
 from mcpdebug.store import Store
-from mcpdebug.tools import failures, hangs, live, output, runs
+from mcpdebug.tools import debug, failures, hangs, live, output, runs
 from mcpdebug.tools.context import ToolContext
 
 INSTRUCTIONS = """\
@@ -24,19 +25,31 @@ RUNNING is still executing, and its output so far is readable.
 To investigate a failure alive, call run_tests(args=[...], break_on_failure=True): it returns when a
 test fails, with a session_id; the failing test is held with its frames alive, so evaluate_expression
 runs code in them and get_stack_trace / get_local_variables / get_variables take that session_id.
-continue_execution resumes the run (then wait_for_stop), close_session stops it."""
+continue_execution resumes the run (then wait_for_stop), close_session stops it.
+To debug (debugpy): run_tests(args=[...], debug=True, breakpoints=[{"file", "line", "condition"}]) or, for
+a script, create_debug_session + set_breakpoint + start_debugging; each returns at the first stop with
+its session_id. step_over / step_into / step_out / continue_execution / pause_execution return the next
+stop; the inspection tools and evaluate_expression take the same session_id."""
 
-TOOL_MODULES = (runs, failures, hangs, live, output)
+TOOL_MODULES = (runs, failures, hangs, live, output, debug)
 
 
-def build_server(store: Store, sessions: Sessions | None = None, runner: Runner | None = None) -> MCPServer:
-    """The MCP server over ``store``; ``sessions`` and ``runner`` (from `serve`) make the live tools work."""
+def build_server(
+    store: Store,
+    sessions: Sessions | None = None,
+    runner: Runner | None = None,
+    debugger: Debugger | None = None,
+) -> MCPServer:
+    """The MCP server over ``store``; ``sessions``, ``runner`` and ``debugger`` (from `serve`) make the
+    live and debug tools work."""
     server: MCPServer = MCPServer("mcpdebug", instructions=INSTRUCTIONS, version=_version())
     live_sessions = sessions if sessions is not None else Sessions(store)
+    test_runner = runner if runner is not None else Runner(store, live_sessions, url=None, token=None)
     context = ToolContext(
         store=store,
         sessions=live_sessions,
-        runner=runner if runner is not None else Runner(store, live_sessions, url=None, token=None),
+        runner=test_runner,
+        debugger=debugger if debugger is not None else Debugger(store, live_sessions, test_runner),
     )
     for module in TOOL_MODULES:
         module.register(server, context)

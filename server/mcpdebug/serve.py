@@ -19,6 +19,7 @@ from pathlib import Path
 import anyio
 
 from mcpdebug.app import build_server
+from mcpdebug.debug.manager import DEFAULT_IDLE_TIMEOUT, Debugger
 from mcpdebug.ingest.spool import ingest_spool
 from mcpdebug.ingest.websocket import IngestServer
 from mcpdebug.live.sessions import Sessions
@@ -38,6 +39,7 @@ class ServeConfig:
     port: int = 8765
     ingest_port: int = 0
     limits: Limits = field(default_factory=Limits)
+    debug_idle_timeout: float = DEFAULT_IDLE_TIMEOUT
 
 
 async def run(config: ServeConfig) -> None:
@@ -72,7 +74,8 @@ async def run(config: ServeConfig) -> None:
             config.directory,
             ServerInfo(url=url, token=ingest.token, pid=os.getpid(), host=socket.gethostname()),
         )
-    app = build_server(store, sessions, runner)
+    debugger = Debugger(store, sessions, runner, idle_timeout=config.debug_idle_timeout)
+    app = build_server(store, sessions, runner, debugger)
     try:
         if config.http:
             await _serve_http(app, config)  # uvicorn handles SIGINT/SIGTERM itself
@@ -82,6 +85,7 @@ async def run(config: ServeConfig) -> None:
                 await app.run_stdio_async()
                 tasks.cancel_scope.cancel()
     finally:
+        await debugger.shutdown()  # before the runner: a debugged run is detached, then ended
         await runner.close()
         if ingest is not None:
             await ingest.close()

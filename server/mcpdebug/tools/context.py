@@ -18,6 +18,8 @@ import anyio.to_thread
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.types import ToolAnnotations
 
+from mcpdebug.debug import DebugError
+from mcpdebug.debug.manager import Debugger
 from mcpdebug.live.sessions import SessionError, Sessions
 from mcpdebug.processes.test_runs import RunError, Runner
 from mcpdebug.store import Store
@@ -39,6 +41,7 @@ class ToolContext:
     store: Store
     sessions: Sessions
     runner: Runner
+    debugger: Debugger
 
 
 class ToolGroup:
@@ -49,6 +52,7 @@ class ToolGroup:
         self.store = context.store
         self.sessions = context.sessions
         self.runner = context.runner
+        self.debugger = context.debugger
 
     async def stored(self, fn: Callable[[], str]) -> str:
         """A stored-data reply, computed in a worker thread (SQLite and files)."""
@@ -66,7 +70,7 @@ class ToolGroup:
         """Await a live request or a run; what cannot be done becomes an error result."""
         try:
             return await pending
-        except (SessionError, RunError, lookup.NotFound) as exc:
+        except (SessionError, RunError, lookup.NotFound, DebugError) as exc:
             raise ToolError(str(exc)) from None
 
 

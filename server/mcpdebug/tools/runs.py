@@ -5,6 +5,7 @@ from __future__ import annotations
 from mcp.server.mcpserver import MCPServer
 
 from mcpdebug.tools.context import READ_ONLY, ToolContext, ToolGroup, reads_store, reads_store_resource
+from mcpdebug.views import debug as debug_view
 from mcpdebug.views import live as live_view
 from mcpdebug.views import lookup
 from mcpdebug.views import output as output_view
@@ -16,9 +17,12 @@ class RunTools(ToolGroup):
     def list_sessions(self) -> str:
         """Every recorded session (test run), newest first: id, kind, label, status, start time,
         duration and test counts. Status is running, finished, interrupted or crashed. Tests held
-        alive at a failure right now are listed first, with the session_id the live tools take."""
+        alive at a failure right now, and debug sessions with their state (created, running, paused and
+        why, terminated, closed and why), are listed first, with the session_id the live tools take."""
         held = live_view.held_sessions(self.sessions.held())
-        return (held + "\n\n" if held else "") + runs_view.sessions(self.store.runs())
+        debugged = debug_view.sessions_text(self.debugger.listed())
+        live = "\n\n".join(part for part in (held, debugged) if part)
+        return (live + "\n\n" if live else "") + runs_view.sessions(self.store.runs())
 
     @reads_store
     def get_run_summary(self, run_id: str = "latest") -> str:

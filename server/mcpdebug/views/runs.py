@@ -54,7 +54,7 @@ def counts_text(counts: dict[str, int]) -> str:
 def status_text(run: dict[str, Any]) -> str:
     status = str(run["status"])
     if run.get("exit_status") is not None:
-        meaning = _EXIT_MEANINGS.get(run["exit_status"], "")
+        meaning = _EXIT_MEANINGS.get(run["exit_status"], "") if run.get("kind", "pytest") == "pytest" else ""
         status += f", exit status {run['exit_status']}" + (f" ({meaning})" if meaning else "")
     elif status == "crashed":
         status += " (its process died without finishing the run)"
