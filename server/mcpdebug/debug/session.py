@@ -235,6 +235,10 @@ class DebugSession:
         await self.wait(after, wait)
 
     async def pause(self, wait: float) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        while self.state == "starting" and loop.time() < deadline:  # pause it as soon as it runs
+            await self._wait_changed(deadline - loop.time())
         if self.state == "paused":
             return
         self.require_started("pause")
