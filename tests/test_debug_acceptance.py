@@ -20,11 +20,11 @@ from typing import Any
 
 import anyio
 import pytest
+from debug_helpers import CALL_DEADLINE, SCRIPTS, alive, line_of, structured
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from conftest import FIXTURES, MCPDEBUG
-from debug_helpers import CALL_DEADLINE, SCRIPTS, alive, line_of, structured
 from helpers import FAST
 
 pytestmark = pytest.mark.anyio
@@ -62,7 +62,9 @@ class Agent:
 
 @contextlib.asynccontextmanager
 async def serve(folder: Path) -> AsyncIterator[Agent]:
-    params = StdioServerParameters(command=MCPDEBUG, args=["serve", "--log-level", "warning"], cwd=str(folder))
+    params = StdioServerParameters(
+        command=MCPDEBUG, args=["serve", "--log-level", "warning"], cwd=str(folder)
+    )
     agent: Agent | None = None
     try:
         async with Client(params) as client:
@@ -139,9 +141,9 @@ async def test_pause_two_sessions_a_script_and_the_server_killed(tmp_path: Path)
         running = await agent("run_tests", args=[*FAST], cwd=str(spin), debug=True, timeout=0.5)
         sid = running["sessionId"]
         assert running["state"] in ("starting", "running")  # collecting, or spinning: it never stops
-        await agent("wait_for_stop", id=sid, timeout=0.5)  # pause_execution waits for a start anyway
         while (await agent("list_debug_sessions"))["sessions"][0]["state"] == "starting":
             await anyio.sleep(0.05)
+        await anyio.sleep(0.3)  # into its loop
         started = time.monotonic()
         paused = await agent("pause_execution", session_id=sid)
         assert time.monotonic() - started < 1.0
@@ -174,7 +176,10 @@ async def test_pause_two_sessions_a_script_and_the_server_killed(tmp_path: Path)
                 reply = await agent("continue_execution", session_id=reply["sessionId"])
             assert reply["state"] == "terminated" and reply["exitCode"] == 0
         assert stops == {
-            one["sessionId"]: [(str(first / "test_loop.py"), price, "4"), (str(first / "test_loop.py"), price, "9")],
+            one["sessionId"]: [
+                (str(first / "test_loop.py"), price, "4"),
+                (str(first / "test_loop.py"), price, "9"),
+            ],
             two["sessionId"]: [(str(second / "test_loop.py"), body, "12")],
         }
 
@@ -182,14 +187,23 @@ async def test_pause_two_sessions_a_script_and_the_server_killed(tmp_path: Path)
         swap = shutil.copy(SCRIPTS / "swap_vars.py", tmp_path / "swap_vars.py")
         created = await agent("create_debug_session", name="swap")
         script = created["sessionId"]
-        await agent("set_breakpoint", session_id=script, file="swap_vars.py", line=line_of(Path(swap), "swap-first"))
+        await agent(
+            "set_breakpoint", session_id=script, file="swap_vars.py", line=line_of(Path(swap), "swap-first")
+        )
         at = await agent("start_debugging", session_id=script, script_path="swap_vars.py")
         assert at["reason"] == "breakpoint" and at["location"]["function"] == "swap_variables"
-        assert (await agent("evaluate_expression", session_id=script, expression="(a, b)"))["result"] == "(10, 20)"
+        assert (await agent("evaluate_expression", session_id=script, expression="(a, b)"))[
+            "result"
+        ] == "(10, 20)"
         assert (await agent("step_over", session_id=script))["locals"][0] == {
-            "name": "a", "value": "20", "type": "int", "variablesReference": 0
+            "name": "a",
+            "value": "20",
+            "type": "int",
+            "variablesReference": 0,
         }
-        swap_pid = next(s["pid"] for s in (await agent("list_debug_sessions"))["sessions"] if s["id"] == script)
+        swap_pid = next(
+            s["pid"] for s in (await agent("list_debug_sessions"))["sessions"] if s["id"] == script
+        )
         await agent("close_debug_session", session_id=script)
         assert not alive(swap_pid)
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from debug_helpers import Debug, debug_server, line_of
 
 from conftest import FIXTURES
-from debug_helpers import Debug, debug_server, line_of
 from helpers import FAST
 
 pytestmark = pytest.mark.anyio
@@ -60,12 +60,14 @@ async def test_a_failing_test_stops_before_its_frames_unwind(pytester: pytest.Py
 async def test_stop_on_entry_and_refusals(pytester: pytest.Pytester, suite) -> None:
     suite("debug/loop")
     async with debug_server(pytester.path / ".mcpdebug", pytester.path) as debug:
-        message = await debug.error(
-            "run_tests", args=["-n", "2"], cwd=str(pytester.path), debug=True
-        )
+        message = await debug.error("run_tests", args=["-n", "2"], cwd=str(pytester.path), debug=True)
         assert "needs a single test process" in message and "-n 2" in message
         message = await debug.error(
-            "run_tests", args=[], cwd=str(pytester.path), debug=True, breakpoints=[{"file": "nope.py", "line": 3}]
+            "run_tests",
+            args=[],
+            cwd=str(pytester.path),
+            debug=True,
+            breakpoints=[{"file": "nope.py", "line": 3}],
         )
         assert "File not found" in message
 

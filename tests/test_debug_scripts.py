@@ -12,8 +12,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-
-from debug_helpers import SCRIPTS, Debug, alive, debug_server, line_of
+from debug_helpers import SCRIPTS, alive, debug_server, line_of
 
 pytestmark = pytest.mark.anyio
 
@@ -33,7 +32,9 @@ async def test_swap_example_stops_steps_and_leaves_no_process(tmp_path: Path) ->
         sid = created["sessionId"]
         assert created["state"] == "created"
         pending = await debug.call("set_breakpoint", session_id=sid, file="swap_vars.py", line=line)
-        assert pending["verified"] is False and pending["file"] == str(SWAP)  # absolute, though asked relative
+        assert pending["verified"] is False and pending["file"] == str(
+            SWAP
+        )  # absolute, though asked relative
         assert pending["context"]["lineContent"] == SWAP.read_text().splitlines()[line - 1]
         assert [s["line"] for s in pending["context"]["surrounding"]] == list(range(line - 2, line + 3))
 
@@ -95,12 +96,13 @@ async def test_hit_condition_stops_on_the_third_hit_and_logpoints_are_stored(tmp
         await debug.call("set_breakpoint", session_id=sid, file="rounds.py", line=gate)
         at_gate = await debug.call("continue_execution", session_id=sid)
         assert at_gate["location"]["line"] == gate  # the logpoint never stopped it
-        with anyio.fail_after(10):
-            while True:  # stored a little after they are printed
-                found = await debug.client.call_tool("search_output", {"run_id": sid, "pattern": r"^visit \d+"})
-                if not found.is_error and "found 12 occurrences" in found.content[0].text:
-                    break
-                await anyio.sleep(0.05)
+        deadline = time.monotonic() + 10
+        while True:  # stored a little after they are printed
+            found = await debug.client.call_tool("search_output", {"run_id": sid, "pattern": r"^visit \d+"})
+            if not found.is_error and "found 12 occurrences" in found.content[0].text:
+                break
+            assert time.monotonic() < deadline, found.content[0].text
+            await anyio.sleep(0.05)
         assert "visit 11: doubled is 22" in (await debug.text("get_output", run_id=sid))
         await debug.call("close_debug_session", session_id=sid)
 
@@ -119,7 +121,9 @@ async def test_pause_stops_a_spinning_script_and_close_ends_its_children(tmp_pat
         again = await debug.call("continue_execution", session_id=sid, wait=0.3)
         assert again["state"] == "running"
         await debug.call("pause_execution", session_id=sid)
-        assert int((await debug.call("evaluate_expression", session_id=sid, expression="n"))["result"]) > first
+        assert (
+            int((await debug.call("evaluate_expression", session_id=sid, expression="n"))["result"]) > first
+        )
         child = int(pid_file.read_text())
         parent = (await debug.call("list_debug_sessions"))["sessions"][0]["pid"]
         started = time.monotonic()
@@ -140,15 +144,23 @@ async def test_errors_say_what_to_do(tmp_path: Path) -> None:
         )
         sid = (await debug.call("create_debug_session"))["sessionId"]
         assert "File not found" in await debug.error("set_breakpoint", session_id=sid, file="nope.py", line=1)
-        assert "has lines 1-" in await debug.error("set_breakpoint", session_id=sid, file="swap_vars.py", line=999)
-        bad = await debug.call("set_breakpoint", session_id=sid, file="swap_vars.py", line=7, condition="a ==")
+        assert "has lines 1-" in await debug.error(
+            "set_breakpoint", session_id=sid, file="swap_vars.py", line=999
+        )
+        bad = await debug.call(
+            "set_breakpoint", session_id=sid, file="swap_vars.py", line=7, condition="a =="
+        )
         assert bad["verified"] is False and "SyntaxError" in bad["conditionError"]
         assert "has not started" in await debug.error("step_over", session_id=sid)
-        assert "Script not found" in await debug.error("start_debugging", session_id=sid, script_path="nope.py")
+        assert "Script not found" in await debug.error(
+            "start_debugging", session_id=sid, script_path="nope.py"
+        )
         assert "No debug session" in await debug.error("step_over", session_id="nope")
 
-        bare = (await debug.call("create_debug_session", executable_path=str(no_debugpy / "bin" / "python")))
-        message = await debug.error("start_debugging", session_id=bare["sessionId"], script_path="swap_vars.py")
+        bare = await debug.call("create_debug_session", executable_path=str(no_debugpy / "bin" / "python"))
+        message = await debug.error(
+            "start_debugging", session_id=bare["sessionId"], script_path="swap_vars.py"
+        )
         assert "debugpy is not installed" in message and "pip install debugpy" in message
 
         spinning, running = await debug.script("spawner.py", str(tmp_path / "pid"), wait=1.0)

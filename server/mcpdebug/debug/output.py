@@ -124,5 +124,8 @@ class OutputRecorder:
             self._flushing = asyncio.get_running_loop().create_task(self._delayed_flush())
 
     async def _delayed_flush(self) -> None:
-        await asyncio.sleep(FLUSH_DELAY)
-        await self.flush()
+        while True:  # what arrived while a batch was being stored goes in the next one
+            await asyncio.sleep(FLUSH_DELAY)
+            await self.flush()
+            if not self._pending:
+                return

@@ -178,6 +178,7 @@ class DebugSession:
                 "rules": debuggee.hidden_code(),
                 "redirectOutput": False,
                 "showReturnValue": False,
+                "breakOnSystemExit": [],  # sys.exit(n) ends a script; it is not an exception to stop at
             },
         )
         await asyncio.wait_for(self._initialized.wait(), CONFIGURE_TIMEOUT)
