@@ -88,7 +88,8 @@ class Breakpoints:
             )
         existing = next((b for b in self._items.values() if b.file == str(path) and b.line == line), None)
         bp = existing or Breakpoint(id=f"bp{next(self._ids)}", file=str(path), line=line)
-        bp.condition, bp.hit_condition, bp.log_message = condition or None, hit_condition or None, log_message or None
+        bp.condition, bp.hit_condition = condition or None, hit_condition or None
+        bp.log_message = log_message or None
         bp.enabled = True  # setting a breakpoint asks for it to be on
         bp.condition_error = check(bp)
         if bp.condition_error:
