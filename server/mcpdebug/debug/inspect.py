@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 VALUE_CHARS: Final = 200
 RESULT_CHARS: Final = 4_000
 MAX_VARIABLES: Final = 500
+MAX_FRAMES: Final = 100
 STOP_LOCALS: Final = 20
 """Locals shown in a stop's reply (get_local_variables shows them all)."""
 GROUPS: Final = ("special variables", "function variables", "class variables", "protected variables")
@@ -37,7 +38,7 @@ async def capture(session: DebugSession, stop: Stop) -> None:
     """Read what a stop's reply shows: the stack, the top frame's locals, the exception, the watches."""
     dap = session.dap
     assert dap is not None
-    body = await dap.request("stackTrace", {"threadId": stop.thread, "startFrame": 0, "levels": 100})
+    body = await dap.request("stackTrace", {"threadId": stop.thread, "startFrame": 0, "levels": MAX_FRAMES})
     stop.frames = [_frame(i, f) for i, f in enumerate(body.get("stackFrames", []))]
     top = stop.frames[0] if stop.frames else None
     exception = dap.send("exceptionInfo", {"threadId": stop.thread}) if stop.reason == "exception" else None

@@ -22,7 +22,7 @@ from typing import Any, Final
 
 from mcpdebug.debug import DebugError, debuggee, inspect
 from mcpdebug.debug.breakpoints import Breakpoint, Breakpoints
-from mcpdebug.debug.dap import DapClient, DapError
+from mcpdebug.debug.dap import REQUEST_TIMEOUT, DapClient, DapClosed, DapError
 from mcpdebug.debug.output import OutputRecorder
 from mcpdebug.debug.watches import Change, Watch, Watches
 from mcpdebug.live.sessions import SessionError
@@ -33,9 +33,8 @@ from mcpdebug.store import Store
 CONFIGURE_TIMEOUT: Final = 15.0
 SCRIPT_REPORT_TIMEOUT: Final = 60.0
 """A script's launcher reports within a second; a test run only after collection (no limit)."""
-# Limits
-MAX_FRAMES: Final = 100
-
+NUDGES: Final = (0.002, 0.01, 0.03, 0.1)
+"""Seconds between wake-ups of a thread told to resume (see `DebugSession._nudge`)."""
 EXCEPTION_FILTERS: Final = ("raised", "uncaught", "userUnhandled")
 DEFAULT_FILTERS: Final = ("userUnhandled",)
 """An exception leaving the user's code stops where it was raised, before its frames unwind."""
@@ -93,6 +92,7 @@ class DebugSession:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._changed = asyncio.Event()
         self._exited = asyncio.Event()
+        self._resumes = 0
 
     # Starting -------------------------------------------------------------------------------------
 
@@ -185,8 +185,11 @@ class DebugSession:
         for path in self.breakpoints.files():
             await self.sync_breakpoints(path)
         await self.sync_exception_filters()
-        await dap.request("configurationDone")
-        await asyncio.wait_for(started, CONFIGURE_TIMEOUT)
+        try:
+            await dap.request("configurationDone")
+            await asyncio.wait_for(started, CONFIGURE_TIMEOUT)
+        except DapClosed:
+            pass  # it ran and ended at once (before answering): its exit code tells the rest
 
     # Breakpoints ----------------------------------------------------------------------------------
 
@@ -228,12 +231,32 @@ class DebugSession:
         after = self.stops
         self.state, self.stop = "running", None
         assert self.dap is not None
+        resumed = self.dap.send(command, {"threadId": stop.thread})
+        await self._nudge(stop.thread, after)
         try:
-            await self.dap.request(command, {"threadId": stop.thread})
+            await asyncio.wait_for(resumed, REQUEST_TIMEOUT)
+        except (TimeoutError, asyncio.TimeoutError):
+            raise DebugError(f"debugpy did not answer {command} within {REQUEST_TIMEOUT:g} s") from None
         except DapError as exc:
             self.state, self.stop = "paused", stop
             raise DebugError(f"debugpy refused {command}: {exc}") from None
         await self.wait(after, wait)
+
+    async def _nudge(self, thread: int, after: int) -> None:
+        """Wake a thread told to resume until it has (debugpy's "continued" event, or a new stop).
+
+        With sys.monitoring (3.12+) pydevd's suspended thread notices that it may run only when
+        something else is posted to it, or at its next poll 0.2 s later. A request for that thread
+        wakes it (its answer comes at the next stop, and nobody waits for it), so a step takes
+        milliseconds; more than one may be needed, as a wake-up can come before the step is seen.
+        """
+        resumes = self._resumes
+        for delay in NUDGES:
+            await self._wait_changed(delay)
+            if self._resumes > resumes or self.stops > after or self.state in ("terminated", "closed"):
+                return
+            if self.dap is not None:
+                self.dap.tell("exceptionInfo", {"threadId": thread})
 
     async def pause(self, wait: float) -> None:
         loop = asyncio.get_running_loop()
@@ -360,6 +383,7 @@ class DebugSession:
             self.state, self.stop = "paused", None
             self._capture = self._spawn(self._capture_stop(self.stops, body))
         elif name == "continued":
+            self._resumes += 1
             if self.state == "paused" and self.stop is not None:
                 self.state, self.stop = "running", None
         elif name == "terminated":  # pydevd waits for a disconnect before it lets the process exit
