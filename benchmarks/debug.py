@@ -221,32 +221,36 @@ async def steps(folder: Path, repeats: int) -> dict[str, list[float]]:
     return times
 
 
-async def peers_flow(folder: Path) -> dict[str, Any]:
+async def peers_flow(folder: Path, repeats: int) -> dict[str, Any]:
     (folder / "loop.py").write_text(LOOP)
     body = line(LOOP, "total += price(i)")
-    marks: dict[str, float] = {}
+    marks: dict[str, list[float]] = {"start to stop": [], "step": [], "evaluate": []}
+    sizes: dict[str, int] = {}
 
     async def flow(call: Timed) -> None:
-        start = time.perf_counter()
-        sid = (await call("create_debug_session", name="loop"))["sessionId"]
-        await call("set_breakpoint", session_id=sid, file="loop.py", line=body, condition="i == 7")
-        stop = await call("start_debugging", session_id=sid, script_path="loop.py")
-        marks["start to stop"] = time.perf_counter() - start
-        assert {v["name"]: v["value"] for v in stop["locals"]}["i"] == "7"  # the locals come with the stop
-        await call("step_into", session_id=sid)
-        marks["step"] = call.calls[-1][1]
-        await call("evaluate_expression", session_id=sid, expression="i * 100")
-        marks["evaluate"] = call.calls[-1][1]
-        end = await call("continue_execution", session_id=sid)
-        assert end["state"] == "terminated"
+        for _ in range(repeats):
+            call.calls.clear()
+            start = time.perf_counter()
+            sid = (await call("create_debug_session", name="loop"))["sessionId"]
+            await call("set_breakpoint", session_id=sid, file="loop.py", line=body, condition="i == 7")
+            stop = await call("start_debugging", session_id=sid, script_path="loop.py")
+            marks["start to stop"].append(time.perf_counter() - start)
+            assert {v["name"]: v["value"] for v in stop["locals"]}["i"] == "7"  # the stop has the locals
+            await call("step_into", session_id=sid)
+            marks["step"].append(call.calls[-1][1])
+            await call("evaluate_expression", session_id=sid, expression="i * 100")
+            marks["evaluate"].append(call.calls[-1][1])
+            end = await call("continue_execution", session_id=sid)
+            assert end["state"] == "terminated"
+            sizes["calls"], sizes["characters"] = len(call.calls), sum(c[2] for c in call.calls)
         tools = (await call.client.list_tools()).tools
-        marks["tools"] = len(tools)
-        marks["tools/list characters"] = sum(
-            len(t.name) + len(t.description or "") + len(str(t.input_schema)) for t in tools
+        sizes["tools"] = len(tools)
+        sizes["tools/list characters"] = sum(
+            len(t.name) + len(t.description or "") + len(json.dumps(t.input_schema)) for t in tools
         )
 
-    timed = await with_server(folder, flow)
-    return {**marks, "calls": len(timed.calls), "characters": sum(c[2] for c in timed.calls)}
+    await with_server(folder, flow)
+    return {**{k: statistics.median(v) for k, v in marks.items()}, **sizes}
 
 
 # Report ----------------------------------------------------------------------------------------------
@@ -283,10 +287,11 @@ def main(argv: list[str] | None = None) -> int:
                 f"{min(values) * 1000:.0f}-{max(values) * 1000:.0f} ms |"
             )
         (Path(tmp) / "peers").mkdir()
-        peers = asyncio.run(peers_flow(Path(tmp) / "peers"))
+        peers = asyncio.run(peers_flow(Path(tmp) / "peers", args.flow_repeats))
         print(
-            f"\nThe peers' flow as a script: {peers['calls']} calls, {peers['characters']:,} characters of "
-            f"replies; start to stop {peers['start to stop']:.2f} s; step {peers['step'] * 1000:.0f} ms; "
+            f"\nThe peers' flow as a script (medians of {args.flow_repeats}): {peers['calls']} calls, "
+            f"{peers['characters']:,} characters of replies; start to stop {peers['start to stop']:.2f} s; "
+            f"step {peers['step'] * 1000:.0f} ms; "
             f"evaluate {peers['evaluate'] * 1000:.0f} ms; {peers['tools']} tools, "
             f"{peers['tools/list characters']:,} characters of tools/list."
         )

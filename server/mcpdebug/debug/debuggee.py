@@ -36,6 +36,29 @@ class DebuggeeError(Exception):
     """The debuggee could not be started; the message says why and what to do."""
 
 
+INITIALIZE: Final = {
+    "clientID": "mcpdebug",
+    "clientName": "mcpdebug",
+    "adapterID": "debugpy",
+    "pathFormat": "path",
+    "linesStartAt1": True,
+    "columnsStartAt1": True,
+    "supportsVariableType": True,
+}
+
+
+def attach_arguments(stop_on_entry: bool, just_my_code: bool) -> dict[str, Any]:
+    """The ``attach`` (or ``launch``) request's arguments, as pydevd reads them."""
+    return {
+        "justMyCode": just_my_code,
+        "stopOnEntry": stop_on_entry,
+        "rules": hidden_code(),
+        "redirectOutput": False,
+        "showReturnValue": False,
+        "breakOnSystemExit": [],  # sys.exit(n) ends a script; it is not an exception to stop at
+    }
+
+
 def hidden_code() -> list[dict[str, Any]]:
     """DAP ``rules``: the plugin and the launcher are not the user's code (no stops, no frames)."""
     return [{"path": str(PACKAGE), "include": False}]

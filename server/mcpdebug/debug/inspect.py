@@ -14,14 +14,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from mcpdebug.debug import DebugError
+from mcpdebug.debug.breakpoints import Breakpoint
 from mcpdebug.debug.dap import DapError
+from mcpdebug.debug.watches import Change
 from pytest_mcpdebug.values import REDACTED, SECRET_IN_REPR, is_library, is_secret
 
 if TYPE_CHECKING:
-    from mcpdebug.debug.session import DebugSession, Stop
+    from mcpdebug.debug.session import DebugSession
 
 # Limits
 VALUE_CHARS: Final = 200
@@ -32,6 +35,20 @@ STOP_LOCALS: Final = 20
 """Locals shown in a stop's reply (get_local_variables shows them all)."""
 GROUPS: Final = ("special variables", "function variables", "class variables", "protected variables")
 """debugpy's groupings of a frame's names: shown only with include_special."""
+
+
+@dataclass
+class Stop:
+    number: int
+    thread: int
+    reason: str
+    description: str = ""
+    frames: list[dict[str, Any]] = field(default_factory=list)
+    """innermost first: id (index), dap (debugpy's frame id), name, file, line, library."""
+    locals: list[dict[str, Any]] = field(default_factory=list)
+    exception: dict[str, str] | None = None
+    changes: list[Change] = field(default_factory=list)
+    breakpoint: Breakpoint | None = None
 
 
 async def capture(session: DebugSession, stop: Stop) -> None:

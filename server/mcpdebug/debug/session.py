@@ -16,15 +16,15 @@ import contextlib
 import signal
 import time
 from collections.abc import Coroutine
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
 from mcpdebug.debug import DebugError, debuggee, inspect
-from mcpdebug.debug.breakpoints import Breakpoint, Breakpoints
+from mcpdebug.debug.breakpoints import Breakpoints
 from mcpdebug.debug.dap import REQUEST_TIMEOUT, DapClient, DapClosed, DapError
+from mcpdebug.debug.inspect import Stop
 from mcpdebug.debug.output import OutputRecorder
-from mcpdebug.debug.watches import Change, Watch, Watches
+from mcpdebug.debug.watches import Watch, Watches
 from mcpdebug.live.sessions import SessionError
 from mcpdebug.processes.test_runs import ManagedRun
 from mcpdebug.store import Store
@@ -33,25 +33,11 @@ from mcpdebug.store import Store
 CONFIGURE_TIMEOUT: Final = 15.0
 SCRIPT_REPORT_TIMEOUT: Final = 60.0
 """A script's launcher reports within a second; a test run only after collection (no limit)."""
-NUDGES: Final = (0.002, 0.01, 0.03, 0.1)
-"""Seconds between wake-ups of a thread told to resume (see `DebugSession._nudge`)."""
+NUDGES: Final = (0.002, 0.01, 0.03, 0.06, 0.1, 0.15)
+"""When (seconds after the command) a thread told to resume is woken (see `DebugSession._nudge`)."""
 EXCEPTION_FILTERS: Final = ("raised", "uncaught", "userUnhandled")
 DEFAULT_FILTERS: Final = ("userUnhandled",)
 """An exception leaving the user's code stops where it was raised, before its frames unwind."""
-
-
-@dataclass
-class Stop:
-    number: int
-    thread: int
-    reason: str
-    description: str = ""
-    frames: list[dict[str, Any]] = field(default_factory=list)
-    """innermost first: id (index), dap (debugpy's frame id), name, file, line, library."""
-    locals: list[dict[str, Any]] = field(default_factory=list)
-    exception: dict[str, str] | None = None
-    changes: list[Change] = field(default_factory=list)
-    breakpoint: Breakpoint | None = None
 
 
 class DebugSession:
@@ -158,28 +144,9 @@ class DebugSession:
         """DAP's handshake: the attach (or launch) is answered only after configurationDone."""
         dap = self.dap
         assert dap is not None
-        await dap.request(
-            "initialize",
-            {
-                "clientID": "mcpdebug",
-                "clientName": "mcpdebug",
-                "adapterID": "debugpy",
-                "pathFormat": "path",
-                "linesStartAt1": True,
-                "columnsStartAt1": True,
-                "supportsVariableType": True,
-            },
-        )
-        started = dap.send(
-            "launch" if stop_on_entry else "attach",  # pydevd stops on entry only for a "launch"
-            {
-                "justMyCode": just_my_code,
-                "stopOnEntry": stop_on_entry,
-                "rules": debuggee.hidden_code(),
-                "redirectOutput": False,
-                "showReturnValue": False,
-                "breakOnSystemExit": [],  # sys.exit(n) ends a script; it is not an exception to stop at
-            },
+        await dap.request("initialize", debuggee.INITIALIZE)
+        started = dap.send(  # pydevd stops on entry only for a "launch"
+            "launch" if stop_on_entry else "attach", debuggee.attach_arguments(stop_on_entry, just_my_code)
         )
         await asyncio.wait_for(self._initialized.wait(), CONFIGURE_TIMEOUT)
         for path in self.breakpoints.files():
@@ -251,9 +218,16 @@ class DebugSession:
         milliseconds; more than one may be needed, as a wake-up can come before the step is seen.
         """
         resumes = self._resumes
-        for delay in NUDGES:
-            await self._wait_changed(delay)
-            if self._resumes > resumes or self.stops > after or self.state in ("terminated", "closed"):
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+
+        def resumed() -> bool:
+            return self._resumes > resumes or self.stops > after or self.state in ("terminated", "closed")
+
+        for at in NUDGES:  # on a schedule: other events must not spend the wake-ups at once
+            while not resumed() and loop.time() < start + at:
+                await self._wait_changed(start + at - loop.time())
+            if resumed():
                 return
             if self.dap is not None:
                 self.dap.tell("exceptionInfo", {"threadId": thread})
