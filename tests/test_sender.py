@@ -22,13 +22,8 @@ from mcpdebug.store import Store
 from pytest_mcpdebug import protocol
 from pytest_mcpdebug.folder import read_server_info, spool_dir
 from pytest_mcpdebug.protocol import Event
-from pytest_mcpdebug.recording.sender import (
-    CLOSE_TIMEOUT,
-    RECONNECT_INTERVAL,
-    Discover,
-    Sender,
-    spool_file_name,
-)
+from pytest_mcpdebug.recording.sender import CLOSE_TIMEOUT, RECONNECT_INTERVAL, Discover, Sender
+from pytest_mcpdebug.recording.spool import spool_file_name
 
 RUN = "run-sender"
 PROCESS = f"main-{os.getpid()}"
