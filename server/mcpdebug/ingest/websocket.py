@@ -54,6 +54,7 @@ class IngestServer:
         self.max_size = max_size
         self.connections: dict[tuple[str, str], ServerConnection] = {}
         self._server: Server | None = None
+        self._closing = False
 
     @property
     def url(self) -> str:
@@ -77,6 +78,7 @@ class IngestServer:
         return self.url
 
     async def close(self) -> None:
+        self._closing = True  # connections cut by our own exit say nothing about their processes
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
@@ -139,6 +141,11 @@ class IngestServer:
                 del self.connections[key]
             if key is not None:
                 self.sessions.disconnected(key, ws)
+                if not self._closing:  # gone without its goodbye? then its run may have crashed
+                    try:
+                        await asyncio.to_thread(self.store.connection_closed, *key)
+                    except Exception:
+                        log.exception("cannot record the end of %s/%s's connection", *key)
 
     async def _handshake(self, ws: ServerConnection, peer: str) -> protocol.Hello | None:
         try:
@@ -174,6 +181,7 @@ class IngestServer:
                 protocol.Welcome(protocol=protocol.PROTOCOL_VERSION, server_pid=os.getpid())
             ).decode()
         )
+        await asyncio.to_thread(self.store.connection_opened, frame.run_id)
         log.info("%s connected: run %s, %s", peer, frame.run_id, frame.process)
         return frame
 

@@ -211,15 +211,62 @@ class Store(Queries):
         self.db.execute("PRAGMA incremental_vacuum")
 
     def refresh_liveness(self) -> None:
-        """Mark runs whose controlling process died on this host without finishing as crashed."""
+        """Mark runs that will never finish as crashed: their controlling process is gone.
+
+        Gone means it said goodbye without finishing the run, or it died on this host. The controlling
+        process is the run's own pid once ``run_started`` is stored; before that (a run killed during
+        start-up, or one whose start is lost), every process of the run must be gone.
+        """
         host = socket.gethostname()
         rows = self.db.execute(
-            "SELECT run_id, pid FROM runs WHERE status='running' AND host=?", (host,)
+            "SELECT r.run_id, r.pid AS run_pid, r.host AS run_host, p.worker, p.pid, p.host, p.finished "
+            "FROM runs r LEFT JOIN processes p USING (run_id) WHERE r.status='running'"
         ).fetchall()
-        dead = [r["run_id"] for r in rows if r["pid"] and not pid_alive(r["pid"])]
+        runs: dict[str, list[sqlite3.Row]] = {}
+        for row in rows:
+            runs.setdefault(row["run_id"], []).append(row)
+        dead = [run_id for run_id, procs in runs.items() if _controller_gone(procs, host)]
         if dead:
-            with self.transaction() as db:
-                db.executemany(
-                    "UPDATE runs SET status='crashed' WHERE run_id=? AND status='running'",
-                    [(r,) for r in dead],
-                )
+            self.mark_crashed(dead)
+
+    def mark_crashed(self, run_ids: list[str]) -> None:
+        with self.transaction() as db:
+            db.executemany(
+                "UPDATE runs SET status='crashed' WHERE run_id=? AND status='running'",
+                [(r,) for r in run_ids],
+            )
+
+    def connection_closed(self, run_id: str, process: str) -> None:
+        """A process's connection ended without its goodbye: if it ran the run from another host, where
+        its pid cannot be checked, the run is taken for crashed (until it connects again)."""
+        row = self.db.execute(
+            "SELECT p.worker, p.host, p.finished, r.pid AS run_pid, p.pid FROM processes p "
+            "JOIN runs r USING (run_id) WHERE p.run_id=? AND p.process=?",
+            (run_id, process),
+        ).fetchone()
+        if row is None or row["finished"] is not None:
+            return
+        controls = row["worker"] in ("main", "controller") or (
+            row["run_pid"] and row["run_pid"] == row["pid"]
+        )
+        local = row["host"] == socket.gethostname()
+        if controls and (not local or not pid_alive(row["pid"] or 0)):
+            self.mark_crashed([run_id])
+
+    def connection_opened(self, run_id: str) -> None:
+        """A process of the run is back (it had lost the server, not died): it is running again."""
+        self.db.execute("UPDATE runs SET status='running' WHERE run_id=? AND status='crashed'", (run_id,))
+
+
+def _controller_gone(procs: list[sqlite3.Row], host: str) -> bool:
+    first = procs[0]
+    controllers = [p for p in procs if p["worker"] in ("main", "controller")]
+    if first["run_pid"] and not controllers:  # its start is stored, its process events are not
+        return bool(first["run_host"] == host and not pid_alive(first["run_pid"]))
+    watched = controllers or [p for p in procs if p["worker"] is not None]
+    if not watched and not first["run_pid"]:
+        return True  # no process of it was ever heard of: only the dump of a dead one, say
+    return all(
+        p["finished"] is not None or (p["host"] == host and p["pid"] and not pid_alive(p["pid"]))
+        for p in watched
+    )
