@@ -19,7 +19,8 @@ from pathlib import Path
 import anyio
 
 from mcpdebug.app import build_server
-from mcpdebug.ingest.spool import ingest_spool
+from mcpdebug.ingest.recovery import rebuild
+from mcpdebug.ingest.spool import SpoolReport, ingest_spool
 from mcpdebug.ingest.websocket import IngestServer
 from mcpdebug.live.sessions import Sessions
 from mcpdebug.processes.test_runs import Runner
@@ -43,7 +44,13 @@ class ServeConfig:
 async def run(config: ServeConfig) -> None:
     store = Store(config.directory, limits=config.limits)
     log.info("store %s (%s)", config.directory, describe(config.limits))
-    report = ingest_spool(store)
+    if store.read_only:
+        log.warning(
+            "the store %s is read-only here: serving what it holds; live runs are not taken in", store.path
+        )
+    else:
+        rebuild(store)  # a store found corrupted at open is rebuilt now, and says so in the log
+    report = ingest_spool(store) if not store.read_only else SpoolReport()
     if report.files:
         log.info(
             "ingested %d events of %d run(s) from %d spool file(s)",
@@ -51,20 +58,20 @@ async def run(config: ServeConfig) -> None:
             len(report.runs),
             report.files,
         )
-    evicted = store.enforce_retention()
+    evicted = store.enforce_retention() if not store.read_only else []
     if evicted:
         log.info("evicted %d run(s) beyond the retention limits", len(evicted))
     ingest: IngestServer | None = None
     sessions = Sessions(store)
     runner = Runner(store, sessions, url=None, token=None)
     other = read_server_info(config.directory)
-    if other is not None and other.pid != os.getpid():
+    if other is not None and other.pid != os.getpid() and not store.read_only:
         log.info(
             "another mcpdebug serve (pid %d) ingests runs for %s; this one answers MCP from the same store",
             other.pid,
             config.directory,
         )
-    else:
+    elif not store.read_only:
         ingest = IngestServer(store, port=config.ingest_port, sessions=sessions)
         url = await ingest.start()
         runner.url, runner.token = url, ingest.token

@@ -59,8 +59,9 @@ def decode_events(lines: list[bytes]) -> list[protocol.Event]:
     return events
 
 
-def ingest_spool(store: Store, only: str | None = None) -> SpoolReport:
-    """Ingest what is new in every spool file (or just the file named ``only``)."""
+def ingest_spool(store: Store, only: str | None = None, *, live_wal: bool = False) -> SpoolReport:
+    """Ingest what is new in every spool file (or just the file named ``only``); ``live_wal``: the
+    write-ahead copies of live processes too (a rebuilt store lacks what they streamed before)."""
     report = SpoolReport()
     folder = spool_dir(store.dir)
     try:
@@ -73,7 +74,7 @@ def ingest_spool(store: Store, only: str | None = None) -> SpoolReport:
             log.warning("ignoring spool name %r: not a plain file name", name)
             continue
         path = folder / name
-        if name.endswith(WAL_SUFFIX) and _writer_lives(store, path):
+        if name.endswith(WAL_SUFFIX) and not live_wal and _writer_lives(store, path):
             continue
         _ingest_file(store, path, report)
     return report

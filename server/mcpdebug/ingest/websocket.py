@@ -16,6 +16,7 @@ import hmac
 import logging
 import os
 import secrets
+import sqlite3
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -126,6 +127,20 @@ class IngestServer:
                     log.warning("closing %s (%s/%s): %s", peer, key[0], key[1], exc)
                     await ws.close(protocol.CLOSE_MALFORMED, str(exc)[:120])
                     return
+                except (
+                    sqlite3.Error,
+                    OSError,
+                ) as exc:  # a full disk, a read-only store: not the peer's fault
+                    log.warning(
+                        "cannot store the events of run %s (%s): %s; they stay with the test process, which "
+                        "keeps them in its spool file until a server can take them (free some space, or "
+                        "check the store's folder)",
+                        key[0],
+                        key[1],
+                        exc,
+                    )
+                    await ws.close(1011, f"the server cannot store events: {exc}"[:120])
+                    return
                 if notable:
                     self.sessions.observe(notable)
                 if last is not None:
@@ -181,7 +196,10 @@ class IngestServer:
                 protocol.Welcome(protocol=protocol.PROTOCOL_VERSION, server_pid=os.getpid())
             ).decode()
         )
-        await asyncio.to_thread(self.store.connection_opened, frame.run_id)
+        try:
+            await asyncio.to_thread(self.store.connection_opened, frame.run_id)
+        except sqlite3.Error as exc:
+            log.warning("cannot mark run %s running again: %s", frame.run_id, exc)
         log.info("%s connected: run %s, %s", peer, frame.run_id, frame.process)
         return frame
 
