@@ -12,7 +12,7 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcpdebug.store import Store, StoreError, output_query
 from mcpdebug.store.output_query import ErrorType, OutputError
@@ -23,6 +23,9 @@ from mcpdebug.views import output_search as search_view
 from mcpdebug.views import runs as runs_view
 from pytest_mcpdebug import __version__, limits
 from pytest_mcpdebug.folder import DIRNAME, STORE_FILE
+
+if TYPE_CHECKING:
+    from mcpdebug.http_auth import HttpSecurity
 
 EXIT_USAGE = 2
 EXIT_NOT_FOUND = 3
@@ -59,8 +62,37 @@ def _parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run the MCP server (stdio by default) and the live ingest endpoint")
     serve.add_argument("--dir", help=dir_help)
     serve.add_argument("--http", action="store_true", help="serve MCP over streamable HTTP instead of stdio")
-    serve.add_argument("--host", default="127.0.0.1", help="HTTP host (default: 127.0.0.1)")
+    serve.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="HTTP bind address (default: 127.0.0.1; any other needs --allow-remote)",
+    )
     serve.add_argument("--port", type=int, default=8765, help="HTTP port (default: 8765; 0 picks a free one)")
+    serve.add_argument(
+        "--token",
+        help="the HTTP bearer token every request must carry (default: $MCPDEBUG_HTTP_TOKEN, else a "
+        "random one, printed at start and kept in .mcpdebug/server.json)",
+    )
+    serve.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow --host to be an address other machines can reach (needs --tls-cert and --tls-key)",
+    )
+    serve.add_argument("--tls-cert", metavar="PEM", help="TLS certificate (chain) file: serve HTTPS")
+    serve.add_argument("--tls-key", metavar="PEM", help="private key file of --tls-cert")
+    serve.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a further Host name clients reach a remote server by (repeatable; default: this "
+        "machine's names and addresses)",
+    )
+    serve.add_argument(
+        "--read-only",
+        action="store_true",
+        help="offer only the tools that read recorded runs: none that runs code or changes a process",
+    )
     serve.add_argument(
         "--ingest-port",
         type=int,
@@ -180,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
 def _serve(args: argparse.Namespace) -> int:
     import anyio
 
+    from mcpdebug import http_auth
     from mcpdebug.serve import ServeConfig, run
 
     logging.basicConfig(
@@ -194,6 +227,11 @@ def _serve(args: argparse.Namespace) -> int:
     except limits.LimitsError as exc:
         print(f"mcpdebug serve: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    try:
+        security = _http_security(args)
+    except http_auth.HttpConfigError as exc:
+        print(f"mcpdebug serve: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     config = ServeConfig(
         directory=directory,
         limits=found,
@@ -201,6 +239,8 @@ def _serve(args: argparse.Namespace) -> int:
         host=args.host,
         port=args.port,
         ingest_port=args.ingest_port,
+        read_only=args.read_only,
+        security=security,
     )
     try:
         anyio.run(run, config)
@@ -210,6 +250,37 @@ def _serve(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     return 0
+
+
+def _http_security(args: argparse.Namespace) -> HttpSecurity | None:
+    """The HTTP endpoint's guard; the HTTP-only flags without --http are a mistake worth saying."""
+    from mcpdebug import http_auth
+
+    if not args.http:
+        given = [
+            flag
+            for flag, value in (
+                ("--token", args.token),
+                ("--allow-remote", args.allow_remote),
+                ("--tls-cert", args.tls_cert),
+                ("--tls-key", args.tls_key),
+                ("--allowed-host", args.allowed_host),
+            )
+            if value
+        ]
+        if given:
+            verb = "applies" if len(given) == 1 else "apply"
+            raise http_auth.HttpConfigError(f"{', '.join(given)} {verb} to --http only (stdio needs no token)")
+        return None
+    return http_auth.resolve(
+        host=args.host,
+        allow_remote=args.allow_remote,
+        token=args.token,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        allowed_hosts=args.allowed_host,
+        env=os.environ,
+    )
 
 
 def _limits(args: argparse.Namespace, directory: Path) -> limits.Limits:
