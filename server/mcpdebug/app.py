@@ -11,8 +11,9 @@ from typing import Any
 
 from mcp.server.auth.provider import TokenVerifier
 from mcp.server.auth.settings import AuthSettings
-from mcp.server.mcpserver import MCPServer
-from mcp.types import ToolAnnotations
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
 
 from mcpdebug.live.sessions import Sessions
 from mcpdebug.processes.test_runs import Runner
@@ -108,6 +109,16 @@ class DebugServer(MCPServer):
         super().add_tool(
             fn, name=name, title=title, description=description, annotations=annotations, **options
         )
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        if name in self.withheld:
+            raise ToolError(
+                f"{name} is not offered: this server is read-only (mcpdebug serve --read-only) and "
+                f"{name} runs code or changes a process; the tools listed by tools/list read recorded runs."
+            )
+        return await super().call_tool(name, arguments, context)
 
 
 def _version() -> str:

@@ -12,7 +12,7 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mcpdebug.store import Store, StoreError, output_query
 from mcpdebug.store.output_query import ErrorType, OutputError
@@ -23,9 +23,6 @@ from mcpdebug.views import output_search as search_view
 from mcpdebug.views import runs as runs_view
 from pytest_mcpdebug import __version__, limits
 from pytest_mcpdebug.folder import DIRNAME, STORE_FILE
-
-if TYPE_CHECKING:
-    from mcpdebug.http_auth import HttpSecurity
 
 EXIT_USAGE = 2
 EXIT_NOT_FOUND = 3
@@ -228,7 +225,7 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"mcpdebug serve: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        security = _http_security(args)
+        security = http_auth.from_serve_args(args)
     except http_auth.HttpConfigError as exc:
         print(f"mcpdebug serve: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -250,37 +247,6 @@ def _serve(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     return 0
-
-
-def _http_security(args: argparse.Namespace) -> HttpSecurity | None:
-    """The HTTP endpoint's guard; the HTTP-only flags without --http are a mistake worth saying."""
-    from mcpdebug import http_auth
-
-    if not args.http:
-        given = [
-            flag
-            for flag, value in (
-                ("--token", args.token),
-                ("--allow-remote", args.allow_remote),
-                ("--tls-cert", args.tls_cert),
-                ("--tls-key", args.tls_key),
-                ("--allowed-host", args.allowed_host),
-            )
-            if value
-        ]
-        if given:
-            verb = "applies" if len(given) == 1 else "apply"
-            raise http_auth.HttpConfigError(f"{', '.join(given)} {verb} to --http only (stdio needs no token)")
-        return None
-    return http_auth.resolve(
-        host=args.host,
-        allow_remote=args.allow_remote,
-        token=args.token,
-        tls_cert=args.tls_cert,
-        tls_key=args.tls_key,
-        allowed_hosts=args.allowed_host,
-        env=os.environ,
-    )
 
 
 def _limits(args: argparse.Namespace, directory: Path) -> limits.Limits:

@@ -15,10 +15,12 @@ Everything here is decided before the store is opened: a refusal is one line and
 
 from __future__ import annotations
 
+import argparse
 import hmac
 import ipaddress
 import json
 import logging
+import os
 import re
 import secrets
 import socket
@@ -105,6 +107,35 @@ def resolve(
             "A-Z a-z 0-9 . _ ~ + / - (e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')"
         )
     return HttpSecurity(token, source, cert, key, tuple(allowed_hosts))
+
+
+def from_serve_args(args: argparse.Namespace) -> HttpSecurity | None:
+    """The HTTP endpoint's guard; the HTTP-only flags without --http are a mistake worth saying."""
+    if not args.http:
+        given = [
+            flag
+            for flag, value in (
+                ("--token", args.token),
+                ("--allow-remote", args.allow_remote),
+                ("--tls-cert", args.tls_cert),
+                ("--tls-key", args.tls_key),
+                ("--allowed-host", args.allowed_host),
+            )
+            if value
+        ]
+        if given:
+            verb = "applies" if len(given) == 1 else "apply"
+            raise HttpConfigError(f"{', '.join(given)} {verb} to --http only (stdio needs no token)")
+        return None
+    return resolve(
+        host=args.host,
+        allow_remote=args.allow_remote,
+        token=args.token,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        allowed_hosts=args.allowed_host,
+        env=os.environ,
+    )
 
 
 def is_loopback(host: str) -> bool:
