@@ -215,6 +215,16 @@ def test_a_connection_lost_from_another_host_names_its_run_crashed_until_it_retu
     assert store.run(RUN)["status"] == "running"  # type: ignore[index]
 
 
+def test_a_run_from_another_host_silent_for_an_hour_is_crashed(tmp_path: Path) -> None:
+    """A spool copied from a CI machine where the run died: no pid to check, no connection to lose."""
+    store = Store(tmp_path)
+    main = Events(RUN, process="main-6")
+    store.apply([main.run_started(pid=6, host="ci-runner"), main.start(pid=6, host="ci-runner")])
+    assert store.run(RUN)["status"] == "running"  # type: ignore[index]
+    store.db.execute("UPDATE runs SET last_event=last_event-7200, stored=stored-7200")
+    assert store.run(RUN)["status"] == "crashed"  # type: ignore[index]
+
+
 def test_get_failure_of_a_test_whose_worker_died_shows_what_exists(tmp_path: Path) -> None:
     store = Store(tmp_path)
     worker = Events(RUN, process="gw0-3", worker="gw0")

@@ -215,7 +215,8 @@ class Recorder:
         if role != "worker":
             self._warned = len(self.sender.warnings)
             for warning in self.sender.warnings:
-                self._write_line(f"mcpdebug: warning: {warning}; recording to {self._spool_display()}")
+                fallback = "" if self.sender.spool.problem else f"; recording to {self._spool_display()}"
+                self._write_line(f"mcpdebug: warning: {warning}{fallback}")
             if self.break_on_failure and not self.sender.connected:
                 self._write_line(
                     "mcpdebug: --mcp-debug-break: no mcpdebug server is connected, so failing tests will not "

@@ -30,6 +30,8 @@ from pytest_mcpdebug.limits import Limits
 
 EVENT_BYTES = 200
 """What a stored event costs, roughly (its rows and indexes), for the store-size limit."""
+REMOTE_SILENCE = 3600.0
+"""Seconds without any event of a run from another host after which it is taken for crashed."""
 
 log = logging.getLogger("mcpdebug.store")
 
@@ -319,19 +321,23 @@ class Store(Queries):
     def refresh_liveness(self) -> None:
         """Mark runs that will never finish as crashed: their controlling process is gone.
 
-        Gone means it said goodbye without finishing the run, or it died on this host. The controlling
-        process is the run's own pid once ``run_started`` is stored; before that (a run killed during
-        start-up, or one whose start is lost), every process of the run must be gone.
+        Gone means it said goodbye without finishing the run, or it died on this host, or (on another
+        host, where no pid can be checked) nothing of the run arrived for `REMOTE_SILENCE`: a spool
+        copied from a CI machine whose run crashed. The controlling process is the run's own pid once
+        ``run_started`` is stored; before that (a run killed during start-up, or one whose start is
+        lost), every process of the run must be gone.
         """
         host = socket.gethostname()
         rows = self.db.execute(
-            "SELECT r.run_id, r.pid AS run_pid, r.host AS run_host, p.worker, p.pid, p.host, p.finished "
+            "SELECT r.run_id, r.pid AS run_pid, r.host AS run_host, max(r.last_event, r.stored) AS seen, "
+            "p.worker, p.pid, p.host, p.finished "
             "FROM runs r LEFT JOIN processes p USING (run_id) WHERE r.status='running'"
         ).fetchall()
         runs: dict[str, list[sqlite3.Row]] = {}
         for row in rows:
             runs.setdefault(row["run_id"], []).append(row)
-        dead = [run_id for run_id, procs in runs.items() if _controller_gone(procs, host)]
+        silent = time.time() - REMOTE_SILENCE
+        dead = [run_id for run_id, procs in runs.items() if _controller_gone(procs, host, silent)]
         if dead:
             self.mark_crashed(dead)
 
@@ -377,15 +383,22 @@ class Store(Queries):
         self.db.execute("UPDATE runs SET status='running' WHERE run_id=? AND status='crashed'", (run_id,))
 
 
-def _controller_gone(procs: list[sqlite3.Row], host: str) -> bool:
+def _controller_gone(procs: list[sqlite3.Row], host: str, silent: float) -> bool:
     first = procs[0]
     controllers = [p for p in procs if p["worker"] in ("main", "controller")]
     if first["run_pid"] and not controllers:  # its start is stored, its process events are not
-        return bool(first["run_host"] == host and not pid_alive(first["run_pid"]))
+        if first["run_host"] != host:
+            return bool(first["seen"] < silent)
+        return not pid_alive(first["run_pid"])
     watched = controllers or [p for p in procs if p["worker"] is not None]
     if not watched and not first["run_pid"]:
         return True  # no process of it was ever heard of: only the dump of a dead one, say
-    return all(
-        p["finished"] is not None or (p["host"] == host and p["pid"] and not pid_alive(p["pid"]))
-        for p in watched
-    )
+
+    def gone(p: sqlite3.Row) -> bool:
+        if p["finished"] is not None:
+            return True
+        if p["host"] == host:
+            return bool(p["pid"]) and not pid_alive(p["pid"])
+        return bool(first["seen"] < silent)
+
+    return all(gone(p) for p in watched)
