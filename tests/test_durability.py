@@ -144,7 +144,27 @@ def test_a_nearly_full_disk_never_changes_the_exit_status(pytester: pytest.Pytes
                 assert run["status"] == "finished" or (run["status"] == "crashed" and found), found
 
 
-def test_a_disk_full_mid_run_counts_what_was_dropped(pytester: pytest.Pytester) -> None:
+INJECTED_ENOSPC = """
+import errno
+from pytest_mcpdebug.recording import spool
+
+room = [ROOM]
+real_write = spool._write_all
+
+def write_until_full(fd, data):
+    if len(data) > room[0]:
+        raise OSError(errno.ENOSPC, "No space left on device")
+    room[0] -= len(data)
+    real_write(fd, data)
+
+spool._write_all = write_until_full
+"""
+
+
+@pytest.mark.parametrize("fault", ["tmpfs", "injected"])
+def test_a_disk_full_mid_run_counts_what_was_dropped(pytester: pytest.Pytester, fault: str) -> None:
+    """A real full disk where the machine allows it (root: a small tmpfs); an injected ENOSPC in the
+    spool's writes everywhere."""
     pytester.makepyfile(
         """
         import pytest
@@ -155,9 +175,13 @@ def test_a_disk_full_mid_run_counts_what_was_dropped(pytester: pytest.Pytester) 
             assert i != 3
         """
     )
-    with small_tmpfs(pytester.path / "disk", "300k") as disk:
-        fill(disk, 60_000)  # room for the first tests' events only
-        result = run_inner(pytester, "--mcp-debug", "--mcp-debug-dir", str(disk / "md"))
+    if fault == "injected":
+        pytester.makeconftest(INJECTED_ENOSPC.replace("ROOM", "40_000"))
+        result = run_inner(pytester, "--mcp-debug")
+    else:
+        with small_tmpfs(pytester.path / "disk", "300k") as disk:
+            fill(disk, 60_000)  # room for the first tests' events only
+            result = run_inner(pytester, "--mcp-debug", "--mcp-debug-dir", str(disk / "md"))
     out = result.stdout.str()
     assert result.ret == 1 and "1 failed, 39 passed" in out
     [warning] = warnings_of(out)
