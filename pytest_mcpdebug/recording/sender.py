@@ -133,9 +133,10 @@ class Sender:
     def checkpoint(self) -> None:
         """From the test thread at a test's end: put everything queued in the kernel now.
 
-        Spooling, that is one ``write``. Streaming, one send on the socket when its buffer has room
-        (so it cannot block on a server that stopped reading), else one write to the spool. If the
-        sender thread is delivering a batch right now, wait for it briefly: order is kept.
+        Spooling, that is one ``write`` to the spool. Streaming, one ``write`` to the write-ahead
+        copy, and the sender thread streams the events in its next batch; if the copy cannot be
+        written, one send on the socket when that cannot block (nothing older waits, the socket's
+        buffer has room). If the sender thread is delivering a batch right now, wait for it briefly.
         """
         if not self._pending:
             return
@@ -151,10 +152,12 @@ class Sender:
                 return
             items = [(e.seq, protocol.encode(e)) for e in batch]
             lines = [line for _, line in items]
-            if self.wal.write(lines):
-                self._ready += items
-            elif socket_has_room(self._ws, sum(map(len, lines)) + len(lines)):
-                self._send_lines(items)  # no copy possible (disk full?): the socket then, if it has room
+            if (
+                not self.wal.write(lines)
+                and not self._ready
+                and socket_has_room(self._ws, sum(map(len, lines)))
+            ):
+                self._send_lines(items)  # no copy possible (disk full?): the socket then, in seq order
             else:
                 self._ready += items
         finally:
