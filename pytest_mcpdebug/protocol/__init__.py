@@ -73,6 +73,7 @@ from pytest_mcpdebug.protocol.frames import (
     Welcome,
 )
 from pytest_mcpdebug.protocol.payloads import (
+    DoctestExample,
     HangFrame,
     HangReport,
     HangTask,
@@ -99,6 +100,7 @@ __all__ = [
     "ClientFrame",
     "CollectionError",
     "CollectionFinished",
+    "DoctestExample",
     "Event",
     "EventBase",
     "FailureSnapshot",
