@@ -17,7 +17,7 @@ from typing import Any, Final
 
 import msgspec
 
-from pytest_mcpdebug.failures.snapshot import SOURCE_CONTEXT, take as take_frames
+from pytest_mcpdebug.failures import snapshot as frames_snapshot
 from pytest_mcpdebug.protocol import DoctestExample, Snapshot, SnapshotException, SnapshotFrame
 from pytest_mcpdebug.values import type_name
 
@@ -38,7 +38,7 @@ def take(exc: BaseException) -> Snapshot | None:
     raised = getattr(first, "exc_info", None)
     if raised is not None:  # the example raised: its frames, from the example's code inwards
         value, tb = raised[1], raised[2]
-        snapshot = take_frames(value, tb, first_code=_example_code(tb))
+        snapshot = frames_snapshot.take(value, tb, first_code=_example_code(tb))
         frames = list(snapshot.frames)
         if frames and os.path.basename(frames[-1].file).startswith("<doctest "):
             frames[-1] = _example_frame(example, offset=frames[-1].line - 1)
@@ -89,7 +89,10 @@ def _example_frame(example: DoctestExample, offset: int = 0) -> SnapshotFrame:
     """The example as a frame of the project: its file, the line that ran, the source around it."""
     line = example.line + offset if example.line else 0
     lines = linecache.getlines(example.file)
-    first, last = max(line - SOURCE_CONTEXT, 1), min(line + SOURCE_CONTEXT, len(lines))
+    first, last = (
+        max(line - frames_snapshot.SOURCE_CONTEXT, 1),
+        min(line + frames_snapshot.SOURCE_CONTEXT, len(lines)),
+    )
     return SnapshotFrame(
         file=example.file,
         line=line,

@@ -210,7 +210,7 @@ def _message(report: pytest.TestReport | pytest.CollectReport) -> str:
 
 
 def _doctest_message(longrepr: Any) -> str:
-    """"line 4 of mod.py: expected 5, got 4" from pytest's report of a failing doctest example."""
+    """ "line 4 of mod.py: expected 5, got 4" from pytest's report of a failing doctest example."""
     located = getattr(longrepr, "reprlocation_lines", None)
     if not located:
         return ""

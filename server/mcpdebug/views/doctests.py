@@ -26,9 +26,11 @@ def lines(examples: list[DoctestExample]) -> list[str]:
 
 def _block(text: str, prompt: bool = False) -> list[str]:
     rows = text.rstrip("\n").splitlines()
-    shown = [
-        "    " + (("... " if i else ">>> ") if prompt else "") + row for i, row in enumerate(rows[:PROMPT_LINES])
-    ]
+    shown = [f"    {_prompt(i) if prompt else ''}{row}" for i, row in enumerate(rows[:PROMPT_LINES])]
     if len(rows) > PROMPT_LINES:
         shown.append(f"    ... {len(rows) - PROMPT_LINES} more lines")
     return shown
+
+
+def _prompt(line: int) -> str:
+    return "... " if line else ">>> "

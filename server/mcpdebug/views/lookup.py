@@ -81,13 +81,13 @@ def spellings(query: str) -> list[str]:
     pytest escapes what is not ASCII in parameter ids (``test_odd[ü ñ]`` is shown as
     ``test_odd[\\xfc \\xf1]``) unless told not to, and people type either form: both are tried,
     the typed text also in its composed Unicode form (NFC). Only the part from the first ``[`` is
-    respelled; paths and names are never escaped by pytest.
+    respelled (pytest never escapes paths and names); a part of an id without ``[`` is respelled whole.
     """
     cut = query.find("[")
     head, params = (query[:cut], query[cut:]) if cut >= 0 else ("", query)
     plain = _unescape(params)
     forms = [plain, unicodedata.normalize("NFC", plain)] if plain is not None else []
-    forms += [f.encode("unicode_escape").decode("ascii") for f in forms or [params]]
+    forms += [f.encode("unicode_escape").decode("ascii") for f in [params, *forms]]
     return list(dict.fromkeys(head + f for f in forms if f != params))
 
 
