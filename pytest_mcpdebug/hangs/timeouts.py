@@ -28,7 +28,7 @@ from pytest_mcpdebug import protocol
 from pytest_mcpdebug.hangs import gil_dump, reaper
 from pytest_mcpdebug.hangs import report as hang_report
 from pytest_mcpdebug.hangs.gil_dump import STUCK
-from pytest_mcpdebug.hangs.watchdog import Target, Watchdog
+from pytest_mcpdebug.hangs.watchdog import HangTimeout, Target, Watchdog
 from pytest_mcpdebug.output.tail import OutputTail
 from pytest_mcpdebug.recording.reporter import Reporter
 from pytest_mcpdebug.recording.sender import Sender
@@ -180,7 +180,9 @@ class Timeouts:
     def _arm(self, item: pytest.Item, timeout: float) -> None:
         if not self._started:
             self._start_watchdog()
-        self.watchdog.arm(item.nodeid, timeout, self.settings.action)
+        function = getattr(item, "originalname", None)
+        test = (str(item.path), function) if isinstance(function, str) else None
+        self.watchdog.arm(item.nodeid, timeout, self.settings.action, test)
 
     def _start_watchdog(self) -> None:
         self._started = True
@@ -321,11 +323,18 @@ def _real_stderr(config: pytest.Config) -> int:
 
 
 class _TestTimer:
-    """The per-test hooks, registered only when some test of the run has a timeout."""
+    """The per-test hooks, registered only when some test of the run has a timeout.
+
+    Each attempt of a test is timed afresh: pytest-rerunfailures runs the phases of every attempt
+    inside one ``pytest_runtest_protocol`` (starting each with ``pytest_runtest_logstart``), and
+    reports them only after the attempt's teardown, so an interruption is seen to land from
+    ``pytest_runtest_makereport``, not from the logged report."""
 
     def __init__(self, owner: Timeouts) -> None:
         self.owner = owner
         self.watchdog = owner.watchdog
+        self._item: pytest.Item | None = None
+        self._attempts = 0
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: Any) -> Generator[None, Any, Any]:
@@ -333,13 +342,28 @@ class _TestTimer:
         armed = timeout is not None and not func_only
         if timeout is not None and armed:
             self.owner._arm(item, timeout)
+            self._item, self._attempts = item, 0
         try:
             return (yield)
         finally:
             if armed:
+                self._item = None
                 if self.watchdog.hung:
                     self.owner.sender.drained()  # the diagnosis leaves before a next test takes the GIL
                 self.watchdog.disarm()
+
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        item = self._item
+        if item is None or item.nodeid != nodeid:
+            return
+        self._attempts += 1
+        if self._attempts > 1:  # a rerun: its own whole timeout
+            timeout, _ = self.owner._resolve(item)
+            if timeout is not None:
+                if self.watchdog.hung:
+                    self.owner.sender.drained()
+                self.watchdog.disarm()
+                self.owner._arm(item, timeout)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
@@ -353,8 +377,7 @@ class _TestTimer:
             if armed:
                 self.watchdog.disarm()
 
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.failed and self.watchdog.hung:
-            crash = getattr(report.longrepr, "reprcrash", None)
-            if "HangTimeout: " in str(getattr(crash, "message", "")):
-                self.watchdog.landed()  # interrupted: the rest of the test gets a fresh timeout
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> None:
+        if self.watchdog.hung and call.excinfo is not None and isinstance(call.excinfo.value, HangTimeout):
+            self.watchdog.landed()  # interrupted: the rest of the test gets a fresh timeout

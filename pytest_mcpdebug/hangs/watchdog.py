@@ -36,6 +36,7 @@ from typing import Any, Final
 import pytest
 
 from pytest_mcpdebug.hangs import report as hang_report
+from pytest_mcpdebug.hangs import tasks as async_tasks
 from pytest_mcpdebug.hangs.classify import Sample
 from pytest_mcpdebug.hangs.gil_dump import DumpFile
 from pytest_mcpdebug.protocol import HangReport
@@ -45,6 +46,8 @@ REFRESH: Final = 0.5
 """How often the faulthandler backstop is pushed forward while this thread runs."""
 IDLE_CANCEL: Final = 2.0
 """Between timed tests for this long, the backstop is cancelled (an untimed test may run long)."""
+ASYNC_FALLBACK: Final = 0.5
+"""An exception handed to a test's event loop not taken within this: the thread is interrupted."""
 # Limits
 MAX_SAMPLES: Final = 600
 INTERRUPT_SIGNAL: Final = getattr(signal, "SIGRTMIN", int(signal.SIGUSR2)) + (
@@ -87,6 +90,8 @@ class Target:
     report: HangReport | None = None
     hung: bool = False
     """Diagnosed as hung (stays so after the interruption lands and the rest is timed afresh)."""
+    test: async_tasks.TestFunction | None = None
+    """The test's function, to find its coroutine among an event loop's tasks."""
 
     @property
     def deadline(self) -> float:
@@ -131,6 +136,8 @@ class Watchdog:
         """time.monotonic() at which the whole run ends (``--mcp-debug-session-timeout``)."""
         self.on_session_timeout: Callable[[Target | None], None] | None = None
         self._session_fired = False
+        self._async_fallback: tuple[float, int, type[BaseException]] | None = None
+        """An exception handed to a test's event loop: when to interrupt the thread instead, and how."""
 
     # Test thread ----------------------------------------------------------------------------------
 
@@ -145,13 +152,15 @@ class Watchdog:
                 pass
         self._thread.start()
 
-    def arm(self, nodeid: str, timeout: float, action: str) -> None:
+    def arm(
+        self, nodeid: str, timeout: float, action: str, test: async_tasks.TestFunction | None = None
+    ) -> None:
         if self._disabled or _debugger_active():
             return
         thread = threading.get_ident()
         clock = hang_report.thread_clock(thread)
         cpu = hang_report._cpu(clock)
-        target = Target(nodeid, thread, timeout, action, clock=clock, cpu_start=cpu)
+        target = Target(nodeid, thread, timeout, action, clock=clock, cpu_start=cpu, test=test)
         if self.dump is not None and self._backstop_until < target.deadline + self.grace:
             # The test may take the GIL before this thread runs again (a regex at its first line):
             # the backstop must already cover it. Armed for a while, so this is rarely needed.
@@ -167,6 +176,7 @@ class Watchdog:
     def disarm(self) -> None:
         self._target = None
         self._pending = None  # an interruption the test outran must not hit the next one
+        self._async_fallback = None
 
     def landed(self) -> None:
         """The hang's interruption reached the test: the rest of it (teardown) is timed afresh."""
@@ -244,7 +254,11 @@ class Watchdog:
                     self._target = None
                     self.on_stuck(target)
                     continue
-                if self._pending is not None and self._signal_installed:
+                fallback = self._async_fallback
+                if fallback is not None and now >= fallback[0]:  # the event loop did not take it
+                    self._async_fallback = None
+                    self.interrupt(fallback[1], fallback[2])
+                elif self._pending is not None and self._signal_installed:
                     with contextlib.suppress(OSError, ValueError):
                         signal.pthread_kill(target.thread, INTERRUPT_SIGNAL)  # not delivered yet
                 self._wait(min(target.fired + self.grace - now, self.interval))
@@ -295,6 +309,7 @@ class Watchdog:
             clock=target.clock,
             action=target.action,
             output=self.output,
+            test=target.test,
         )
         target.report = report
         target.fired = time.monotonic()
@@ -315,7 +330,25 @@ class Watchdog:
         if self._target is not target:
             return
         kind: type[BaseException] = HangExit if target.action == "exit" else HangTimeout
-        self.interrupt(target.thread, type(kind.__name__, (kind,), {"message": message}))
+        exc = type(kind.__name__, (kind,), {"message": message})
+        if report.wait_kind == "asyncio" and self._interrupt_task(target, exc):
+            return
+        self.interrupt(target.thread, exc)
+
+    def _interrupt_task(self, target: Target, exc: type[BaseException]) -> bool:
+        """An async test waiting in its event loop: the exception is raised at its ``await``, so its
+        failure shows the coroutine's frames; if the loop does not take it soon, the thread is
+        interrupted as any other (`_run` sees to that)."""
+        frame = sys._current_frames().get(target.thread)
+
+        def delivered() -> None:
+            self._async_fallback = None
+
+        self._async_fallback = (time.monotonic() + ASYNC_FALLBACK, target.thread, exc)
+        if async_tasks.interrupt(frame, target.test, exc, delivered):
+            return True
+        self._async_fallback = None
+        return False
 
     def interrupt(self, thread: int, exc: type[BaseException]) -> None:
         if thread == self._main and self._signal_installed:
