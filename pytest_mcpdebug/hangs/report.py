@@ -14,12 +14,14 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from types import FrameType
 from typing import Any, Final
 
 from pytest_mcpdebug.hangs import classify as classifier
+from pytest_mcpdebug.hangs import processes as outside
 from pytest_mcpdebug.hangs import tasks as async_tasks
+from pytest_mcpdebug.hangs import waits
 from pytest_mcpdebug.protocol import HangFrame, HangReport, HangTask, HangThread
 from pytest_mcpdebug.values import VarBuilder, is_library
 
@@ -55,10 +57,12 @@ def build(
     output: Callable[[], list[str]] | None = None,
     frame: FrameType | None = None,
     test: async_tasks.TestFunction | None = None,
+    exclude_pids: Collection[int] = (),
 ) -> HangReport:
     """``frame``: where the test's thread is, when the caller knows better than its current stack
     (a signal handler running in that thread knows the frame it interrupted). ``test``: the test's
-    function, to find its coroutine among an event loop's tasks."""
+    function, to find its coroutine among an event loop's tasks. ``exclude_pids``: child processes
+    of the plugin's own (not the test's)."""
     frames = sys._current_frames()
     if frame is not None:
         frames[thread_id] = frame
@@ -77,19 +81,32 @@ def build(
     summary = found.summary
     tasks: list[HangTask] = []
     chosen: FrameType | None = None
+    locals_from = test_frame
+    descendants = outside.survey(exclude=exclude_pids)
     if test_frame is not None:
         idle = found.wait_kind in ("select", "asyncio")
         seen = async_tasks.state(test_frame, test, frames_of=_frames, is_library=is_library) if idle else None
+        future = waits.waited_future(test_frame) if found.kind != "busy" else None
         if seen is not None:
             tasks = seen.tasks
             if seen.blocked is not None:
                 chosen = seen.blocked.frame
                 summary = _async_summary(found, seen.blocked)
+            future = waits.chained_future(seen.leaf)
         elif found.wait_kind == "thread join":
             joined = _joined_thread(test_frame, frames)
             if joined is not None:
                 summary += f"; the joined thread {joined}"
-    variables, children, whose = _locals(test_frame, found, chosen)
+        worker = None
+        if future is not None:
+            worker = waits.future_worker(future, frames, {t.ident: t.name for t in threads})
+        if worker is None and found.kind != "busy":
+            worker = waits.waited_child(test_frame, descendants)
+        if worker is not None and worker.found.file:
+            summary = f"waiting on {worker.label}, which is {worker.found.summary}; the test is {summary}"
+            found = worker.found
+            chosen, locals_from = None, worker.frame or test_frame
+    variables, children, whose = _locals(locals_from, found, chosen)
     return HangReport(
         kind=found.kind,
         summary=summary,
@@ -112,6 +129,7 @@ def build(
         locals_frame=whose,
         children=children,
         tasks=tasks,
+        processes=descendants,
         output=_output(output),
         source=_source(found.file, found.line),
     )
@@ -165,14 +183,17 @@ def _threads(
         cpu = None
         if ident == test_id and cpu_start is not None and cpu_now is not None:
             cpu = cpu_now - cpu_start
+        stack = stack_of(frame)
+        mine = ident != test_id and any(not is_library(f[0]) for f in stack)
         out.append(
             HangThread(
                 name=name,
                 ident=ident,
-                frames=_frames(stack_of(frame)),
+                frames=_frames(stack),
                 test=ident == test_id,
                 daemon=bool(thread is not None and thread.daemon),
                 cpu=cpu,
+                summary=waits.where(frame).summary if mine else "",
             )
         )
     out.sort(key=lambda t: not t.test)  # the test's thread first

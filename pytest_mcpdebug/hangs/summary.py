@@ -14,6 +14,7 @@ import pytest
 
 from pytest_mcpdebug import protocol
 from pytest_mcpdebug.hangs import gil_dump
+from pytest_mcpdebug.hangs.leaks import Leaks
 from pytest_mcpdebug.recording.reporter import Reporter, final_outcome
 
 RESENT = 8
@@ -24,8 +25,9 @@ class HangSummary:
     """In the process that prints the terminal summary (no xdist: the only one; xdist: the controller):
     lists the run's hangs, and diagnoses an xdist worker that died hung from its dump file."""
 
-    def __init__(self, *, reporter: Reporter, directory: Path) -> None:
+    def __init__(self, *, reporter: Reporter, directory: Path, leaks: Leaks | None = None) -> None:
         self.reporter = reporter
+        self.leaks = leaks
         self.directory = directory
         self.hangs: list[tuple[str, str]] = []
         self._phases: dict[str, list[tuple[str, str, bool, float, str]]] = {}
@@ -129,6 +131,8 @@ class HangSummary:
         terminalreporter.section("mcpdebug: hangs", sep="-", yellow=True, bold=True)
         for nodeid, summary in self.hangs:
             terminalreporter.write_line(f"HANG {nodeid}: {summary}")
+        for leak in self.leaks.found if self.leaks is not None else ():
+            terminalreporter.write_line(f"LEFT RUNNING by {leak.nodeid}: {leak.describe()}")
         terminalreporter.write_line(
             f"Inspect: `mcpdebug failure {self.reporter.run_id} <test>`, or the MCP tool get_hang("
             f'run_id="{self.reporter.run_id}", test=...) for every thread\'s stack and the locals.'

@@ -51,6 +51,8 @@ class Blocked:
 class AsyncState:
     tasks: list[HangTask]
     blocked: Blocked | None
+    leaf: asyncio.Future[Any] | None = None
+    """The future at the end of the test's await path (it may mirror a ``concurrent.futures`` one)."""
 
 
 def loop_of(frame: FrameType | None) -> asyncio.AbstractEventLoop | None:
@@ -91,7 +93,7 @@ def state(
         )
     root = test_task(tasks, frame, test)
     blocked = _blocked(root, is_library) if root is not None else None
-    return AsyncState(out, blocked)
+    return AsyncState(out, blocked, _leaf(root) if root is not None else None)
 
 
 def test_task(

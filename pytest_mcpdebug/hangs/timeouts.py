@@ -28,6 +28,7 @@ from pytest_mcpdebug import protocol
 from pytest_mcpdebug.hangs import gil_dump, reaper
 from pytest_mcpdebug.hangs import report as hang_report
 from pytest_mcpdebug.hangs.gil_dump import STUCK
+from pytest_mcpdebug.hangs.leaks import Leaks
 from pytest_mcpdebug.hangs.watchdog import HangTimeout, Target, Watchdog
 from pytest_mcpdebug.output.tail import OutputTail
 from pytest_mcpdebug.recording.reporter import Reporter
@@ -60,6 +61,7 @@ class Timeouts:
         self.reporter = reporter
         self.sender = sender
         self.hangs: list[tuple[str, protocol.HangReport]] = []
+        self.leaks = Leaks()
         self._dump: gil_dump.DumpFile | None = None
         if dump_path is not None:
             try:
@@ -85,6 +87,8 @@ class Timeouts:
             output=tail.recent if tail is not None else None,
             dump=self._dump,
         )
+        if self._reaper is not None:
+            self.watchdog.own_pids.add(self._reaper.pid)
         self._started = False
         self._previous: dict[int, Any] = {}
         self._killed = False
@@ -126,6 +130,8 @@ class Timeouts:
             faulthandler.enable(file=self._dump, all_threads=True)
         if self.reporter.role == "main":
             self._reaper = reaper.start(self._dump.path, self._stderr)
+            if self._reaper is not None and hasattr(self, "watchdog"):
+                self.watchdog.own_pids.add(self._reaper.pid)
 
     # Hooks ----------------------------------------------------------------------------------------
 
@@ -247,6 +253,7 @@ class Timeouts:
             action="exit",
             output=self.watchdog.output,
             frame=frame,
+            exclude_pids=self.watchdog.own_pids,
         )
         nodeid = target.nodeid if target is not None else (self.current or "")
         doing = f" while running {nodeid}: {report.summary}" if nodeid else " between tests"
@@ -335,11 +342,15 @@ class _TestTimer:
         self.watchdog = owner.watchdog
         self._item: pytest.Item | None = None
         self._attempts = 0
+        self._interrupted = False
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: Any) -> Generator[None, Any, Any]:
         timeout, func_only = self.owner._resolve(item)
         armed = timeout is not None and not func_only
+        if timeout is not None:
+            self.owner.leaks.before()
+            self._interrupted = False
         if timeout is not None and armed:
             self.owner._arm(item, timeout)
             self._item, self._attempts = item, 0
@@ -351,6 +362,9 @@ class _TestTimer:
                 if self.watchdog.hung:
                     self.owner.sender.drained()  # the diagnosis leaves before a next test takes the GIL
                 self.watchdog.disarm()
+            if self._interrupted:  # what it started and left running, named at the end of the run
+                with contextlib.suppress(Exception):
+                    self.owner.leaks.after(item.nodeid, self.watchdog.own_pids)
 
     def pytest_runtest_logstart(self, nodeid: str) -> None:
         item = self._item
@@ -379,5 +393,7 @@ class _TestTimer:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> None:
+        if call.excinfo is not None and isinstance(call.excinfo.value, HangTimeout):
+            self._interrupted = True
         if self.watchdog.hung and call.excinfo is not None and isinstance(call.excinfo.value, HangTimeout):
             self.watchdog.landed()  # interrupted: the rest of the test gets a fresh timeout

@@ -35,6 +35,7 @@ from typing import Any, Final
 
 import pytest
 
+from pytest_mcpdebug.hangs import classify as classifier
 from pytest_mcpdebug.hangs import report as hang_report
 from pytest_mcpdebug.hangs import tasks as async_tasks
 from pytest_mcpdebug.hangs.classify import Sample
@@ -48,8 +49,11 @@ IDLE_CANCEL: Final = 2.0
 """Between timed tests for this long, the backstop is cancelled (an untimed test may run long)."""
 ASYNC_FALLBACK: Final = 0.5
 """An exception handed to a test's event loop not taken within this: the thread is interrupted."""
+AGAIN_AFTER: Final = 2
+"""Intervals an interrupted test must sit at a new place before it is interrupted there again."""
 # Limits
 MAX_SAMPLES: Final = 600
+MAX_REPEATS: Final = 10
 INTERRUPT_SIGNAL: Final = getattr(signal, "SIGRTMIN", int(signal.SIGUSR2)) + (
     3 if hasattr(signal, "SIGRTMIN") else 0
 )
@@ -88,6 +92,14 @@ class Target:
     samples: collections.deque[Sample] = field(default_factory=lambda: collections.deque(maxlen=MAX_SAMPLES))
     fired: float | None = None
     report: HangReport | None = None
+    exc: type[BaseException] | None = None
+    """What the test was interrupted with, to raise again at a new blocking point."""
+    interrupted_at: tuple[classifier.Frame, ...] = ()
+    """The test's stack when last interrupted."""
+    seen: tuple[classifier.Frame, ...] = ()
+    still: int = 0
+    """Ticks the test's stack has been ``seen`` unchanged since the interruption."""
+    repeats: int = 0
     hung: bool = False
     """Diagnosed as hung (stays so after the interruption lands and the rest is timed afresh)."""
     test: async_tasks.TestFunction | None = None
@@ -136,6 +148,8 @@ class Watchdog:
         """time.monotonic() at which the whole run ends (``--mcp-debug-session-timeout``)."""
         self.on_session_timeout: Callable[[Target | None], None] | None = None
         self._session_fired = False
+        self.own_pids: set[int] = set()
+        """Child processes of the plugin's own (the reaper): not the test's, left out of reports."""
         self._async_fallback: tuple[float, int, type[BaseException]] | None = None
         """An exception handed to a test's event loop: when to interrupt the thread instead, and how."""
 
@@ -261,7 +275,24 @@ class Watchdog:
                 elif self._pending is not None and self._signal_installed:
                     with contextlib.suppress(OSError, ValueError):
                         signal.pthread_kill(target.thread, INTERRUPT_SIGNAL)  # not delivered yet
+                elif fallback is None:
+                    self._again(target)
                 self._wait(min(target.fired + self.grace - now, self.interval))
+
+    def _again(self, target: Target) -> None:
+        """Interrupted, the test blocks again on its way out (a ``with`` block that joins a stuck
+        worker, a ``finally`` that waits): interrupt it again at each new place it settles in."""
+        frame = sys._current_frames().get(target.thread)
+        stack = hang_report.stack_of(frame)
+        if stack != target.seen:
+            target.seen, target.still = stack, 0
+            return
+        target.still += 1
+        settled = target.still >= AGAIN_AFTER and stack != target.interrupted_at
+        if settled and target.exc is not None and target.repeats < MAX_REPEATS and _in_test_code(frame):
+            target.repeats += 1
+            target.interrupted_at = stack
+            self.interrupt(target.thread, target.exc)
 
     def _session_due(self, now: float, target: Target | None) -> bool:
         deadline = self.session_deadline
@@ -310,6 +341,7 @@ class Watchdog:
             action=target.action,
             output=self.output,
             test=target.test,
+            exclude_pids=self.own_pids,
         )
         target.report = report
         target.fired = time.monotonic()
@@ -331,6 +363,8 @@ class Watchdog:
             return
         kind: type[BaseException] = HangExit if target.action == "exit" else HangTimeout
         exc = type(kind.__name__, (kind,), {"message": message})
+        target.exc, target.seen, target.still, target.repeats = exc, (), 0, 0
+        target.interrupted_at = hang_report.stack_of(sys._current_frames().get(target.thread))
         if report.wait_kind == "asyncio" and self._interrupt_task(target, exc):
             return
         self.interrupt(target.thread, exc)

@@ -74,6 +74,7 @@ from pytest_mcpdebug.protocol.frames import (
 )
 from pytest_mcpdebug.protocol.payloads import (
     HangFrame,
+    HangProcess,
     HangReport,
     HangTask,
     HangThread,
@@ -105,6 +106,7 @@ __all__ = [
     "Frame",
     "HangDetected",
     "HangFrame",
+    "HangProcess",
     "HangReport",
     "HangTask",
     "HangThread",

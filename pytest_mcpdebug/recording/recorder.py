@@ -82,6 +82,7 @@ class Recorder:
         self.hang_summary: HangSummary | None = None
         self._closed = False
         self._warned = 0
+        self.session: pytest.Session | None = None
 
     @classmethod
     def for_controller(cls, config: pytest.Config, settings: Settings) -> Recorder:
@@ -182,7 +183,9 @@ class Recorder:
         )
         self.config.pluginmanager.register(self.timeouts, _TIMEOUTS)
         if role != "worker":
-            self.hang_summary = HangSummary(reporter=self.reporter, directory=self.dir)
+            self.hang_summary = HangSummary(
+                reporter=self.reporter, directory=self.dir, leaks=self.timeouts.leaks
+            )
             self.config.pluginmanager.register(self.hang_summary, _HANG_SUMMARY)
         pauses = self.hangs.action == "pause"
         if (self.break_on_failure or pauses) and role != "controller":
@@ -217,6 +220,7 @@ class Recorder:
             self.tail.stop()
         terminal = self.config.pluginmanager.get_plugin("terminalreporter")
         self.reporter.emit_finish(exitstatus, getattr(terminal, "stats", None))
+        self.session = session
         self.close()
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
@@ -258,6 +262,19 @@ class Recorder:
             self.config.pluginmanager.unregister(self.timeouts, _TIMEOUTS)
         if self.reporter is not None:
             self.config.pluginmanager.unregister(self.reporter, _REPORTER)
+
+    def exit_if_stuck(self) -> None:
+        """After the session: if threads leaked by hung tests would hold the interpreter at exit
+        (non-daemon, still blocked), end the process now with pytest's exit status."""
+        if self.timeouts is None or self.session is None or self.reporter is None:
+            return
+        if self.reporter.role != "main":
+            return  # an xdist worker's exit belongs to xdist
+        stuck = self.timeouts.leaks.stuck()
+        if stuck:
+            from pytest_mcpdebug.hangs.leaks import exit_now
+
+            exit_now(int(self.session.exitstatus), stuck, 2)
 
     def _pause_hung(self, target: Any) -> str:
         assert self.inspector is not None
