@@ -32,7 +32,10 @@ class Reporter:
         self.role = role
         self._seq = 0
         self._lock = threading.Lock()
-        self._started = time.time()
+        self.started = time.time()
+        """When the run started (handed on to a process that replaces this one)."""
+        self.collected_before = 0
+        """Tests a replaced process ran, left out of this one's collection but not of the run's."""
         self._phases: dict[str, list[tuple[str, str, bool, float, str]]] = {}
         self._passed: dict[str, list[protocol.PassedPhase]] = {}
         self._collected_sent = False
@@ -72,7 +75,7 @@ class Reporter:
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         if self.role == "main":
-            self.emit(protocol.CollectionFinished, count=len(session.items))
+            self.emit(protocol.CollectionFinished, count=len(session.items) + self.collected_before)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
@@ -177,7 +180,7 @@ class Reporter:
             self.emit(
                 protocol.RunFinished,
                 exit_status=int(exitstatus),
-                duration=time.time() - self._started,
+                duration=time.time() - self.started,
                 counts=counts,
             )
         self.emit(protocol.ProcessFinished, events=self._seq + 1)
