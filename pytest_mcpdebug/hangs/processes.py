@@ -66,8 +66,9 @@ def descendants(pid: int | None = None, exclude: Collection[int] = ()) -> list[p
     return [c for c in children if c.pid not in exclude and c.pid != os.getpid()]
 
 
-def spy(pids: Collection[int], *, timeout: float = SPY_TIMEOUT) -> dict[int, Spied]:
-    """Dump the stacks of several processes with py-spy, in parallel."""
+def spy(pids: Collection[int], *, timeout: float = SPY_TIMEOUT, locals: bool = False) -> dict[int, Spied]:
+    """Dump the stacks of several processes with py-spy, in parallel (``locals``: with each frame's
+    locals, as reprs)."""
     exe = py_spy()
     if exe is None:
         missing = Spied(
@@ -79,7 +80,7 @@ def spy(pids: Collection[int], *, timeout: float = SPY_TIMEOUT) -> dict[int, Spi
     for pid in pids:
         try:
             running[pid] = subprocess.Popen(
-                [exe, "dump", "--pid", str(pid), "--json"],
+                [exe, "dump", "--pid", str(pid), "--json", *(["--locals"] if locals else [])],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -139,11 +140,10 @@ def threads_of(dump: Dump, cpu: dict[int, float] | None = None) -> list[HangThre
                 name=str(entry.get("thread_name") or f"thread {native}"),
                 ident=int(entry.get("thread_id") or native),
                 frames=[_frame(f, number) for number, f in enumerate(entry.get("frames") or [])],
-                test=entry.get("thread_name") == "MainThread",
                 cpu=cpu.get(native) if cpu else None,
             )
         )
-    out.sort(key=lambda t: not t.test)
+    out.sort(key=lambda t: t.name != "MainThread")
     return out
 
 
