@@ -37,13 +37,16 @@ class HangSummary:
         worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", None)
         if worker is not None:
             self._remember(str(worker), report)
-        if not report.failed:
+        if not report.failed and report.outcome != "rerun":  # pytest-rerunfailures: an attempt run again
             return
         crash = getattr(report.longrepr, "reprcrash", None)
         message = str(getattr(crash, "message", "") or "")
         for name in ("HangTimeout: ", "HangExit: "):
             if name in message:
-                self.hangs.append((report.nodeid, message.split(name, 1)[1].splitlines()[0]))
+                summary = message.split(name, 1)[1].splitlines()[0]
+                if report.outcome == "rerun" or getattr(report, "rerun", 0):
+                    summary = f"(attempt {getattr(report, 'rerun', 0) + 1}) {summary}"
+                self.hangs.append((report.nodeid, summary))
                 return
 
     @pytest.hookimpl(optionalhook=True)

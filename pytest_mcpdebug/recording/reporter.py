@@ -126,7 +126,7 @@ class Reporter:
                 outcome=outcome,
                 duration=report.duration,
                 message=message,
-                longrepr=protocol.clip(str(report.longrepr)) if outcome == "failed" else "",
+                longrepr=protocol.clip(str(report.longrepr)) if outcome in ("failed", "rerun") else "",
                 wasxfail=wasxfail,
             )
         phases = self._phases.setdefault(report.nodeid, [])
@@ -143,6 +143,7 @@ class Reporter:
                 duration=sum(p[3] for p in phases),
                 message=next((p[4] for p in phases if p[4]), ""),
                 passed_phases=self._passed.pop(report.nodeid, []),
+                attempt=getattr(report, "rerun", 0) + 1,  # pytest-rerunfailures numbers its attempts
             )
 
     @pytest.hookimpl(tryfirst=True)
@@ -187,7 +188,10 @@ class Reporter:
 
 
 def final_outcome(phases: list[tuple[str, str, bool]]) -> str:
-    """The test's outcome as pytest's summary counts it, from (when, outcome, wasxfail) per phase."""
+    """The test's outcome as pytest's summary counts it, from (when, outcome, wasxfail) per phase
+    ("rerun" for an attempt pytest-rerunfailures runs again)."""
+    if any(o == "rerun" for _, o, _ in phases):
+        return "rerun"  # pytest-rerunfailures runs it again; the next attempt has the outcome
     call_failed = any(w == "call" and o == "failed" for w, o, _ in phases)
     if call_failed:
         return "failed"

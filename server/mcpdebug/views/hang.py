@@ -200,7 +200,26 @@ def failure_or_hang(store: Store, run: dict[str, Any], test: str | None) -> str:
     for hang in store.hangs(run["run_id"]):
         if headline.startswith((f"FAILED {hang['nodeid']} (", f"ERROR {hang['nodeid']} (")):
             text += hang_section(store, run["run_id"], hang["nodeid"])
+    words = headline.split(" ")
+    if len(words) > 1:
+        text += attempts_section(store, run["run_id"], words[1])
     return text
+
+
+def attempts_section(store: Store, run_id: str, nodeid: str) -> str:
+    """A test run more than once (pytest-rerunfailures): each attempt's outcome, failure and hang."""
+    attempts = store.attempts(run_id, nodeid)
+    if not attempts:
+        return ""
+    lines = ["", "", f"Attempts ({len(attempts)}); the last is the outcome pytest reports:"]
+    for a in attempts:
+        where = f" ({a['phase']})" if a["phase"] else ""
+        lines.append(
+            f"- {a['attempt']}. {a['outcome']}{where} in {a['duration']:.2f}s: {a['message'] or '-'}"
+        )
+        if a["hang"]:
+            lines.append(f"  hung: {a['hang']}")
+    return "\n".join(lines)
 
 
 def _died_while_running(store: Store, run: dict[str, Any], test: str | None) -> str | None:
