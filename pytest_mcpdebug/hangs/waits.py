@@ -129,6 +129,8 @@ def _script(command: str) -> str:
         for number, word in enumerate(words[1:], 1):
             if word == "-m" and number + 1 < len(words):
                 return f"-m {words[number + 1]}"
+            if word.startswith("-m") and len(word) > 2:
+                return f"-m {word[2:]}"
             if word == "-c":
                 return "python -c ..."
             if not word.startswith("-"):

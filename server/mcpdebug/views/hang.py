@@ -153,7 +153,12 @@ def _processes(processes: list[HangProcess], full: bool) -> list[str]:
     out = ["", f"Child processes ({len(processes)}), seen from outside with py-spy:"]
     for process in processes[: 30 if full else 8]:
         what = process.summary if process.python else (process.error or "not read")
-        out.append(f"- pid {process.pid} ({process.status}) `{process.command[:120]}`: {what}")
+        command = (
+            process.command
+            if len(process.command) <= 120
+            else f"{process.command[:40]}...{process.command[-77:]}"
+        )
+        out.append(f"- pid {process.pid} ({process.status}) `{command}`: {what}")
         if full and process.threads:
             for thread in process.threads[:4]:
                 out += _thread(thread, full=False)[:8]
