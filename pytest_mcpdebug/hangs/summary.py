@@ -37,15 +37,17 @@ class HangSummary:
         worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", None)
         if worker is not None:
             self._remember(str(worker), report)
-        if not report.failed and report.outcome != "rerun":  # pytest-rerunfailures: an attempt run again
+        outcome: str = report.outcome  # "rerun": pytest-rerunfailures runs this attempt again
+        if not report.failed and outcome != "rerun":
             return
         crash = getattr(report.longrepr, "reprcrash", None)
         message = str(getattr(crash, "message", "") or "")
         for name in ("HangTimeout: ", "HangExit: "):
             if name in message:
                 summary = message.split(name, 1)[1].splitlines()[0]
-                if report.outcome == "rerun" or getattr(report, "rerun", 0):
-                    summary = f"(attempt {getattr(report, 'rerun', 0) + 1}) {summary}"
+                attempt = int(getattr(report, "rerun", None) or 0) + 1
+                if outcome == "rerun" or attempt > 1:
+                    summary = f"(attempt {attempt}) {summary}"
                 self.hangs.append((report.nodeid, summary))
                 return
 
