@@ -27,7 +27,13 @@ sys.path.insert(0, str(ROOT / "server"))
 from mcpdebug.ingest.spool import ingest_spool  # noqa: E402
 from mcpdebug.store import Store  # noqa: E402
 
-CHILD = "import threading\nlock = threading.Lock()\nlock.acquire()\nprint('stuck', flush=True)\nlock.acquire()\n"
+CHILD = """\
+import threading
+lock = threading.Lock()
+lock.acquire()
+print('stuck', flush=True)
+lock.acquire()
+"""
 
 TEST = """
 import subprocess
@@ -62,7 +68,15 @@ def one(n: int, timeout: float) -> tuple[float, str]:
         (folder / "test_children.py").write_text(textwrap.dedent(TEST.format(n=n)))
         (folder / "pytest.ini").write_text("[pytest]\n")
         subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--mcp-debug-timeout={timeout}"],
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                f"--mcp-debug-timeout={timeout:g}",
+            ],
             cwd=folder,
             capture_output=True,
             timeout=120,
@@ -83,7 +97,8 @@ def main() -> int:
     parser.add_argument("--children", default="0,1,4,16")
     parser.add_argument("--timeout", type=float, default=2.0)
     args = parser.parse_args()
-    print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, timeout {args.timeout:g} s, {args.runs} runs")
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    print(f"{when}, timeout {args.timeout:g} s, {args.runs} runs")
     print("| children | median | max | headline |\n| ---: | ---: | ---: | --- |")
     for n in (int(x) for x in args.children.split(",")):
         delays, summary = [], ""
