@@ -23,7 +23,7 @@ import os
 import sys
 from collections.abc import Generator
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import pytest
 
@@ -34,23 +34,39 @@ MAX_GENERATIONS: Final = 5
 
 
 class Finished:
-    """Every report logged in this process (and those handed on to it): what a replacement needs."""
+    """Every report logged in this process (and those handed on to it): what a replacement needs.
 
-    def __init__(self, config: pytest.Config, before: list[dict[str, Any]] | None = None) -> None:
+    A passing phase is kept as a few fields, not as the report (whose captured output may be large):
+    the replacement only counts it."""
+
+    def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.before = before or []
-        self.reports: list[pytest.TestReport] = []
+        self.reports: list[pytest.TestReport | tuple[str, Any, str, float]] = []
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        self.reports.append(report)
+        if report.passed and not hasattr(report, "wasxfail"):
+            self.reports.append((report.nodeid, report.location, report.when or "call", report.duration))
+        else:
+            self.reports.append(report)
 
     def serialized(self) -> list[dict[str, Any]]:
         hook = self.config.hook
-        out = list(self.before)
-        for report in self.reports:
+        out = []
+        for kept in self.reports:
+            report = kept if isinstance(kept, pytest.TestReport) else _passed(*kept)
             with contextlib.suppress(Exception):
                 out.append(hook.pytest_report_to_serializable(config=self.config, report=report))
         return out
+
+
+def _passed(nodeid: str, location: Any, when: str, duration: float) -> pytest.TestReport:
+    phase: Literal["setup", "call", "teardown"] = "setup" if when == "setup" else "teardown"
+    if when == "call":
+        phase = "call"
+    return pytest.TestReport(
+        nodeid=nodeid, location=location, keywords={}, outcome="passed", longrepr=None, when=phase,
+        duration=duration,
+    )  # fmt: skip
 
 
 def possible(config: pytest.Config, generation: int) -> bool:
