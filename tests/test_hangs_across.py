@@ -286,8 +286,8 @@ def test_where_py_spy_may_not_attach_the_report_says_what_to_change(tmp_path: Pa
     finally:
         target.kill()
         target.wait()
-    if "No module named" in done.stderr:
-        pytest.skip("the project is not readable by nobody here")
+    if done.returncode != 0 and "pytest_mcpdebug/" not in done.stderr:
+        pytest.skip(f"this Python cannot run as an unprivileged user here: {done.stderr[-200:]}")
     error = done.stdout.strip()
     assert error.startswith(f"py-spy may not attach to pid {target.pid} (ptrace not permitted): "), done
     assert "CAP_SYS_PTRACE" in error
