@@ -45,6 +45,7 @@ from pytest_mcpdebug.protocol.frames import (
     MAX_TEXT_CHARS,
     PROTOCOL_VERSION,
     REQUEST_COMMANDS,
+    RUN_ID_PATTERN,
     STREAMS,
     Ack,
     ClientFrame,
@@ -71,6 +72,7 @@ from pytest_mcpdebug.protocol.frames import (
     TestFinished,
     TestStarted,
     Welcome,
+    is_run_id,
 )
 from pytest_mcpdebug.protocol.payloads import (
     HangFrame,
@@ -95,6 +97,7 @@ __all__ = [
     "PROTOCOL_VERSION",
     "REPLY_PREFIX",
     "REQUEST_COMMANDS",
+    "RUN_ID_PATTERN",
     "STREAMS",
     "Ack",
     "ClientFrame",
@@ -142,5 +145,6 @@ __all__ = [
     "encode_lines",
     "encode_value",
     "hello_version",
+    "is_run_id",
     "split_lines",
 ]
