@@ -19,7 +19,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,8 @@ from pytest_mcpdebug.hangs import gil_dump, reaper, resume
 from pytest_mcpdebug.hangs import report as hang_report
 from pytest_mcpdebug.hangs.gil_dump import STUCK
 from pytest_mcpdebug.hangs.leaks import Leaks
-from pytest_mcpdebug.hangs.watchdog import HangTimeout, Target, Watchdog
+from pytest_mcpdebug.hangs.timer import TestTimer
+from pytest_mcpdebug.hangs.watchdog import Target, Watchdog
 from pytest_mcpdebug.output.tail import OutputTail
 from pytest_mcpdebug.recording.reporter import Reporter, final_outcome
 from pytest_mcpdebug.recording.sender import Sender
@@ -103,7 +103,7 @@ class Timeouts:
         self._previous: dict[int, Any] = {}
         self._killed = False
         self.current: str | None = None
-        self._timer: _TestTimer | None = None
+        self._timer: TestTimer | None = None
         """The test running now (timed or not), for a report when the run is stopped from outside."""
         if settings.session_timeout is not None:
             started = session_started if session_started is not None else time.time()
@@ -155,7 +155,7 @@ class Timeouts:
             timeout, _ = self._resolve(item)  # a bad marker is an error before anything runs
             timed = timed or timeout is not None
         if timed and self._timer is None:  # a run with no timed test pays for none of its hooks
-            self._timer = _TestTimer(self)
+            self._timer = TestTimer(self)
             self.config.pluginmanager.register(self._timer, "mcpdebug-test-timer")
             if self.reporter.role == "main" and self.directory is not None:
                 self.finished = resume.Finished(self.config)
@@ -399,73 +399,3 @@ def _real_stderr(config: pytest.Config) -> int:
         return sys.__stderr__.fileno() if sys.__stderr__ is not None else 2
     except (OSError, ValueError):
         return 2
-
-
-class _TestTimer:
-    """The per-test hooks, registered only when some test of the run has a timeout.
-
-    Each attempt of a test is timed afresh: pytest-rerunfailures runs the phases of every attempt
-    inside one ``pytest_runtest_protocol`` (starting each with ``pytest_runtest_logstart``), and
-    reports them only after the attempt's teardown, so an interruption is seen to land from
-    ``pytest_runtest_makereport``, not from the logged report."""
-
-    def __init__(self, owner: Timeouts) -> None:
-        self.owner = owner
-        self.watchdog = owner.watchdog
-        self._item: pytest.Item | None = None
-        self._attempts = 0
-        self._interrupted = False
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: Any) -> Generator[None, Any, Any]:
-        timeout, func_only = self.owner._resolve(item)
-        armed = timeout is not None and not func_only
-        if timeout is not None:
-            self.owner.leaks.before()
-            self._interrupted = False
-        if timeout is not None and armed:
-            self.owner._arm(item, timeout)
-            self._item, self._attempts = item, 0
-        try:
-            return (yield)
-        finally:
-            if armed:
-                self._item = None
-                if self.watchdog.hung:
-                    self.owner.sender.drained()  # the diagnosis leaves before a next test takes the GIL
-                self.watchdog.disarm()
-            if self._interrupted:  # what it started and left running, named at the end of the run
-                with contextlib.suppress(Exception):
-                    self.owner.leaks.after(item.nodeid, self.watchdog.own_pids)
-
-    def pytest_runtest_logstart(self, nodeid: str) -> None:
-        item = self._item
-        if item is None or item.nodeid != nodeid:
-            return
-        self._attempts += 1
-        if self._attempts > 1:  # a rerun: its own whole timeout
-            timeout, _ = self.owner._resolve(item)
-            if timeout is not None:
-                if self.watchdog.hung:
-                    self.owner.sender.drained()
-                self.watchdog.disarm()
-                self.owner._arm(item, timeout)
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
-        timeout, func_only = self.owner._resolve(item)
-        armed = timeout is not None and func_only
-        if timeout is not None and armed:
-            self.owner._arm(item, timeout)
-        try:
-            return (yield)
-        finally:
-            if armed:
-                self.watchdog.disarm()
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> None:
-        if call.excinfo is not None and isinstance(call.excinfo.value, HangTimeout):
-            self._interrupted = True
-        if self.watchdog.hung and call.excinfo is not None and isinstance(call.excinfo.value, HangTimeout):
-            self.watchdog.landed()  # interrupted: the rest of the test gets a fresh timeout

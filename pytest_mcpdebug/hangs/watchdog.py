@@ -40,6 +40,7 @@ from pytest_mcpdebug.hangs import report as hang_report
 from pytest_mcpdebug.hangs import tasks as async_tasks
 from pytest_mcpdebug.hangs.classify import Sample
 from pytest_mcpdebug.hangs.gil_dump import DumpFile
+from pytest_mcpdebug.hangs.test_code import debugger_active, in_test_code
 from pytest_mcpdebug.protocol import HangReport
 
 # Timeouts
@@ -169,7 +170,7 @@ class Watchdog:
     def arm(
         self, nodeid: str, timeout: float, action: str, test: async_tasks.TestFunction | None = None
     ) -> None:
-        if self._disabled or _debugger_active():
+        if self._disabled or debugger_active():
             return
         thread = threading.get_ident()
         clock = hang_report.thread_clock(thread)
@@ -234,7 +235,7 @@ class Watchdog:
         pending = self._pending
         if pending is None:
             return
-        if issubclass(pending, HangExit) or _in_test_code(frame):
+        if issubclass(pending, HangExit) or in_test_code(frame):
             self._pending = None
             raise pending()
         # pytest itself is running (the test failed just before its deadline and is being reported):
@@ -289,7 +290,7 @@ class Watchdog:
             return
         target.still += 1
         settled = target.still >= AGAIN_AFTER and stack != target.interrupted_at
-        if settled and target.exc is not None and target.repeats < MAX_REPEATS and _in_test_code(frame):
+        if settled and target.exc is not None and target.repeats < MAX_REPEATS and in_test_code(frame):
             target.repeats += 1
             target.interrupted_at = stack
             self.interrupt(target.thread, target.exc)
@@ -327,7 +328,7 @@ class Watchdog:
         the grace period it is reported whatever it runs: pytest's own work may hang too."""
         if now >= target.deadline + self.grace:
             return True
-        return _in_test_code(sys._current_frames().get(target.thread))
+        return in_test_code(sys._current_frames().get(target.thread))
 
     def _fire(self, target: Target) -> None:
         report = hang_report.build(
@@ -418,41 +419,3 @@ class Watchdog:
             self._backstop_refreshed = 0.0
             with contextlib.suppress(Exception):
                 faulthandler.cancel_dump_traceback_later()
-
-
-_OWN: Final = __file__.rsplit("/", 2)[0] + "/"
-"""This plugin's package: a signal arriving in its own code is not in the test."""
-_RUNNER_FILE: Final = ("_pytest/runner.py", "_pytest\\runner.py")
-
-
-def _in_test_code(frame: Any) -> bool:
-    """True if ``frame`` (where the signal arrived) runs a test phase's code: inside pytest's
-    ``CallInfo.from_call``, which turns an exception into the test's failure, and not in this plugin."""
-    if frame is None or frame.f_code.co_filename.startswith(_OWN):
-        return False
-    walk = frame
-    under_pytest = False
-    while walk is not None:
-        code = walk.f_code
-        if code.co_name == "from_call" and code.co_filename.endswith(_RUNNER_FILE):
-            return True
-        if code.co_name in (
-            "pytest_runtest_makereport",
-            "pytest_exception_interact",
-            "pytest_runtest_logreport",
-        ):
-            return False
-        under_pytest = under_pytest or "_pytest" in code.co_filename
-        walk = walk.f_back
-    return not under_pytest  # a program outside pytest (python -m pytest_mcpdebug.hangs.detect): its own code
-
-
-_DEBUGGERS: Final = ("pydevd", "bdb", "pdb", "debugpy", "_pydevd")
-
-
-def _debugger_active() -> bool:
-    trace = sys.gettrace()
-    if trace is None:
-        return False
-    module = getattr(trace, "__module__", "") or type(trace).__module__ or ""
-    return module.split(".")[0] in _DEBUGGERS
