@@ -76,6 +76,7 @@ from pytest_mcpdebug.protocol.frames import (
 )
 from pytest_mcpdebug.protocol.payloads import (
     HangFrame,
+    HangProcess,
     HangReport,
     HangTask,
     HangThread,
@@ -108,6 +109,7 @@ __all__ = [
     "Frame",
     "HangDetected",
     "HangFrame",
+    "HangProcess",
     "HangReport",
     "HangTask",
     "HangThread",
