@@ -45,6 +45,7 @@ from pytest_mcpdebug.protocol.frames import (
     MAX_TEXT_CHARS,
     PROTOCOL_VERSION,
     REQUEST_COMMANDS,
+    RUN_ID_PATTERN,
     STREAMS,
     Ack,
     ClientFrame,
@@ -71,10 +72,12 @@ from pytest_mcpdebug.protocol.frames import (
     TestFinished,
     TestStarted,
     Welcome,
+    is_run_id,
 )
 from pytest_mcpdebug.protocol.payloads import (
     DoctestExample,
     HangFrame,
+    HangProcess,
     HangReport,
     HangTask,
     HangThread,
@@ -95,6 +98,7 @@ __all__ = [
     "PROTOCOL_VERSION",
     "REPLY_PREFIX",
     "REQUEST_COMMANDS",
+    "RUN_ID_PATTERN",
     "STREAMS",
     "Ack",
     "ClientFrame",
@@ -107,6 +111,7 @@ __all__ = [
     "Frame",
     "HangDetected",
     "HangFrame",
+    "HangProcess",
     "HangReport",
     "HangTask",
     "HangThread",
@@ -142,5 +147,6 @@ __all__ = [
     "encode_lines",
     "encode_value",
     "hello_version",
+    "is_run_id",
     "split_lines",
 ]
