@@ -60,8 +60,10 @@ def _register(config: pytest.Config, make: Callable[[], object]) -> None:
     config.pluginmanager.register(recorder, _RECORDER)
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
     recorder = config.pluginmanager.get_plugin(_RECORDER)
     if recorder is not None:
         recorder.close()
         config.pluginmanager.unregister(recorder, _RECORDER)
+        recorder.exit_if_stuck()

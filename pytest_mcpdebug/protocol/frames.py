@@ -246,6 +246,9 @@ class TestFinished(EventBase, tag="test_finished"):
     passed_phases: list[PassedPhase] = []
     """Phases that passed (not xpassed) and so were not sent as `PhaseFinished`: a passing test
     costs two events, not five."""
+    attempt: Int = 1
+    """Which run of the test this was (pytest-rerunfailures runs a failing test again): an attempt
+    that will be run again ends ``rerun``; the last one has the outcome pytest reports."""
 
 
 class Held(EventBase, tag="held"):

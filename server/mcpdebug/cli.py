@@ -156,6 +156,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     failure.add_argument("--dir", help=dir_help)
 
+    hang = sub.add_parser("hang", help="sample a running Python process: where it loops or blocks")
+    hang.add_argument("pid", type=int, help="the process id (its child processes are read too)")
+    hang.add_argument("--seconds", type=float, default=2.0, help="how long to sample (default: 2)")
+    hang.add_argument("--interval", type=float, default=0.1, help="seconds between samples (default: 0.1)")
+
     tail = sub.add_parser("tail", help="follow a run's output live, as it is written")
     tail.add_argument("run", nargs="?", default="latest", help='run id or unique prefix (default: "latest")')
     tail.add_argument("--dir", help=dir_help)
@@ -177,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "serve":
             return _serve(args)
+        if args.command == "hang":
+            return _hang(args)
         directory = find_dir(args.dir, create=False)
         store = Store(directory, create=False, limits=_limits(args, directory))
         if store.read_only:
@@ -206,6 +213,21 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `mcpdebug logs ... | head`: the reader has had enough
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+
+
+def _hang(args: argparse.Namespace) -> int:
+    from mcpdebug.processes.hang_detection import process_text
+    from mcpdebug.processes.test_runs import RunError
+
+    if args.seconds <= 0 or args.interval <= 0:
+        print("mcpdebug hang: --seconds and --interval must be above 0", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        print(process_text(args.pid, args.seconds, min(args.interval, args.seconds)))
+    except RunError as exc:
+        print(f"mcpdebug hang: {exc}", file=sys.stderr)
+        return EXIT_NOT_FOUND
+    return 0
 
 
 def _serve(args: argparse.Namespace) -> int:

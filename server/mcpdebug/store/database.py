@@ -307,6 +307,7 @@ class Store(Queries):
                 "failures",
                 "holds",
                 "hangs",
+                "attempts",
             ):
                 db.executemany(f"DELETE FROM {table} WHERE run_id=?", [(r,) for r in run_ids])
             db.executemany("DELETE FROM outputs WHERE run_id=?", [(r,) for r in run_ids])
