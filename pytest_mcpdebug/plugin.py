@@ -7,6 +7,7 @@ implementations that return at once.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -35,13 +36,14 @@ def pytest_configure(config: pytest.Config) -> None:
         if shared:
             from pytest_mcpdebug.recording.recorder import Recorder
 
-            config.pluginmanager.register(Recorder.for_worker(config, shared), _RECORDER)
+            _register(config, lambda: Recorder.for_worker(config, shared))
         return
     if not settings.is_enabled(config):
         return
     from pytest_mcpdebug.recording.recorder import Recorder
 
-    config.pluginmanager.register(Recorder.for_controller(config, settings.resolve(config)), _RECORDER)
+    resolved = settings.resolve(config)  # a bad setting is the user's to fix: a usage error
+    _register(config, lambda: Recorder.for_controller(config, resolved))
     if os.environ.get("MCPDEBUG_DEBUG"):  # a debug run started by `mcpdebug serve` (run_tests(debug=True))
         from pytest_mcpdebug.debug import in_tests
 
@@ -50,8 +52,26 @@ def pytest_configure(config: pytest.Config) -> None:
             config.pluginmanager.register(in_tests.DebugRun(config, *debug), _DEBUG)
 
 
+def _register(config: pytest.Config, make: Callable[[], object]) -> None:
+    """Recording never changes a run: if the recorder cannot even start, say so and run without it."""
+    try:
+        recorder = make()
+    except Exception as exc:
+        import sys
+
+        print(
+            f"mcpdebug: warning: this run is not recorded: the recorder could not start "
+            f"({type(exc).__name__}: {exc}); please report it",
+            file=sys.stderr,
+        )
+        return
+    config.pluginmanager.register(recorder, _RECORDER)
+
+
+@pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
     recorder = config.pluginmanager.get_plugin(_RECORDER)
     if recorder is not None:
         recorder.close()
         config.pluginmanager.unregister(recorder, _RECORDER)
+        recorder.exit_if_stuck()

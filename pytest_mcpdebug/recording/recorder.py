@@ -6,6 +6,7 @@ and in each xdist worker from what the controller put in ``workerinput``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import sys
@@ -23,9 +24,12 @@ from pytest_mcpdebug.hangs.summary import HangSummary
 from pytest_mcpdebug.hangs.timeouts import Timeouts
 from pytest_mcpdebug.limits import Limits
 from pytest_mcpdebug.output.tail import OutputTail
+from pytest_mcpdebug.recording.connection import split_token
 from pytest_mcpdebug.recording.reporter import Reporter, Role
 from pytest_mcpdebug.recording.run_id import new_run_id
-from pytest_mcpdebug.recording.sender import Sender, split_token, spool_file_name
+from pytest_mcpdebug.recording.sender import Sender
+from pytest_mcpdebug.recording.spool import RETRIED, describe_failure, spool_file_name
+from pytest_mcpdebug.recording.tally import WORKER_KEY, Tally
 from pytest_mcpdebug.settings import DEFAULT_BREAK_TIMEOUT, HangSettings, Settings
 
 _REPORTER = "mcpdebug-reporter"
@@ -50,8 +54,12 @@ class Recorder:
         break_timeout: float = DEFAULT_BREAK_TIMEOUT,
         hangs: HangSettings | None = None,
         session_started: float | None = None,
+        resumed: dict[str, Any] | None = None,
     ) -> None:
         self.config = config
+        self.resumed = resumed
+        """What the process this one replaces handed on (`hangs.resume`), or None."""
+        self.generation = int(resumed.get("generation", 0)) if resumed else 0
         self.run_id = run_id
         self.worker = worker
         self.dir = directory
@@ -62,8 +70,9 @@ class Recorder:
         self.break_timeout = break_timeout
         self.hangs = hangs or HangSettings()
         self.session_started = session_started if session_started is not None else time.time()
-        self.process = f"{worker}-{os.getpid()}"
-        ensure_dir(directory)
+        # A replacement keeps the pid (execv): its process name must differ for the store to take it.
+        suffix = f"_r{self.generation}" if self.generation else ""
+        self.process = f"{worker}{suffix}-{os.getpid()}"
         self.sender = Sender(
             hello=protocol.Hello(
                 protocol=protocol.PROTOCOL_VERSION,
@@ -75,19 +84,32 @@ class Recorder:
             spool_path=spool_dir(directory) / spool_file_name(run_id, self.process),
             discover=self._discover,
         )
+        try:
+            ensure_dir(directory)
+        except OSError as exc:  # a file in the way, no permission, a read-only or full disk
+            if exc.errno not in RETRIED or not directory.is_dir():
+                self.sender.spool.disable(describe_failure(exc, self.sender.spool.path))
+        self.tally = Tally()
         self.reporter: Reporter | None = None
         self.tail: OutputTail | None = None
         self.inspector: Inspector | None = None
         self.timeouts: Timeouts | None = None
         self.hang_summary: HangSummary | None = None
         self._closed = False
+        self._last_url: str | None = None
         self._warned = 0
+        self.session: pytest.Session | None = None
+        self._carried_hangs: list[tuple[str, str]] = []
 
     @classmethod
     def for_controller(cls, config: pytest.Config, settings: Settings) -> Recorder:
+        from pytest_mcpdebug.hangs import resume
+
+        resumed = resume.load() if os.environ.get(resume.ENV) else None
         return cls(
             config,
-            run_id=settings.run_id or new_run_id(),
+            resumed=resumed,
+            run_id=(resumed or {}).get("run_id") or settings.run_id or new_run_id(),
             worker="main",
             directory=settings.dir,
             url=settings.url,
@@ -139,6 +161,12 @@ class Recorder:
             "session_started": self.session_started,
         }
 
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """xdist: a worker ended; take the counts it recorded (none if it died)."""
+        output = getattr(node, "workeroutput", None) or {}
+        self.tally.add_worker(str(getattr(node.gateway, "id", "?")), output.get(WORKER_KEY))
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         role: Role
@@ -179,10 +207,17 @@ class Recorder:
             tail=self.tail,
             dump_path=dump,
             session_started=self.session_started,
+            directory=self.dir,
+            generation=self.generation,
         )
         self.config.pluginmanager.register(self.timeouts, _TIMEOUTS)
+        if self.resumed is not None and role == "main":
+            self._resume(self.resumed, session)
         if role != "worker":
-            self.hang_summary = HangSummary(reporter=self.reporter, directory=self.dir)
+            self.hang_summary = HangSummary(
+                reporter=self.reporter, directory=self.dir, leaks=self.timeouts.leaks
+            )
+            self.hang_summary.hangs.extend(self._carried_hangs)
             self.config.pluginmanager.register(self.hang_summary, _HANG_SUMMARY)
         pauses = self.hangs.action == "pause"
         if (self.break_on_failure or pauses) and role != "controller":
@@ -200,7 +235,8 @@ class Recorder:
         if role != "worker":
             self._warned = len(self.sender.warnings)
             for warning in self.sender.warnings:
-                self._write_line(f"mcpdebug: warning: {warning}; recording to {self._spool_display()}")
+                fallback = "" if self.sender.spool.problem else f"; recording to {self._spool_display()}"
+                self._write_line(f"mcpdebug: warning: {warning}{fallback}")
             if self.break_on_failure and not self.sender.connected:
                 self._write_line(
                     "mcpdebug: --mcp-debug-break: no mcpdebug server is connected, so failing tests will not "
@@ -217,7 +253,14 @@ class Recorder:
             self.tail.stop()
         terminal = self.config.pluginmanager.get_plugin("terminalreporter")
         self.reporter.emit_finish(exitstatus, getattr(terminal, "stats", None))
+        self.session = session
         self.close()
+        sender = self.sender
+        counts = {"sent": sender.acked, "spooled": sender.spooled, "dropped": sender.dropped}
+        workeroutput = getattr(self.config, "workeroutput", None)
+        if workeroutput is not None:  # xdist sends it to the controller after this hook
+            workeroutput[WORKER_KEY] = {**counts, "problem": sender.spool.problem}
+        self.tally.add(**counts, problem=sender.spool.problem)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.reporter is None or self.reporter.role == "worker":
@@ -230,22 +273,19 @@ class Recorder:
                 "pytest's capture before they could be recorded (e.g. by --pdb); the rest was recorded",
                 yellow=True,
             )
-        sender = self.sender
-        if not sender.spooled:
-            where = f"streamed to {sender.connected_url or 'the server'}"
-        elif sender.sent:
-            where = f"streamed, with {sender.spooled} events saved to {self._spool_display()}"
-        else:
-            where = f"saved to {self._spool_display()}"
-        terminalreporter.write_line(
-            f"mcpdebug: run {self.run_id} {where}; inspect it with `mcpdebug show {self.run_id}` "
-            f"or the MCP tool get_run_summary (mcpdebug serve --dir {self._display(self.dir)})"
+        line, warn = self.tally.closing_line(
+            self.run_id,
+            url=self.sender.connected_url or self._last_url,
+            spool=self._spool_display(),
+            folder=self._display(self.dir),
         )
+        terminalreporter.write_line(line, yellow=warn)
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        self._last_url = self.sender.connected_url
         if self.tail is not None:
             self.tail.stop()
             self.config.pluginmanager.unregister(self.tail, _TAIL)
@@ -258,6 +298,37 @@ class Recorder:
             self.config.pluginmanager.unregister(self.timeouts, _TIMEOUTS)
         if self.reporter is not None:
             self.config.pluginmanager.unregister(self.reporter, _REPORTER)
+
+    def _resume(self, state: dict[str, Any], session: pytest.Session) -> None:
+        """This process replaces one whose test could not be stopped: leave out what it ran."""
+        from pytest_mcpdebug.hangs.leaks import Leak
+        from pytest_mcpdebug.hangs.resume import Resumed
+
+        assert self.timeouts is not None
+        resumed = Resumed(self.config, state)
+        self.config.pluginmanager.register(resumed, "mcpdebug-resumed")
+        resumed.start(session)
+        assert self.reporter is not None
+        self.reporter.started = float(state.get("started") or self.reporter.started)
+        self.reporter.collected_before = len(resumed.done)
+        self.timeouts.carried = list(resumed.reports)
+        for leak in state.get("leaks", []):
+            with contextlib.suppress(TypeError):
+                self.timeouts.leaks.found.append(Leak(**leak))
+        self._carried_hangs = [(str(n), str(h)) for n, h in state.get("hangs", [])]
+
+    def exit_if_stuck(self) -> None:
+        """After the session: if threads leaked by hung tests would hold the interpreter at exit
+        (non-daemon, still blocked), end the process now with pytest's exit status."""
+        if self.timeouts is None or self.session is None or self.reporter is None:
+            return
+        if self.reporter.role != "main":
+            return  # an xdist worker's exit belongs to xdist
+        stuck = self.timeouts.leaks.stuck()
+        if stuck:
+            from pytest_mcpdebug.hangs.leaks import exit_now
+
+            exit_now(int(self.session.exitstatus), stuck, 2)
 
     def _pause_hung(self, target: Any) -> str:
         assert self.inspector is not None

@@ -6,14 +6,21 @@ Every tool returns plain text that is complete on its own (the SDK also mirrors 
 
 from __future__ import annotations
 
-from mcp.server.mcpserver import MCPServer
+from collections.abc import Callable
+from typing import Any
+
+from mcp.server.auth.provider import TokenVerifier
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
 
 from mcpdebug.debug.manager import Debugger
 from mcpdebug.live.sessions import Sessions
 from mcpdebug.processes.test_runs import Runner
 from mcpdebug.store import Store
 from mcpdebug.tools import debug, failures, hangs, live, output, runs
-from mcpdebug.tools.context import ToolContext
+from mcpdebug.tools.context import ToolContext, side_effect
 
 INSTRUCTIONS = """\
 pytest-mcpdebug records pytest runs (`pytest --mcp-debug`) in this project: each test's outcome per
@@ -31,6 +38,10 @@ a script, create_debug_session + set_breakpoint + start_debugging; each returns 
 its session_id. step_over / step_into / step_out / continue_execution / pause_execution return the next
 stop; the inspection tools and evaluate_expression take the same session_id."""
 
+READ_ONLY_NOTE = """
+This server is read-only (`mcpdebug serve --read-only`): it reads recorded runs; nothing that runs
+code or changes a process (run_tests, detect_hang, evaluate_expression, ...) is offered."""
+
 TOOL_MODULES = (runs, failures, hangs, live, output, debug)
 
 
@@ -39,10 +50,29 @@ def build_server(
     sessions: Sessions | None = None,
     runner: Runner | None = None,
     debugger: Debugger | None = None,
-) -> MCPServer:
+    *,
+    read_only: bool = False,
+    token_verifier: TokenVerifier | None = None,
+) -> DebugServer:
     """The MCP server over ``store``; ``sessions``, ``runner`` and ``debugger`` (from `serve`) make the
-    live and debug tools work."""
-    server: MCPServer = MCPServer("mcpdebug", instructions=INSTRUCTIONS, version=_version())
+    live and debug tools work.
+
+    ``read_only`` leaves out every tool that runs code or changes a process; ``token_verifier``
+    makes the HTTP transport require its bearer token on every request (see `mcpdebug.http_auth`).
+    """
+    server = DebugServer(
+        "mcpdebug",
+        read_only=read_only,
+        instructions=INSTRUCTIONS + (READ_ONLY_NOTE if read_only else ""),
+        version=_version(),
+        token_verifier=token_verifier,
+        # The SDK turns its bearer middleware on with auth settings; the token is static, not
+        # issued by OAuth, so no authorization server or resource metadata is advertised and
+        # issuer_url (a required field) is never served.
+        auth=AuthSettings(issuer_url="http://127.0.0.1", resource_server_url=None)  # type: ignore[arg-type]
+        if token_verifier is not None
+        else None,
+    )
     live_sessions = sessions if sessions is not None else Sessions(store)
     test_runner = runner if runner is not None else Runner(store, live_sessions, url=None, token=None)
     context = ToolContext(
@@ -54,6 +84,50 @@ def build_server(
     for module in TOOL_MODULES:
         module.register(server, context)
     return server
+
+
+class DebugServer(MCPServer):
+    """An MCP server whose tools are offered by their annotations, whatever module adds them.
+
+    A tool that is not annotated read-only says what it does first in its description, and a
+    read-only server does not add it at all: it is neither listed nor callable.
+    """
+
+    def __init__(self, name: str, *, read_only: bool, **options: Any) -> None:
+        super().__init__(name, **options)
+        self.read_only = read_only
+        self.withheld: list[str] = []
+
+    def add_tool(  # type: ignore[override]
+        self,
+        fn: Callable[..., Any],
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        annotations: ToolAnnotations | None = None,
+        **options: Any,
+    ) -> None:
+        effect = side_effect(annotations)
+        if effect is not None:
+            if self.read_only:
+                self.withheld.append(name or fn.__name__)
+                return
+            text = (description or fn.__doc__ or "").lstrip()
+            if not text.startswith(f"[{effect}]"):
+                description = f"[{effect}] {text}"
+        super().add_tool(
+            fn, name=name, title=title, description=description, annotations=annotations, **options
+        )
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        if name in self.withheld:
+            raise ToolError(
+                f"{name} is not offered: this server is read-only (mcpdebug serve --read-only) and "
+                f"{name} runs code or changes a process; the tools listed by tools/list read recorded runs."
+            )
+        return await super().call_tool(name, arguments, context)
 
 
 def _version() -> str:

@@ -13,7 +13,7 @@ from mcpdebug.store import Store
 from mcpdebug.views import failure as failure_view
 from mcpdebug.views import lookup, output_window
 from mcpdebug.views import output as output_view
-from pytest_mcpdebug.protocol import HangReport, HangThread
+from pytest_mcpdebug.protocol import HangProcess, HangReport, HangThread
 
 ACTIONS: Final = {
     "fail": "the test was failed and the run went on",
@@ -91,6 +91,7 @@ def render(hang: dict[str, Any], run_id: str, *, full: bool) -> str:
             at = f" at {where.file}:{where.line} in {where.function}()" if where else ""
             waits = f", awaiting {task.awaiting}" if task.awaiting else ""
             lines.append(f"- {task.name} ({task.coro}, {task.state}){at}{waits}")
+    lines += _processes(report.processes, full)
     threads = report.threads if full else [t for t in report.threads if t.test]
     if threads:
         lines += [
@@ -128,7 +129,8 @@ def _thread(thread: HangThread, full: bool) -> list[str]:
     label = "[test] " if thread.test else ""
     extra = " (daemon)" if thread.daemon else ""
     cpu = f", CPU {thread.cpu:.2f} s" if thread.cpu is not None else ""
-    out = [f"  {label}{thread.name}{extra}{cpu}:"]
+    where = f" {thread.summary}" if thread.summary and not thread.test else ""
+    out = [f"  {label}{thread.name}{extra}{cpu}:{where}"]
     hidden = 0
     for number, frame in enumerate(thread.frames):
         if frame.library and number > 0 and not full:
@@ -144,6 +146,37 @@ def _thread(thread: HangThread, full: bool) -> list[str]:
     return out
 
 
+def _processes(processes: list[HangProcess], full: bool) -> list[str]:
+    """The hung process's descendants: where each Python one is, or why it could not be read."""
+    if not processes:
+        return []
+    out = ["", f"Child processes ({len(processes)}), seen from outside with py-spy:"]
+    for process in processes[: 30 if full else 8]:
+        what = process.summary if process.python else (process.error or "not read")
+        command = (
+            process.command
+            if len(process.command) <= 120
+            else f"{process.command[:40]}...{process.command[-77:]}"
+        )
+        out.append(f"- pid {process.pid} ({process.status}) `{command}`: {what}")
+        if full and process.threads:
+            for thread in process.threads[:4]:
+                out += _thread(thread, full=False)[:8]
+    return out
+
+
+def process_text(report: HangReport, pid: int, command: str) -> str:
+    """`mcpdebug hang PID` and ``detect_hang(pid=...)``: a running process, sampled from outside."""
+    body = render({"nodeid": "", "phase": "", "report": report}, "", full=True).split("\n")
+    seconds = f"{report.elapsed:.1f} s"
+    body[0] = f"PID {pid} `{command[:200]}`: {report.summary}"
+    body[1] = f"Kind: {KINDS.get(report.kind, report.kind)}. Sampled {report.samples} times in {seconds}."
+    text = "\n".join(body).replace("samples of the test's stack", "samples of each thread's stack")
+    text = text.replace("the test's first, innermost", "the one named first, innermost")
+    text = text.replace("  [test] ", "  [named] ")
+    return output_window.bounded(text)
+
+
 def hang_section(store: Store, run_id: str, nodeid: str) -> str:
     """The hang part of get_failure for a test that hung, or ""."""
     hangs = store.hangs(run_id, nodeid)
@@ -157,38 +190,74 @@ def hang_section(store: Store, run_id: str, nodeid: str) -> str:
 
 
 def failure_or_hang(store: Store, run: dict[str, Any], test: str | None) -> str:
-    """get_failure's text: the failure snapshot, with the hang diagnosis of a test that hung; the
-    hang alone for a test whose process died hung (it left no snapshot)."""
+    """get_failure's text: the failure snapshot, with the hang diagnosis of a test that hung; for a
+    test whose process died (no snapshot could be taken), what is known: the crash, the hang report
+    or sampled stack if any, and its last output."""
     try:
         text = failure_view.get_failure(store, run, test)
     except lookup.NotFound:
-        if store.hangs(run["run_id"]):
-            return get_hang(store, run, test)
-        died = _died_while_running(store, run, test)
-        if died is None:
+        crash = _crash(store, run, test)
+        if crash is None:
             raise
-        return died
+        return crash
     headline = text.split("\n", 1)[0]
     for hang in store.hangs(run["run_id"]):
         if headline.startswith((f"FAILED {hang['nodeid']} (", f"ERROR {hang['nodeid']} (")):
             text += hang_section(store, run["run_id"], hang["nodeid"])
+    words = headline.split(" ")
+    if len(words) > 1:
+        text += attempts_section(store, run["run_id"], words[1])
     return text
 
 
-def _died_while_running(store: Store, run: dict[str, Any], test: str | None) -> str | None:
-    """A process that vanished without a trace (os._exit, SIGKILL): what the store still knows."""
-    if run["status"] not in ("crashed", "killed"):
+def attempts_section(store: Store, run_id: str, nodeid: str) -> str:
+    """A test run more than once (pytest-rerunfailures): each attempt's outcome, failure and hang."""
+    attempts = store.attempts(run_id, nodeid)
+    if not attempts:
+        return ""
+    lines = ["", "", f"Attempts ({len(attempts)}); the last is the outcome pytest reports:"]
+    for a in attempts:
+        where = f" ({a['phase']})" if a["phase"] else ""
+        lines.append(
+            f"- {a['attempt']}. {a['outcome']}{where} in {a['duration']:.2f}s: {a['message'] or '-'}"
+        )
+        if a["hang"]:
+            lines.append(f"  hung: {a['hang']}")
+    return "\n".join(lines)
+
+
+def _crash(store: Store, run: dict[str, Any], test: str | None) -> str | None:
+    """The text for a test without a snapshot that hung or died, or None if it simply did not fail."""
+    rid = run["run_id"]
+    if test is None:
+        if store.hangs(rid):
+            return get_hang(store, run, None)
+        running = store.tests(rid, ("running",)) if run["status"] in ("crashed", "killed") else []
+        return _died(store, run, running[0]) if running else None
+    row = lookup.test(store, run, test)
+    if store.hangs(rid, row["nodeid"]):
+        return get_hang(store, run, row["nodeid"])
+    if row["status"] == "running" and run["status"] in ("crashed", "killed"):
+        return _died(store, run, row)
+    failed = [p for p in store.phases(rid, row["nodeid"]) if p["outcome"] == "failed"]
+    if not failed or store.failures(rid, row["nodeid"]):
         return None
-    running = store.tests(run["run_id"], ("running",))
-    if test is not None:
-        nodeid = lookup.test(store, run, test)["nodeid"]
-        running = [t for t in running if t["nodeid"] == nodeid]
-    if not running:
-        return None
-    first = running[0]
-    output = output_view.output_tail(store, run, first["nodeid"], 30)
+    phase = failed[0]
     return output_window.bounded(
-        f"CRASHED {first['nodeid']} in run {run['run_id']}: its process (worker {first['worker']}) ended "
+        f"FAILED {row['nodeid']} ({phase['phase']}) in run {rid}: {phase['message'] or '(no message)'}\n"
+        "No snapshot of its frames: its process ended before it could take one (a crashed xdist worker, "
+        "os._exit, a signal), so there are no locals to show.\n\n"
+        f"pytest's report:\n{phase['longrepr'][-4000:]}\n\n"
+        f"{output_view.output_tail(store, run, row['nodeid'], 30)}\n\n"
+        f'Next: get_output(run_id="{rid}", test="{row["nodeid"]}") reads all it wrote.'
+    )
+
+
+def _died(store: Store, run: dict[str, Any], test: dict[str, Any]) -> str:
+    """A process that vanished without a trace (os._exit, SIGKILL): what the store still knows."""
+    output = output_view.output_tail(store, run, test["nodeid"], 30)
+    return output_window.bounded(
+        f"CRASHED {test['nodeid']} in run {run['run_id']}: its process (worker {test['worker']}) ended "
         "while the test ran, without a traceback or a hang report: it exited without a fatal signal "
         "Python could catch (os._exit, SIGKILL, the OOM killer) or before it could write one.\n\n"
         f"{output}"
