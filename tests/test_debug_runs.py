@@ -45,6 +45,9 @@ async def test_a_failing_test_stops_before_its_frames_unwind(pytester: pytest.Py
         stack = await debug.call("get_stack_trace", session_id=sid)
         assert [f["name"] for f in stack["stackFrames"]] == ["discount", "test_discount"]
         assert (await debug.call("evaluate_expression", session_id=sid, expression="rate"))["result"] == "2.5"
+        await debug.call("evaluate_expression", session_id=sid, expression="rate = rate * 4")  # kept
+        raised = await debug.call("get_local_variables", session_id=sid)
+        assert {v["name"]: v["value"] for v in raised["variables"]}["rate"] == "10.0"
         caller = await debug.call("get_local_variables", session_id=sid, frame_id=1)
         assert caller["frame"]["name"] == "test_discount"
         assert {v["name"]: v["value"] for v in caller["variables"]} == {"amount": "250"}
