@@ -23,9 +23,11 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Final
 from urllib.parse import parse_qs, urlsplit
 
+import msgspec
+
 from pytest_mcpdebug import protocol
 from pytest_mcpdebug.folder import SPOOL_SUFFIX
-from pytest_mcpdebug.protocol import Ack, Event, Hello, Reply, Request, Welcome
+from pytest_mcpdebug.protocol import Ack, Event, Hello, Reply, Request, ServerFrame, Welcome
 
 if TYPE_CHECKING:
     from websockets.sync.client import ClientConnection
@@ -57,8 +59,22 @@ def split_token(url: str) -> tuple[str, str]:
 
 
 class Sender:
-    def __init__(self, *, hello: Hello, spool_path: Path, discover: Discover) -> None:
+    def __init__(
+        self,
+        *,
+        hello: Hello,
+        spool_path: Path,
+        discover: Discover,
+        reconnect: tuple[float, float] = (RECONNECT_INTERVAL, RECONNECT_INTERVAL),
+    ) -> None:
+        """``reconnect``: the first and the longest wait between connection attempts; each failed
+        attempt doubles the wait (a test process retries every 2 s; a process session backs off from
+        1 s to 30 s, as seed 004 says)."""
         self._hello = hello
+        self._reconnect = reconnect
+        self._retry_delay = reconnect[0]
+        self._replayed = 0
+        """Bytes of the spool file already sent over a connection (to a server that could not read it)."""
         self._spool_path = spool_path
         self._discover = discover
         self._pending: collections.deque[Event] = collections.deque()
@@ -87,6 +103,9 @@ class Sender:
         self.on_request: Callable[[Request], None] | None = None
         """Called in the sender thread for each request of the server (live inspection)."""
         self.on_disconnect: Callable[[], None] | None = None
+        self.on_frame: Callable[[ServerFrame], None] | None = None
+        """Called in the sender thread with each `Welcome` and each server frame that is neither an
+        ack nor a request (a process session's `Registered`)."""
 
     # Called from the test process's threads ---------------------------------------------------
 
@@ -256,6 +275,8 @@ class Sender:
                         return
                 elif isinstance(frame, Request):
                     self._handle_request(frame)
+                elif self.on_frame is not None:
+                    self.on_frame(frame)
         except TimeoutError:
             return
         except Exception as exc:
@@ -275,7 +296,8 @@ class Sender:
         now = time.monotonic()
         if now < self._next_connect:
             return
-        self._next_connect = now + RECONNECT_INTERVAL
+        self._next_connect = now + self._retry_delay
+        self._retry_delay = min(self._retry_delay * 2, self._reconnect[1])
         found = self._discover()
         if found is None:
             return
@@ -318,6 +340,11 @@ class Sender:
         self._ws_stack = stack
         self._connected_url = url
         self._had_server = True
+        self._retry_delay = self._reconnect[0]
+        if self.on_frame is not None:
+            self.on_frame(reply)
+        if not reply.spool_read and self._spool is not None:
+            self._replay_spool()
 
     def _lost_connection(self, exc: BaseException) -> None:
         url, self._ws, self._connected_url = self._connected_url, None, None
@@ -329,7 +356,8 @@ class Sender:
         self._write_spool([line for _, line in self._unacked])
         self._unacked.clear()
         self._unacked_bytes = 0
-        self._next_connect = time.monotonic() + RECONNECT_INTERVAL
+        self._next_connect = time.monotonic() + self._reconnect[0]
+        self._retry_delay = min(self._reconnect[0] * 2, self._reconnect[1])
 
     def _finish(self) -> None:
         if self._ws is None:
@@ -344,6 +372,33 @@ class Sender:
         self._ws = None
         with contextlib.suppress(Exception):
             self._ws_stack.close()
+
+    def _replay_spool(self) -> None:
+        """Send what the spool file holds past `_replayed` over the new connection, a batch at a time,
+        each acknowledged before the next, so memory stays bounded. Replayed events are unacknowledged
+        like fresh ones: if the connection drops they go back to the spool and are replayed again."""
+        with self._spool_lock:
+            if self._spool is None:
+                return
+            self._spool.flush()
+            end = self._spool.tell()
+        try:
+            with open(self._spool_path, "rb") as spool:
+                spool.seek(self._replayed)
+                while self._ws is not None and spool.tell() < end:
+                    lines = [line.rstrip(b"\n") for line in spool.readlines(BATCH_BYTES) if line.strip()]
+                    if not lines:
+                        break
+                    self._unacked.extend((_seq_of(line), line) for line in lines)
+                    self._unacked_bytes += sum(map(len, lines))
+                    self._ws_send(lines)
+                    self._receive(CLOSE_TIMEOUT, until_acked=True)
+                if self._ws is not None:
+                    self._replayed = end
+        except OSError as exc:
+            self.warnings.append(f"cannot replay the spool file {self._spool_path} ({exc})")
+        except Exception as exc:
+            self._lost_connection(exc)
 
     # Spool ----------------------------------------------------------------------------------------
 
@@ -371,6 +426,20 @@ class Sender:
     def _spool_overflow(self) -> None:
         """The sender thread is not keeping up (or is wedged): the caller writes to the spool itself."""
         self._append_spool(self._drain())
+
+
+class _SeqProbe(msgspec.Struct):
+    seq: int = 0
+
+
+_seq_decoder = msgspec.json.Decoder(_SeqProbe)
+
+
+def _seq_of(line: bytes) -> int:
+    try:
+        return _seq_decoder.decode(line).seq
+    except msgspec.DecodeError:
+        return 0
 
 
 def _describe(exc: BaseException) -> str:
