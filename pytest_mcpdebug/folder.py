@@ -21,6 +21,10 @@ SERVER_FILE: Final = "server.json"
 SPOOL_DIR: Final = "spool"
 SPOOL_SUFFIX: Final = ".jsonl"
 STORE_FILE: Final = "store.sqlite3"
+PARENT_RUN_ENV: Final = "MCPDEBUG_PARENT_RUN"
+PARENT_WORKER_ENV: Final = "MCPDEBUG_PARENT_WORKER"
+"""Set by a recording test process for the processes its tests start: a `mcpdebug run` session
+started by a test is linked to its run, and its lines are shown with that run's failures."""
 
 
 def ensure_dir(path: Path) -> Path:

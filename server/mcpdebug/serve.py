@@ -22,6 +22,7 @@ from mcpdebug.app import build_server
 from mcpdebug.ingest.spool import ingest_spool
 from mcpdebug.ingest.websocket import IngestServer
 from mcpdebug.live.sessions import Sessions
+from mcpdebug.processes.managed import ProcessManager
 from mcpdebug.processes.test_runs import Runner
 from mcpdebug.store import Store
 from pytest_mcpdebug.folder import SERVER_FILE, ServerInfo, read_server_info, write_server_info
@@ -57,6 +58,7 @@ async def run(config: ServeConfig) -> None:
     ingest: IngestServer | None = None
     sessions = Sessions(store)
     runner = Runner(store, sessions, url=None, token=None)
+    processes = ProcessManager(store, sessions, url=None, token=None)
     other = read_server_info(config.directory)
     if other is not None and other.pid != os.getpid():
         log.info(
@@ -68,11 +70,12 @@ async def run(config: ServeConfig) -> None:
         ingest = IngestServer(store, port=config.ingest_port, sessions=sessions)
         url = await ingest.start()
         runner.url, runner.token = url, ingest.token
+        processes.url, processes.token = url, ingest.token
         write_server_info(
             config.directory,
             ServerInfo(url=url, token=ingest.token, pid=os.getpid(), host=socket.gethostname()),
         )
-    app = build_server(store, sessions, runner)
+    app = build_server(store, sessions, runner, processes)
     try:
         if config.http:
             await _serve_http(app, config)  # uvicorn handles SIGINT/SIGTERM itself
@@ -83,6 +86,7 @@ async def run(config: ServeConfig) -> None:
                 tasks.cancel_scope.cancel()
     finally:
         await runner.close()
+        await processes.close()  # while ingest still takes the last lines and states they send
         if ingest is not None:
             await ingest.close()
             _remove_server_file(config.directory)

@@ -132,13 +132,14 @@ class Supervisor:
             self._handle(kind, value)
             if self.restart_at is not None and time.monotonic() >= self.restart_at:
                 self.restart_at = None
+                self.session.status("restarting", message=f"restart={self.options.restart}")
                 self._start_child(message="restarted")
         self.session.close()
         return self.exit_code
 
     def _handle(self, kind: str, value: Any) -> None:
-        if kind == "exited" and value is self.child:
-            self._exited(value)
+        if kind == "exited" and value is self.child and self.child is not None:
+            self._exited(self.child)
         elif kind == "request":
             self._answer(value)
         elif kind == "stdin-eof":

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from pytest_mcpdebug import protocol
-from pytest_mcpdebug.folder import ensure_dir, read_server_info, spool_dir
+from pytest_mcpdebug.folder import PARENT_RUN_ENV, PARENT_WORKER_ENV, ensure_dir, read_server_info, spool_dir
 from pytest_mcpdebug.recording.run_id import new_run_id
 from pytest_mcpdebug.recording.sender import Sender, split_token, spool_file_name
 
@@ -32,10 +32,6 @@ RECONNECT: Final = (1.0, 30.0)
 CONNECT_WAIT: Final = 2.0
 CLOSE_TIMEOUT: Final = 10.0
 """How long the last events may take to be acknowledged before they stay in the spool."""
-
-PARENT_RUN_ENV: Final = "MCPDEBUG_PARENT_RUN"
-PARENT_WORKER_ENV: Final = "MCPDEBUG_PARENT_WORKER"
-"""Set by a recording pytest process: a session started by one of its tests is linked to its run."""
 
 
 class SessionClient:
