@@ -126,11 +126,11 @@ class IngestServer:
                     return
                 if notable:
                     self.sessions.observe(notable)
+                if any(isinstance(e, protocol.SessionStarted) for e in notable):  # before the ack, so
+                    registered = protocol.Registered(run_id=key[0], label=self._label(key[0]))  # a runner
+                    await ws.send(protocol.encode(registered).decode())  # closing at once still hears it
                 if last is not None:
                     await ws.send(protocol.encode(protocol.Ack(seq=last)).decode())
-                if any(isinstance(e, protocol.SessionStarted) for e in notable):
-                    registered = protocol.Registered(run_id=key[0], label=self._label(key[0]))
-                    await ws.send(protocol.encode(registered).decode())
         except ConnectionClosed as exc:
             if (exc.rcvd and exc.rcvd.code == protocol.CLOSE_TOO_BIG) or (exc.sent and exc.sent.code == 1009):
                 log.warning("closed %s: message over %d bytes", peer, self.max_size)
