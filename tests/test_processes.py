@@ -6,6 +6,7 @@ Every check reads the store the way the server and CLI do, after taking in what 
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import subprocess
@@ -19,8 +20,9 @@ from typing import Any
 import pytest
 
 from conftest import MCPDEBUG, RunningServer, start_server
-from helpers import recorded, wait_for
+from helpers import recorded, run_inner, wait_for
 from mcpdebug.store import Store
+from mcpdebug.views import failure as failure_view
 from mcpdebug.views import lookup
 from mcpdebug.views import processes as processes_view
 from pytest_mcpdebug import protocol
@@ -322,6 +324,65 @@ def test_reconnection_backs_off_exponentially_up_to_its_limit(tmp_path: Path) ->
     sender.start(0.5)
     wait_for(lambda: len(attempts) >= 6, timeout=10)
     sender.close()
-    gaps = [b - a for a, b in zip(attempts, attempts[1:5])]
-    for gap, wanted in zip(gaps, [0.1, 0.2, 0.4, 0.4]):  # a busy machine may only make them longer
+    gaps = [b - a for a, b in itertools.pairwise(attempts[:5])]
+    for gap, wanted in zip(
+        gaps, [0.1, 0.2, 0.4, 0.4], strict=True
+    ):  # a busy machine may only make them longer
         assert wanted - 0.01 <= gap < wanted + 0.5, gaps
+
+
+# The mcpdebug_process fixture -------------------------------------------------------------------------
+
+
+def test_a_service_from_the_fixture_shows_in_its_failing_tests_report(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        web="""
+        import sys
+        from http.server import BaseHTTPRequestHandler, HTTPServer
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                if self.path == "/boom":
+                    print("ERROR handling /boom: KeyError 'user'", file=sys.stderr, flush=True)
+                self.send_response(500 if self.path == "/boom" else 200)
+                self.end_headers()
+
+        server = HTTPServer(("127.0.0.1", 0), Handler)
+        print(f"listening on port {server.server_port}", flush=True)
+        server.serve_forever()
+        """,
+        test_api="""
+        import re, sys, urllib.request
+        import pytest
+
+        @pytest.fixture
+        def web(mcpdebug_process):
+            service = mcpdebug_process([sys.executable, "web.py"], label="web", ready=r"listening on port")
+            port = re.search(r"port (\\d+)", service.wait_for("listening")).group(1)
+            return f"http://127.0.0.1:{port}"
+
+        def test_ok(web):
+            assert urllib.request.urlopen(web + "/ok").status == 200
+
+        def test_boom(web):
+            assert urllib.request.urlopen(web + "/boom").status == 200
+        """,
+    )
+    result = run_inner(pytester, "--mcp-debug")
+    result.assert_outcomes(passed=1, failed=1)
+    store = recorded(pytester.path / ".mcpdebug")
+    try:
+        run = lookup.run(store, "latest")
+        report = failure_view.get_failure(store, run, "test_api.py::test_boom")
+        services = store.process_sessions()
+    finally:
+        store.close()
+    assert [(s["label"], s["status"], s["parent_run"]) for s in services] == [
+        ("web", "stopped", run["run_id"])
+    ] * 2
+    section = report.split("--- process sessions during this test (web)")[1]
+    assert "[web] stdout| listening on port" in section
+    assert "[web] stderr| ERROR handling /boom: KeyError 'user'" in section
+    assert (
+        '"GET /boom HTTP/1.1" 500' in section and "GET /ok" not in section
+    )  # test_ok's service is not in it

@@ -192,7 +192,7 @@ class Supervisor:
         self.child = None
         clean = code == 0 or (code < 0 and -code in CLEAN_SIGNALS)
         status = "stopped" if clean or self.stop_requested else "crashed"
-        text = returncode_text(code) + (f" ({self.stop_requested})" if self.stop_requested else "")
+        text = returncode_text(code) + (f"; {self.stop_requested}" if self.stop_requested else "")
         policy = self.options.restart
         again = policy == "always" or (policy == "on-failure" and not clean)
         if again and not self.stopping and not self.stop_requested:
@@ -280,7 +280,7 @@ class Supervisor:
         child = self._running()
         signum = signal.Signals[name]
         if signum in STOP_SIGNALS:
-            self.stop_requested = f"stopped by {name} from control_process"
+            self.stop_requested = "sent by control_process"
         child.signal(signum)
         return {
             "pid": child.pid,

@@ -141,7 +141,6 @@ CREATE TABLE IF NOT EXISTS process_sessions (
     pid INTEGER,
     exit_code INTEGER,
     message TEXT NOT NULL DEFAULT '',
-    restarts INTEGER NOT NULL DEFAULT 0,
     exited REAL
 );
 CREATE TABLE IF NOT EXISTS process_states (
