@@ -125,8 +125,11 @@ def test_a_service_error_and_the_failing_test_line_up_in_get_logs(
 
     async def scenario(agent: Agent) -> tuple[Any, str, str, str]:
         started = await agent.call("start_process", command="python web.py", label="web", startup_seconds=1)
-        port = re.search(r"listening on port (\d+)", started["output"])
-        assert port, started
+
+        async def listening() -> re.Match[str] | None:  # on a busy machine it may take more than 1 s
+            return re.search(r"listening on port (\d+)", await agent.call("get_logs", labels=["web"]))
+
+        port = await agent.until(listening)
         run = await anyio.to_thread.run_sync(
             lambda: subprocess.run(
                 [sys.executable, "-m", "pytest", *FAST, "--mcp-debug", "test_api.py"],
@@ -234,6 +237,11 @@ def test_send_stdin_is_answered_in_the_log_within_half_a_second(
 
     async def scenario(agent: Agent) -> tuple[Any, float, str]:
         await agent.call("start_process", command="python repl.py", label="repl", startup_seconds=0.5)
+
+        async def ready() -> bool:  # the program reads its stdin from here on
+            return "stdout| ready" in await agent.call("get_logs", labels=["repl"])
+
+        await agent.until(ready)
         sent_at = time.monotonic()
         sent = await agent.call("send_stdin", label="repl", input="ping\n")
 
