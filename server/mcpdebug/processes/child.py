@@ -33,8 +33,16 @@ from pytest_mcpdebug.output.lines import LineSplitter
 PARTIAL_FLUSH: Final = 1.0
 STDIN_TIMEOUT: Final = 2.0
 """How long a `send_stdin` may wait for a process that is not reading its stdin."""
+GATHER: Final = 0.002
+"""After a read that did not fill the buffer, let the command write this long before reading again:
+a command printing fast is then read (and sent) in large blocks rather than its 4-8 KB writes, for
+a few milliseconds of latency."""
 # Limits
-READ_SIZE: Final = 256 * 1024
+READ_SIZE: Final = 1024 * 1024
+PIPE_SIZE: Final = 1024 * 1024
+"""Pipe capacity asked for (Linux's default limit for a user): room for what a command writes while
+the reader gathers."""
+F_SETPIPE_SZ: Final = 1031
 
 LAUNCHER: Final = (
     "import ctypes,os,signal,sys\n"
@@ -192,14 +200,17 @@ class Child:
         held: dict[str, float] = {}  # stream -> since when an unfinished line is held
         with selectors.DefaultSelector() as selector:
             for fd in streams:
+                _grow_pipe(fd)
                 selector.register(fd, selectors.EVENT_READ)
             while selector.get_map():
                 wait = max(min(held.values()) + PARTIAL_FLUSH - time.monotonic(), 0) if held else None
                 ready = selector.select(wait)
                 now = time.time()
+                full = False
                 for key, _ in ready:
                     name, echo_fd = streams[key.fd]
                     data = _read_some(key.fd)
+                    full = full or len(data) == READ_SIZE
                     if not data:
                         selector.unregister(key.fd)
                         self._deliver(name, splitters[name].flush(), now)
@@ -216,11 +227,20 @@ class Child:
                     if time.monotonic() - since >= PARTIAL_FLUSH:
                         self._deliver(name, splitters[name].flush(), now)
                         del held[name]
+                if ready and not full:
+                    time.sleep(GATHER)
 
     def _deliver(self, stream: str, lines: tuple[bytes, int], ts: float) -> None:
         block, count = lines
         if count:
             self.on_lines(stream, block, count, ts)
+
+
+def _grow_pipe(fd: int) -> None:
+    with contextlib.suppress(OSError, AttributeError):
+        import fcntl
+
+        fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", F_SETPIPE_SZ), PIPE_SIZE)
 
 
 def _read_some(fd: int) -> bytes:
