@@ -206,9 +206,9 @@ def latency(work: Path, env: dict[str, str], ticks: int = 20) -> str:
     ticker = work / "ticker.py"
     ticker.write_text(TICKER)
     with running_server(work / "lat" / ".mcpdebug", env) as server:
+        command = [sys.executable, str(ticker), str(ticks)]
         runner = subprocess.Popen(
-            [MCPDEBUG, "run", "--dir", str(server.directory), "--quiet", "--label", "ticker", "--"]
-            + [sys.executable, str(ticker), str(ticks)],  # noqa: RUF005
+            [MCPDEBUG, "run", "--dir", str(server.directory), "--quiet", "--label", "ticker", "--", *command],
             env=env,
         )
         seen: dict[int, float] = {}
