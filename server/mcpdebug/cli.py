@@ -364,11 +364,12 @@ def _tail(store: Store, args: argparse.Namespace) -> int:
                 print(line.gap_text() if line.number is None else f"{line.number}: {prefix}{line.text}")
             printed[unit["id"]] = view.total
         sys.stdout.flush()
-        if first_look and run["status"] != "running":
+        ended = run["status"] != "running" and (run["kind"] != "process" or run["finished"] is not None)
+        if first_look and ended:
             print(f"\n(run {rid} is {runs_view.status_text(run)}; nothing more will come)")
             return 0
         first_look = False
-        if run["status"] != "running":
+        if ended:  # a process session that crashed and restarts has not ended
             print(f"\n(run {rid} ended: {runs_view.status_text(run)})")
             return 0
         time.sleep(max(args.interval, 0.05))
