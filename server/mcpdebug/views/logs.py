@@ -57,9 +57,10 @@ def get_logs(
         process = store.process_sessions(run_id)
         if process:
             names[run_id] = process[0]["label"]
-        entries += session_lines(store, run_id, lines, start_time, stream, finder)
-        if not process and stream == "both":
-            entries += failure_entries(store, run_id, start_time, finder)
+        found = session_lines(store, run_id, lines, start_time, stream, finder)
+        if not process and stream == "both":  # its failures count among its newest lines
+            found = sorted(found + failure_entries(store, run_id, start_time, finder))[-lines:]
+        entries += found
     entries.sort(key=lambda e: e[:3])  # time, then unit and line: a batch shares one timestamp
     total = len(entries)
     truncated = total > max_results
