@@ -201,7 +201,9 @@ def throughput(work: Path, env: dict[str, str], lines: int, repeats: int) -> str
 
 def latency(work: Path, env: dict[str, str], ticks: int = 20) -> str:
     import anyio
+    import httpx2
     from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
 
     ticker = work / "ticker.py"
     ticker.write_text(TICKER)
@@ -214,7 +216,11 @@ def latency(work: Path, env: dict[str, str], ticks: int = 20) -> str:
         seen: dict[int, float] = {}
 
         async def poll() -> None:
-            async with Client(server.mcp_url) as client:
+            headers = {"Authorization": f"Bearer {server.info.get('mcp_token', '')}"}
+            async with (
+                httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http,
+                Client(streamable_http_client(server.mcp_url, http_client=http)) as client,
+            ):
                 while runner.poll() is None or len(seen) < ticks:
                     result = await client.call_tool("get_logs", {"labels": ["ticker"], "lines": 1})
                     now = time.time()

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
+import ssl
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from mcpdebug.ingest.spool import ingest_spool
 from mcpdebug.store import Store
@@ -28,6 +33,20 @@ def recorded(directory: Path) -> Store:
     store = Store(directory)
     ingest_spool(store)
     return store
+
+
+@contextlib.asynccontextmanager
+async def http_client(
+    url: str, token: str | None, verify: ssl.SSLContext | bool = True
+) -> AsyncIterator[Client]:
+    """The SDK's streamable HTTP client, sending the bearer token `mcpdebug serve --http` requires."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    timeout = httpx2.Timeout(30, read=300)  # the SDK's own defaults for MCP
+    async with (
+        httpx2.AsyncClient(headers=headers, verify=verify, timeout=timeout) as http,
+        Client(streamable_http_client(url, http_client=http)) as client,
+    ):
+        yield client
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 15.0, interval: float = 0.05) -> Any:

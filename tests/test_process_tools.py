@@ -20,7 +20,7 @@ import pytest
 from mcp import Client
 
 from conftest import MCPDEBUG, RunningServer, start_server
-from helpers import FAST, recorded, wait_for
+from helpers import FAST, http_client, recorded, wait_for
 from mcpdebug.store import Store
 from pytest_mcpdebug.folder import pid_alive
 
@@ -50,13 +50,6 @@ def served(tmp_path: Path) -> Iterator[RunningServer]:
     running = start_server(tmp_path / ".mcpdebug")
     yield running
     running.stop()
-
-
-def mcp_url(server: RunningServer) -> str:
-    found = wait_for(
-        lambda: re.search(r"MCP \(streamable HTTP\) at (\S+)", server.log.read_text()), timeout=20
-    )
-    return str(found[1])
 
 
 def text(result: Any) -> str:
@@ -103,7 +96,7 @@ class Agent:
 
 def with_agent(server: RunningServer, scenario: Callable[[Agent], Awaitable[T]]) -> T:
     async def main() -> T:
-        async with Client(mcp_url(server)) as client:
+        async with http_client(server.mcp_url, server.mcp_token) as client:
             return await scenario(Agent(client))
 
     return anyio.run(main)
@@ -114,10 +107,11 @@ def test_a_service_error_and_the_failing_test_line_up_in_get_logs(
 ) -> None:
     write(tmp_path, "web.py", WEB)
     tests = """
-        import os, urllib.request
+        import os, time, urllib.request
         BASE = "http://127.0.0.1:" + os.environ["WEB_PORT"]
         def test_ok():
             assert urllib.request.urlopen(BASE + "/ok").status == 200
+            time.sleep(0.5)  # its request's log line is read well before test_boom starts
         def test_boom():
             assert urllib.request.urlopen(BASE + "/boom").status == 200
     """
@@ -266,13 +260,14 @@ def test_a_mcpdebug_run_session_is_disconnected_while_its_server_is_away(tmp_pat
     second: RunningServer | None = None
     try:
         wait_for(lambda: _live_label(mcpdir) == "worker", timeout=20)
+        runner.send_signal(signal.SIGSTOP)  # so it cannot reconnect before the new server is asked
         first.process.kill()
         first.process.wait(10)
-        time.sleep(3.2)  # the runner retries after 1 s, 2 s, then 4 s: it is between attempts now
         second = start_server(mcpdir)
 
         async def scenario(agent: Agent) -> tuple[str, str, Any]:
             away = await agent.session("worker")
+            runner.send_signal(signal.SIGCONT)  # it notices the lost server and reconnects by itself
 
             async def back() -> str | None:
                 line = await agent.session("worker")
@@ -313,10 +308,15 @@ def test_managed_processes_end_with_the_server_even_when_it_is_killed(tmp_path: 
         server.process.wait(20)
         wait_for(lambda pid=pid: not pid_alive(pid), timeout=15)  # SIGKILL too: its runner saw the pipe close
         pids.append(pid)
+
     # What the runners said last went over the socket (SIGTERM) or to the spool (SIGKILL): both stored.
-    store = recorded(tmp_path / ".mcpdebug")
-    sessions = store.process_sessions()
-    store.close()
+    def ended() -> list[dict[str, Any]]:
+        store = recorded(tmp_path / ".mcpdebug")
+        found = store.process_sessions()
+        store.close()
+        return found if all(s["finished"] is not None for s in found) else []
+
+    sessions = wait_for(ended, timeout=20)  # the last runner may still be spooling its last words
     assert [(s["label"], s["status"], s["pid"]) for s in sessions] == [
         ("svc", "stopped", p) for p in reversed(pids)
     ]

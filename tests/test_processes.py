@@ -352,7 +352,7 @@ def test_a_service_from_the_fixture_shows_in_its_failing_tests_report(pytester: 
         server.serve_forever()
         """,
         test_api="""
-        import re, sys, urllib.request
+        import re, sys, time, urllib.request
         import pytest
 
         @pytest.fixture
@@ -363,6 +363,7 @@ def test_a_service_from_the_fixture_shows_in_its_failing_tests_report(pytester: 
 
         def test_ok(web):
             assert urllib.request.urlopen(web + "/ok").status == 200
+            time.sleep(0.5)  # its service's lines are read well before the next test starts
 
         def test_boom(web):
             assert urllib.request.urlopen(web + "/boom").status == 200

@@ -53,6 +53,7 @@ from pytest_mcpdebug.protocol.frames import (
     PROCESS_STATES,
     PROTOCOL_VERSION,
     REQUEST_COMMANDS,
+    RUN_ID_PATTERN,
     SESSION_MODES,
     STREAMS,
     Ack,
@@ -83,9 +84,11 @@ from pytest_mcpdebug.protocol.frames import (
     TestFinished,
     TestStarted,
     Welcome,
+    is_run_id,
 )
 from pytest_mcpdebug.protocol.payloads import (
     HangFrame,
+    HangProcess,
     HangReport,
     HangTask,
     HangThread,
@@ -109,6 +112,7 @@ __all__ = [
     "PROTOCOL_VERSION",
     "REPLY_PREFIX",
     "REQUEST_COMMANDS",
+    "RUN_ID_PATTERN",
     "SESSION_MODES",
     "STREAMS",
     "Ack",
@@ -121,6 +125,7 @@ __all__ = [
     "Frame",
     "HangDetected",
     "HangFrame",
+    "HangProcess",
     "HangReport",
     "HangTask",
     "HangThread",
@@ -159,5 +164,6 @@ __all__ = [
     "encode_lines",
     "encode_value",
     "hello_version",
+    "is_run_id",
     "split_lines",
 ]

@@ -70,6 +70,8 @@ class HangThread(msgspec.Struct, kw_only=True, omit_defaults=True):
     daemon: bool = False
     cpu: float | None = None
     """CPU seconds this thread used while the test ran (where the platform tells)."""
+    summary: str = ""
+    """Where a thread other than the test's is, when it runs the project's code ("blocked in ...")."""
 
 
 class HangTask(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -80,6 +82,23 @@ class HangTask(msgspec.Struct, kw_only=True, omit_defaults=True):
     state: str
     awaiting: str = ""
     frames: list[HangFrame] = []
+
+
+class HangProcess(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A live descendant of the hung process, seen from outside (psutil, and py-spy for Python)."""
+
+    pid: Int
+    ppid: Int = 0
+    command: str = ""
+    """Its command line, cut to a few hundred characters."""
+    status: str = ""
+    """The OS's word for it: sleeping, running, disk-sleep, zombie, stopped..."""
+    python: bool = False
+    summary: str = ""
+    """Where its main thread is, in the words of a hang's headline ("blocked in ... at line 6 of ...")."""
+    error: str = ""
+    """Why its stacks could not be read (py-spy missing, ptrace not permitted, not Python), and what to do."""
+    threads: list[HangThread] = []
 
 
 class HangReport(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -114,4 +133,6 @@ class HangReport(msgspec.Struct, kw_only=True, omit_defaults=True):
     tasks: list[HangTask] = []
     output: list[str] = []
     """The last lines the test wrote before the report."""
+    processes: list[HangProcess] = []
+    """The process's live descendants (child processes, pool workers) and where each one is."""
     source: list[tuple[Int, str]] = []

@@ -32,7 +32,10 @@ class Reporter:
         self.role = role
         self._seq = 0
         self._lock = threading.Lock()
-        self._started = time.time()
+        self.started = time.time()
+        """When the run started (handed on to a process that replaces this one)."""
+        self.collected_before = 0
+        """Tests a replaced process ran, left out of this one's collection but not of the run's."""
         self._phases: dict[str, list[tuple[str, str, bool, float, str]]] = {}
         self._passed: dict[str, list[protocol.PassedPhase]] = {}
         self._collected_sent = False
@@ -72,7 +75,7 @@ class Reporter:
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         if self.role == "main":
-            self.emit(protocol.CollectionFinished, count=len(session.items))
+            self.emit(protocol.CollectionFinished, count=len(session.items) + self.collected_before)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
@@ -123,7 +126,7 @@ class Reporter:
                 outcome=outcome,
                 duration=report.duration,
                 message=message,
-                longrepr=protocol.clip(str(report.longrepr)) if outcome == "failed" else "",
+                longrepr=protocol.clip(str(report.longrepr)) if outcome in ("failed", "rerun") else "",
                 wasxfail=wasxfail,
             )
         phases = self._phases.setdefault(report.nodeid, [])
@@ -140,6 +143,7 @@ class Reporter:
                 duration=sum(p[3] for p in phases),
                 message=next((p[4] for p in phases if p[4]), ""),
                 passed_phases=self._passed.pop(report.nodeid, []),
+                attempt=getattr(report, "rerun", 0) + 1,  # pytest-rerunfailures numbers its attempts
             )
 
     @pytest.hookimpl(tryfirst=True)
@@ -177,14 +181,17 @@ class Reporter:
             self.emit(
                 protocol.RunFinished,
                 exit_status=int(exitstatus),
-                duration=time.time() - self._started,
+                duration=time.time() - self.started,
                 counts=counts,
             )
         self.emit(protocol.ProcessFinished, events=self._seq + 1)
 
 
 def final_outcome(phases: list[tuple[str, str, bool]]) -> str:
-    """The test's outcome as pytest's summary counts it, from (when, outcome, wasxfail) per phase."""
+    """The test's outcome as pytest's summary counts it, from (when, outcome, wasxfail) per phase
+    ("rerun" for an attempt pytest-rerunfailures runs again)."""
+    if any(o == "rerun" for _, o, _ in phases):
+        return "rerun"  # pytest-rerunfailures runs it again; the next attempt has the outcome
     call_failed = any(w == "call" and o == "failed" for w, o, _ in phases)
     if call_failed:
         return "failed"

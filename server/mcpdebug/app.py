@@ -6,14 +6,21 @@ Every tool returns plain text that is complete on its own (the SDK also mirrors 
 
 from __future__ import annotations
 
-from mcp.server.mcpserver import MCPServer
+from collections.abc import Callable
+from typing import Any
+
+from mcp.server.auth.provider import TokenVerifier
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
 
 from mcpdebug.live.sessions import Sessions
 from mcpdebug.processes.managed import ProcessManager
 from mcpdebug.processes.test_runs import Runner
 from mcpdebug.store import Store
 from mcpdebug.tools import failures, hangs, live, output, processes, runs
-from mcpdebug.tools.context import ToolContext
+from mcpdebug.tools.context import ToolContext, side_effect
 
 INSTRUCTIONS = """\
 pytest-mcpdebug records pytest runs (`pytest --mcp-debug`) in this project: each test's outcome per
@@ -30,6 +37,10 @@ Services a test talks to can be process sessions: start_process runs one (or `mc
 a shell); get_logs(labels=[its label, a run id]) merges its lines with a run's in time order;
 control_process restarts or signals it, send_stdin writes to it."""
 
+READ_ONLY_NOTE = """
+This server is read-only (`mcpdebug serve --read-only`): it reads recorded runs; nothing that runs
+code or changes a process (run_tests, detect_hang, evaluate_expression, start_process, ...) is offered."""
+
 TOOL_MODULES = (runs, failures, hangs, live, output, processes)
 
 
@@ -38,10 +49,29 @@ def build_server(
     sessions: Sessions | None = None,
     runner: Runner | None = None,
     processes: ProcessManager | None = None,
-) -> MCPServer:
-    """The MCP server over ``store``; ``sessions``, ``runner`` and ``processes`` (from `serve`) make the
-    live tools work."""
-    server: MCPServer = MCPServer("mcpdebug", instructions=INSTRUCTIONS, version=_version())
+    *,
+    read_only: bool = False,
+    token_verifier: TokenVerifier | None = None,
+) -> DebugServer:
+    """The MCP server over ``store``; ``sessions``, ``runner`` and ``processes`` (from `serve`) make
+    the live tools work.
+
+    ``read_only`` leaves out every tool that runs code or changes a process; ``token_verifier``
+    makes the HTTP transport require its bearer token on every request (see `mcpdebug.http_auth`).
+    """
+    server = DebugServer(
+        "mcpdebug",
+        read_only=read_only,
+        instructions=INSTRUCTIONS + (READ_ONLY_NOTE if read_only else ""),
+        version=_version(),
+        token_verifier=token_verifier,
+        # The SDK turns its bearer middleware on with auth settings; the token is static, not
+        # issued by OAuth, so no authorization server or resource metadata is advertised and
+        # issuer_url (a required field) is never served.
+        auth=AuthSettings(issuer_url="http://127.0.0.1", resource_server_url=None)  # type: ignore[arg-type]
+        if token_verifier is not None
+        else None,
+    )
     live_sessions = sessions if sessions is not None else Sessions(store)
     context = ToolContext(
         store=store,
@@ -54,6 +84,50 @@ def build_server(
     for module in TOOL_MODULES:
         module.register(server, context)
     return server
+
+
+class DebugServer(MCPServer):
+    """An MCP server whose tools are offered by their annotations, whatever module adds them.
+
+    A tool that is not annotated read-only says what it does first in its description, and a
+    read-only server does not add it at all: it is neither listed nor callable.
+    """
+
+    def __init__(self, name: str, *, read_only: bool, **options: Any) -> None:
+        super().__init__(name, **options)
+        self.read_only = read_only
+        self.withheld: list[str] = []
+
+    def add_tool(  # type: ignore[override]
+        self,
+        fn: Callable[..., Any],
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        annotations: ToolAnnotations | None = None,
+        **options: Any,
+    ) -> None:
+        effect = side_effect(annotations)
+        if effect is not None:
+            if self.read_only:
+                self.withheld.append(name or fn.__name__)
+                return
+            text = (description or fn.__doc__ or "").lstrip()
+            if not text.startswith(f"[{effect}]"):
+                description = f"[{effect}] {text}"
+        super().add_tool(
+            fn, name=name, title=title, description=description, annotations=annotations, **options
+        )
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        if name in self.withheld:
+            raise ToolError(
+                f"{name} is not offered: this server is read-only (mcpdebug serve --read-only) and "
+                f"{name} runs code or changes a process; the tools listed by tools/list read recorded runs."
+            )
+        return await super().call_tool(name, arguments, context)
 
 
 def _version() -> str:

@@ -59,8 +59,37 @@ def _parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run the MCP server (stdio by default) and the live ingest endpoint")
     serve.add_argument("--dir", help=dir_help)
     serve.add_argument("--http", action="store_true", help="serve MCP over streamable HTTP instead of stdio")
-    serve.add_argument("--host", default="127.0.0.1", help="HTTP host (default: 127.0.0.1)")
+    serve.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="HTTP bind address (default: 127.0.0.1; any other needs --allow-remote)",
+    )
     serve.add_argument("--port", type=int, default=8765, help="HTTP port (default: 8765; 0 picks a free one)")
+    serve.add_argument(
+        "--token",
+        help="the HTTP bearer token every request must carry (default: $MCPDEBUG_HTTP_TOKEN, else a "
+        "random one, printed at start and kept in .mcpdebug/server.json)",
+    )
+    serve.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow --host to be an address other machines can reach (needs --tls-cert and --tls-key)",
+    )
+    serve.add_argument("--tls-cert", metavar="PEM", help="TLS certificate (chain) file: serve HTTPS")
+    serve.add_argument("--tls-key", metavar="PEM", help="private key file of --tls-cert")
+    serve.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a further Host name clients reach a remote server by (repeatable; default: this "
+        "machine's names and addresses)",
+    )
+    serve.add_argument(
+        "--read-only",
+        action="store_true",
+        help="offer only the tools that read recorded runs: none that runs code or changes a process",
+    )
     serve.add_argument(
         "--ingest-port",
         type=int,
@@ -127,6 +156,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     failure.add_argument("--dir", help=dir_help)
 
+    hang = sub.add_parser("hang", help="sample a running Python process: where it loops or blocks")
+    hang.add_argument("pid", type=int, help="the process id (its child processes are read too)")
+    hang.add_argument("--seconds", type=float, default=2.0, help="how long to sample (default: 2)")
+    hang.add_argument("--interval", type=float, default=0.1, help="seconds between samples (default: 0.1)")
+
     tail = sub.add_parser("tail", help="follow a run's output live, as it is written")
     tail.add_argument("run", nargs="?", default="latest", help='run id or unique prefix (default: "latest")')
     tail.add_argument("--dir", help=dir_help)
@@ -187,6 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "serve":
             return _serve(args)
+        if args.command == "hang":
+            return _hang(args)
         if args.command in ("run", "forward"):
             return _process_session(args)
         directory = find_dir(args.dir, create=False)
@@ -218,9 +254,25 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
 
+def _hang(args: argparse.Namespace) -> int:
+    from mcpdebug.processes.hang_detection import process_text
+    from mcpdebug.processes.test_runs import RunError
+
+    if args.seconds <= 0 or args.interval <= 0:
+        print("mcpdebug hang: --seconds and --interval must be above 0", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        print(process_text(args.pid, args.seconds, min(args.interval, args.seconds)))
+    except RunError as exc:
+        print(f"mcpdebug hang: {exc}", file=sys.stderr)
+        return EXIT_NOT_FOUND
+    return 0
+
+
 def _serve(args: argparse.Namespace) -> int:
     import anyio
 
+    from mcpdebug import http_auth
     from mcpdebug.serve import ServeConfig, run
 
     logging.basicConfig(
@@ -235,6 +287,11 @@ def _serve(args: argparse.Namespace) -> int:
     except limits.LimitsError as exc:
         print(f"mcpdebug serve: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    try:
+        security = http_auth.from_serve_args(args)
+    except http_auth.HttpConfigError as exc:
+        print(f"mcpdebug serve: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     config = ServeConfig(
         directory=directory,
         limits=found,
@@ -242,6 +299,8 @@ def _serve(args: argparse.Namespace) -> int:
         host=args.host,
         port=args.port,
         ingest_port=args.ingest_port,
+        read_only=args.read_only,
+        security=security,
     )
     try:
         anyio.run(run, config)

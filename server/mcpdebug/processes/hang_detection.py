@@ -114,6 +114,28 @@ async def command(command_line: str, cwd: str | None, timeout: float, interval: 
     )
 
 
+PID_SAMPLING = 2.0
+"""Seconds a running process is sampled for (or the timeout, if shorter)."""
+
+
+async def process(pid: int, seconds: float, interval: float) -> str:
+    """A running process, sampled from outside with py-spy: what it is doing, as a hang's headline."""
+    return await asyncio.to_thread(process_text, pid, seconds, interval)
+
+
+def process_text(pid: int, seconds: float, interval: float) -> str:
+    from pytest_mcpdebug.hangs import pid as by_pid
+
+    try:
+        report = by_pid.sample(pid, duration=seconds, interval=interval)
+    except by_pid.NotPython as exc:
+        raise RunError(
+            f"Cannot sample pid {pid}: {exc}. Give the pid of a running Python process "
+            "(`ps -eo pid,args | grep python`)."
+        ) from None
+    return hang_view.process_text(report, pid, by_pid.command_of(pid))
+
+
 def _python_program(argv: list[str]) -> list[str] | None:
     """The program part of a Python command line (script.py args / -m module args), or None."""
     first = os.path.basename(argv[0])

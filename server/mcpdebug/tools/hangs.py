@@ -28,17 +28,23 @@ class HangTools(ToolGroup):
         timeout: float = 10,
         sample_interval: float = 0.1,
         cwd: str | None = None,
+        pid: int | None = None,
     ) -> str:
         """Run tests (node ids or paths; none: the whole suite) or a command under the hang watchdog
         and say whether it hangs: HUNG with the kind (busy loop and its lines, or the call it blocks
         in), the location, the source and the stacks; or COMPLETED with the exit status. timeout:
         seconds per test (or for the command). A Python command (`python script.py ...`,
-        `python -m module`, `script.py`) gets full stacks; another command can only be timed."""
+        `python -m module`, `script.py`) gets full stacks; another command can only be timed.
+        pid: a running Python process to sample from outside (py-spy) for 2 s (or timeout if
+        shorter) instead: where each thread is, and its child processes."""
         if timeout <= 0 or sample_interval <= 0:
             raise ToolError("timeout and sample_interval must be above 0 seconds, e.g. timeout=10.")
-        if command is not None and tests:
-            raise ToolError("Give either command or tests, not both.")
+        if sum(x is not None and x != [] for x in (command, tests, pid)) > 1:
+            raise ToolError("Give one of command, tests or pid.")
         interval = min(sample_interval, timeout)
+        if pid is not None:
+            seconds = min(timeout, hang_detection.PID_SAMPLING)
+            return await self.asking(hang_detection.process(pid, seconds, min(interval, seconds)))
         if command is not None:
             return await self.asking(hang_detection.command(command, cwd, timeout, interval))
 
