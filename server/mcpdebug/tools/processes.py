@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 
 from mcpdebug.processes.managed import ProcessError, ProcessManager
 from mcpdebug.store.output_query import OutputError
-from mcpdebug.tools.context import CONTROLS, RUNS_CODE, ToolContext, ToolGroup
+from mcpdebug.tools.context import RUNS_CODE, ToolContext, ToolGroup
 from mcpdebug.views import lookup
 from mcpdebug.views import processes as processes_view
 
@@ -253,6 +253,6 @@ def _session(session: dict[str, Any], connected: set[str]) -> ProcessSession:
 
 def register(server: MCPServer, context: ToolContext) -> None:
     tools = ProcessTools(context)
-    server.add_tool(tools.start_process, annotations=RUNS_CODE)
-    server.add_tool(tools.control_process, annotations=CONTROLS)
-    server.add_tool(tools.send_stdin, annotations=RUNS_CODE)
+    # All three run code here: a restart runs the command again, stdin may feed a shell.
+    for tool in (tools.start_process, tools.control_process, tools.send_stdin):
+        server.add_tool(tool, annotations=RUNS_CODE)
