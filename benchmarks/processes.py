@@ -27,6 +27,7 @@ import os
 import platform
 import re
 import resource
+import shlex
 import statistics
 import subprocess
 import sys
@@ -52,6 +53,15 @@ pad = "abcdefghij" * 8
 for i in range(int(sys.argv[1])):
     print(f"line {i:07d} payload {pad}")
 """  # 100 bytes a line with its newline
+
+LOGGER = """
+import logging, sys
+FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+logging.basicConfig(stream=sys.stdout, level=logging.INFO, format=FORMAT)
+log = logging.getLogger("app.requests")
+for i in range(int(sys.argv[1])):
+    log.info("GET /items/%d answered 200 in %.1f ms", i, (i % 97) / 3)
+"""  # a service logging each request: about 90 bytes a line
 
 TICKER = """
 import sys, time
@@ -150,50 +160,84 @@ def proc_cpu(pid: int) -> float:
 # 1. Throughput -------------------------------------------------------------------------------------------
 
 
+WORKLOADS = {"print": PRINTER, "logging": LOGGER}
+MODES = ("alone", "pipe", "run")
+"""alone: stdout to /dev/null; pipe: ``| cat > /dev/null`` (what any reader of its output costs);
+run: under `mcpdebug run`, its copy of the output to /dev/null."""
+
+
 def throughput(work: Path, env: dict[str, str], lines: int, repeats: int) -> str:
-    printer = work / "printer.py"
-    printer.write_text(PRINTER)
-    times: dict[str, list[float]] = {"alone": [], "run": []}
-    cpus: dict[str, list[float]] = {"alone": [], "run": []}
-    server_cpu: list[float] = []
+    times = {(w, m): [] for w in WORKLOADS for m in MODES}  # type: dict[tuple[str, str], list[float]]
+    cpus = {(w, m): [] for w in WORKLOADS for m in MODES}  # type: dict[tuple[str, str], list[float]]
+    server_cpu: dict[str, list[float]] = {w: [] for w in WORKLOADS}
     with running_server(work / "tp" / ".mcpdebug", env) as server:
         for round_ in range(repeats + 1):  # round 0 warms caches and is not counted
-            for mode in ("alone", "run"):
-                label = f"printer-{round_}"
-                argv = [sys.executable, str(printer), str(lines)]
-                if mode == "run":
-                    argv = [MCPDEBUG, "run", "--dir", str(server.directory), "--label", label, "--", *argv]
-                before, server_before, start = children_cpu(), proc_cpu(server.pid), time.perf_counter()
-                subprocess.run(
-                    argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, check=True
-                )
-                elapsed, cpu = time.perf_counter() - start, children_cpu() - before
-                if round_ == 0:
-                    continue
-                times[mode].append(elapsed)
-                cpus[mode].append(cpu)
-                if mode == "run":
-                    server_cpu.append(proc_cpu(server.pid) - server_before)
-                    run_id = session_ids(server.directory)[label]
-                    stored = stored_lines(server.directory, run_id)
-                    if (
-                        len(stored) != lines
-                        or stored[-1] != f"line {lines - 1:07d} payload {'abcdefghij' * 8}".encode()
-                    ):
-                        raise BenchmarkError(f"{label}: {len(stored)} of {lines} lines stored")
-                print(f"{mode:6} round {round_}: {elapsed:.2f} s wall, {cpu:.2f} s CPU", file=sys.stderr)
-    alone, run = statistics.median(times["alone"]), statistics.median(times["run"])
+            for workload, source in WORKLOADS.items():
+                script = work / f"workload_{workload}.py"  # not logging.py: it would shadow logging
+                script.write_text(source)
+                for mode in MODES:
+                    label = f"{workload}-{round_}"
+                    command = [sys.executable, str(script), str(lines)]
+                    if mode == "run":
+                        command = [
+                            MCPDEBUG,
+                            "run",
+                            "--dir",
+                            str(server.directory),
+                            "--label",
+                            label,
+                            "--",
+                            *command,
+                        ]
+                    elif mode == "pipe":
+                        command = ["sh", "-c", f"{shlex.join(command)} | cat > /dev/null"]
+                    before, server_before, start = children_cpu(), proc_cpu(server.pid), time.perf_counter()
+                    subprocess.run(
+                        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, check=True
+                    )
+                    elapsed, cpu = time.perf_counter() - start, children_cpu() - before
+                    if mode == "run":
+                        check_stored(server.directory, label, lines)
+                    if round_ == 0:
+                        continue
+                    times[workload, mode].append(elapsed)
+                    cpus[workload, mode].append(cpu)
+                    if mode == "run":
+                        server_cpu[workload].append(proc_cpu(server.pid) - server_before)
+                    print(
+                        f"{workload} {mode:5} round {round_}: {elapsed:.2f} s, {cpu:.2f} s CPU",
+                        file=sys.stderr,
+                    )
     rows = [
-        "| | median wall | all walls | CPU (median) |",
-        "| --- | --- | --- | --- |",
-        f"| command alone | {alone:.2f} s | {', '.join(f'{t:.2f}' for t in times['alone'])} | "
-        f"{statistics.median(cpus['alone']):.2f} s |",
-        f"| `mcpdebug run` (streaming) | {run:.2f} s | {', '.join(f'{t:.2f}' for t in times['run'])} | "
-        f"{statistics.median(cpus['run']):.2f} s (+ server {statistics.median(server_cpu):.2f} s) |",
-        f"| ratio | **{run / alone:.2f}x** (target at most 1.3x) | | "
-        f"{statistics.median(cpus['run']) / statistics.median(cpus['alone']):.2f}x without the server |",
+        "| command | mode | median wall | all walls | CPU (median) | wall against alone |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
-    return f"Throughput: {lines:,} lines of 100 bytes, {repeats} interleaved rounds\n\n" + "\n".join(rows)
+    for workload in WORKLOADS:
+        alone = statistics.median(times[workload, "alone"])
+        for mode in MODES:
+            wall = statistics.median(times[workload, mode])
+            cpu = f"{statistics.median(cpus[workload, mode]):.2f} s"
+            if mode == "run":
+                cpu += f" + server {statistics.median(server_cpu[workload]):.2f} s"
+            ratio = f"{wall / alone:.2f}x" if mode != "alone" else ""
+            rows.append(
+                f"| {workload} | {MODE_NAMES[mode]} | {wall:.2f} s | "
+                f"{', '.join(f'{t:.2f}' for t in times[workload, mode])} | {cpu} | "
+                f"{'**' + ratio + '**' if mode == 'run' else ratio} |"
+            )
+    return (
+        f"Throughput: {lines:,} lines, {repeats} interleaved rounds (target for `mcpdebug run`: at most 1.3x "
+        "the command alone)\n\n" + "\n".join(rows)
+    )
+
+
+MODE_NAMES = {"alone": "alone (> /dev/null)", "pipe": "`\\| cat > /dev/null`", "run": "`mcpdebug run`"}
+
+
+def check_stored(directory: Path, label: str, lines: int) -> None:
+    stored = stored_lines(directory, session_ids(directory)[label])
+    if len(stored) != lines:
+        raise BenchmarkError(f"{label}: {len(stored)} of {lines} lines stored")
 
 
 # 2. Latency ------------------------------------------------------------------------------------------------

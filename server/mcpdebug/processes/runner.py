@@ -116,8 +116,8 @@ class Supervisor:
             signal.signal(signum, self._on_signal)
         with contextlib.suppress(AttributeError, ValueError):
             signal.signal(signal.SIGTTIN, signal.SIG_IGN)  # a runner in a background job reads no tty
+        self._start_child()  # first: the command does not wait for the server; its lines queue up
         self.session.start()
-        self._start_child()
         if self.exit_code is None:
             if _has_stdin():
                 threading.Thread(target=self._pump_stdin, name="mcpdebug-stdin", daemon=True).start()
