@@ -414,7 +414,10 @@ def _tail(store: Store, args: argparse.Namespace) -> int:
                 printed[unit["id"]] = done
                 continue
             if current != unit["id"]:
-                print(f"\n==> {output_window.describe_unit(unit['unit'])} <==")
+                name = output_window.describe_unit(unit["unit"])
+                if run["kind"] == "process" and unit["unit"] == "":
+                    name = f"process session {run['label']}"
+                print(f"\n==> {name} <==")
                 current = unit["id"]
             for line in view.lines(done + 1, view.total):
                 prefix = (

@@ -136,6 +136,13 @@ def startup_output(store: Store, session: dict[str, Any]) -> str:
     return output_view.get_output(store, run, None, start=-shown, end=-1, keep_end=True)
 
 
+def summary(store: Store, run: dict[str, Any]) -> str:
+    """A process session as `get_run_summary` and the run resource show it: its state and last lines."""
+    session = find(store, run["run_id"])
+    headline = f"Process session {session['label']} ({session['mode']}): {session['status']}"
+    return report(session, None, startup_output(store, session), headline)
+
+
 def report(session: dict[str, Any], connected: set[str] | None, output: str, headline: str) -> str:
     """A session's state and output as one text (start_process, control_process)."""
     return "\n".join([headline, line(session, connected), "", output])
