@@ -87,6 +87,7 @@ from pytest_mcpdebug.protocol.frames import (
     is_run_id,
 )
 from pytest_mcpdebug.protocol.payloads import (
+    DoctestExample,
     HangFrame,
     HangProcess,
     HangReport,
@@ -119,6 +120,7 @@ __all__ = [
     "ClientFrame",
     "CollectionError",
     "CollectionFinished",
+    "DoctestExample",
     "Event",
     "EventBase",
     "FailureSnapshot",

@@ -151,11 +151,12 @@ class Reporter:
         """A failed phase (never a skip or xfail): snapshot its frames while they are alive."""
         if self.role == "controller" or not isinstance(node, pytest.Item) or call.excinfo is None:
             return
+        from pytest_mcpdebug.failures import doctests
         from pytest_mcpdebug.failures.snapshot import take
 
         exc = call.excinfo.value
         try:
-            snapshot = take(
+            snapshot = doctests.take(exc) or take(
                 exc,
                 call.excinfo.tb,
                 first_code=getattr(getattr(node, "obj", None), "__code__", None),
@@ -212,7 +213,23 @@ def _message(report: pytest.TestReport | pytest.CollectReport) -> str:
     crash = getattr(longrepr, "reprcrash", None)
     if crash is not None and getattr(crash, "message", None):
         return str(crash.message).splitlines()[0][:500]
-    return _last_line(str(longrepr))
+    return _doctest_message(longrepr) or _last_line(str(longrepr))
+
+
+def _doctest_message(longrepr: Any) -> str:
+    """ "line 4 of mod.py: expected 5, got 4" from pytest's report of a failing doctest example."""
+    located = getattr(longrepr, "reprlocation_lines", None)
+    if not located:
+        return ""
+    location, lines = located[0]
+    where = f"line {location.lineno} of {os.path.basename(location.path)}"
+    rows = [str(line) for line in lines]
+    if "Expected:" in rows and "Got:" in rows:
+        want, got = (([*rows[rows.index(label) + 1 :], ""])[0] for label in ("Expected:", "Got:"))
+        return f"{where}: expected {want.strip()}, got {got.strip()}"[:500]
+    if any(row.startswith("UNEXPECTED EXCEPTION:") for row in rows):
+        return f"{where}: {_last_line(rows[-1])}"[:500]
+    return ""
 
 
 def _last_line(text: str) -> str:
