@@ -26,7 +26,8 @@ from mcpdebug.views import failure as failure_view
 from mcpdebug.views import lookup
 from mcpdebug.views import processes as processes_view
 from pytest_mcpdebug import protocol
-from pytest_mcpdebug.recording.sender import Sender, spool_file_name
+from pytest_mcpdebug.recording.sender import Sender
+from pytest_mcpdebug.recording.spool import spool_file_name
 
 
 @pytest.fixture

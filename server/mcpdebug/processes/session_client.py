@@ -23,8 +23,10 @@ from typing import Any, Final
 
 from pytest_mcpdebug import protocol
 from pytest_mcpdebug.folder import PARENT_RUN_ENV, PARENT_WORKER_ENV, ensure_dir, read_server_info, spool_dir
+from pytest_mcpdebug.recording.connection import split_token
 from pytest_mcpdebug.recording.run_id import new_run_id
-from pytest_mcpdebug.recording.sender import Sender, split_token, spool_file_name
+from pytest_mcpdebug.recording.sender import Sender
+from pytest_mcpdebug.recording.spool import spool_file_name
 
 # Timeouts
 RECONNECT: Final = (1.0, 30.0)
