@@ -25,6 +25,10 @@ SPOOL_SUFFIX: Final = ".jsonl"
 WAL_SUFFIX: Final = ".wal"
 """A streaming process's write-ahead copy of each finished test's events: read only if it died."""
 STORE_FILE: Final = "store.sqlite3"
+PARENT_RUN_ENV: Final = "MCPDEBUG_PARENT_RUN"
+PARENT_WORKER_ENV: Final = "MCPDEBUG_PARENT_WORKER"
+"""Set by a recording test process for the processes its tests start: a `mcpdebug run` session
+started by a test is linked to its run, and its lines are shown with that run's failures."""
 
 
 def ensure_dir(path: Path) -> Path:

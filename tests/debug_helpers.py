@@ -103,7 +103,7 @@ async def debug_server(directory: Path, root: Path, *, idle_timeout: float = 180
     runner = Runner(store, sessions, url=url, token=ingest.token)
     debugger = Debugger(store, sessions, runner, idle_timeout=idle_timeout, root=root)
     try:
-        async with Client(build_server(store, sessions, runner, debugger)) as client:
+        async with Client(build_server(store, sessions, runner, debugger=debugger)) as client:
             yield Debug(client, debugger, store)
     finally:
         with anyio.fail_after(30):

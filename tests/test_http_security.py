@@ -33,6 +33,9 @@ RUNS_CODE_TOOLS = {
     "evaluate_expression",
     "continue_execution",
     "close_session",
+    "start_process",
+    "control_process",
+    "send_stdin",
     # debug sessions: what starts, steps or stops a debuggee, or runs code in it (conditions, watches)
     "create_debug_session",
     "start_debugging",

@@ -21,6 +21,7 @@ from mcp.types import ToolAnnotations
 from mcpdebug.debug import DebugError
 from mcpdebug.debug.manager import Debugger
 from mcpdebug.live.sessions import SessionError, Sessions
+from mcpdebug.processes.managed import ProcessManager
 from mcpdebug.processes.test_runs import RunError, Runner
 from mcpdebug.store import Store
 from mcpdebug.store.output_query import OutputError
@@ -57,6 +58,7 @@ class ToolContext:
     store: Store
     sessions: Sessions
     runner: Runner
+    processes: ProcessManager
     debugger: Debugger
 
 

@@ -12,6 +12,7 @@ from typing import Any, Final
 from mcpdebug.store import Store
 from mcpdebug.views import doctests, lookup, output_window
 from mcpdebug.views import output as output_view
+from mcpdebug.views import processes as processes_view
 from pytest_mcpdebug.protocol import Snapshot, SnapshotFrame, SnapshotVar
 
 SOURCE_FRAMES: Final = 3
@@ -99,6 +100,16 @@ def _render(failure: dict[str, Any], run: dict[str, Any], store: Store) -> str:
     refs = [v.ref for f in user for v in f.locals if v.ref]
     output = output_view.output_tail(store, run, nodeid, OUTPUT_LINES)
     lines += ["", output]
+    test = store.test(rid, nodeid) or {}
+    services = processes_view.service_lines(
+        store,
+        rid,
+        nodeid,
+        test.get("started") or failure["finished"],
+        test.get("finished") or failure["finished"],
+    )
+    if services:  # the logs of the service an integration test talks to, from the seconds it ran
+        lines += ["", services]
     lines += [
         "",
         f'Next: get_variables(run_id="{rid}", test="{nodeid}", variables_reference=N) expands a value '
