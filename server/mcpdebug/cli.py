@@ -108,7 +108,24 @@ def _parser() -> argparse.ArgumentParser:
         "--log-level",
         default="info",
         choices=["debug", "info", "warning", "error"],
-        help="log level of the server's log on stderr (default: info)",
+        help="level of the server's log: its JSON log file and stderr (default: info; debug adds every "
+        "line the runs write)",
+    )
+    serve.add_argument(
+        "--log-file",
+        metavar="PATH",
+        help="the JSON log (seed 000's format, what `mcpdebug tui` reads); none: no file "
+        "(default: <dir>/logs/debug-mcp-server.log)",
+    )
+    serve.add_argument(
+        "--log-max-size",
+        type=limits.parse_size,
+        default="10MB",
+        metavar="SIZE",
+        help="rotate the JSON log when it reaches this size (default: 10MB)",
+    )
+    serve.add_argument(
+        "--log-backups", type=int, default=5, metavar="N", help="rotated JSON logs kept (default: 5)"
     )
 
     for name, spec in limits.SPECS.items():
@@ -325,6 +342,7 @@ def _serve(args: argparse.Namespace) -> int:
         debug_idle_timeout=args.debug_idle_timeout,
         read_only=args.read_only,
         security=security,
+        log=_log_settings(args),
     )
     try:
         anyio.run(run, config)
@@ -334,6 +352,19 @@ def _serve(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     return 0
+
+
+def _log_settings(args: argparse.Namespace) -> Any:
+    from mcpdebug.report.server_log import LogSettings
+
+    given = args.log_file
+    return LogSettings(
+        level=args.log_level,
+        path=Path(given).expanduser().resolve() if given and given.lower() != "none" else None,
+        enabled=not (given and given.lower() == "none"),
+        max_bytes=args.log_max_size,
+        backups=max(1, args.log_backups),
+    )
 
 
 def _process_session(args: argparse.Namespace) -> int:
