@@ -55,6 +55,10 @@ SAMPLE_HELP: Final = "Seconds between the watchdog's samples of a running test's
 SESSION_TIMEOUT_HELP: Final = (
     "End the whole run after this many seconds, recording where the running tests are (0: none)."
 )
+HTML_HELP: Final = (
+    "Write the run as one self-contained HTML file at PATH when it ends (failures, hangs, output, "
+    "durations; opens from disk, e.g. as a CI artifact); implies --mcp-debug."
+)
 HANG_ACTIONS: Final = ("fail", "pause", "exit")
 DEFAULT_HANG_GRACE: Final = 3.0
 DEFAULT_SAMPLE_INTERVAL: Final = 0.1
@@ -73,6 +77,7 @@ ENV_RUN_ID: Final = "MCPDEBUG_RUN_ID"
 ENV_DIR: Final = "MCPDEBUG_DIR"
 ENV_URL: Final = "MCPDEBUG_URL"
 ENV_TOKEN: Final = "MCPDEBUG_TOKEN"
+ENV_HTML: Final = "MCPDEBUG_HTML"
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -115,6 +120,8 @@ def addoption(parser: pytest.Parser) -> None:
         dest="mcpdebug_session_timeout",
         help=SESSION_TIMEOUT_HELP,
     )
+    group.addoption("--mcp-debug-html", metavar="PATH", dest="mcpdebug_html", help=HTML_HELP)
+    parser.addini("mcpdebug_html", help=HTML_HELP)
     parser.addini("mcpdebug_timeout", help=TIMEOUT_HELP)
     parser.addini("mcpdebug_timeout_func_only", type="bool", default=False, help=FUNC_ONLY_HELP)
     parser.addini("mcpdebug_hang_action", help=HANG_ACTION_HELP)
@@ -138,7 +145,7 @@ def _parse_bool(value: str, where: str) -> bool:
 
 
 def is_enabled(config: pytest.Config) -> bool:
-    if config.getoption("mcpdebug") or breaks(config):
+    if config.getoption("mcpdebug") or breaks(config) or _first(config, "mcpdebug_html", ENV_HTML)[0]:
         return True
     timeout, _ = _first(config, "mcpdebug_timeout", ENV_TIMEOUT)
     if timeout and timeout.strip().lower() not in ("0", "none", "off"):
@@ -244,6 +251,8 @@ class Settings:
     run_id: str | None = None
     """A run id chosen by whoever started pytest (`run_tests`); None: a new one."""
     hangs: HangSettings = HangSettings()
+    html: Path | None = None
+    """--mcp-debug-html: the report written when the run ends."""
 
 
 def resolve(config: pytest.Config) -> Settings:
@@ -277,7 +286,16 @@ def resolve(config: pytest.Config) -> Settings:
         break_timeout=_break_timeout(config),
         run_id=_run_id(),
         hangs=hang_settings(config),
+        html=_html_path(config),
     )
+
+
+def _html_path(config: pytest.Config) -> Path | None:
+    raw, _ = _first(config, "mcpdebug_html", ENV_HTML)
+    if not raw:
+        return None
+    path = Path(os.path.expanduser(raw))
+    return path if path.is_absolute() else Path(config.invocation_params.dir) / path
 
 
 def _first(config: pytest.Config, name: str, env: str) -> tuple[str, str]:

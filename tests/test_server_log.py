@@ -102,7 +102,9 @@ async def test_tool_calls_are_logged_with_their_responses_errors_and_durations(
     assert logged[1]["response"]["result"].startswith("No sessions recorded yet")
 
 
-async def test_a_read_only_servers_refusal_is_logged_too(tmp_path: Path, opened: server_log.ServerLog) -> None:
+async def test_a_read_only_servers_refusal_is_logged_too(
+    tmp_path: Path, opened: server_log.ServerLog
+) -> None:
     async with Client(build_server(Store(tmp_path / ".mcpdebug"), read_only=True)) as client:
         assert (await client.call_tool("run_tests", {"args": ["-x"]})).is_error
     opened.close()

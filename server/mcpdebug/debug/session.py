@@ -434,5 +434,5 @@ def _log_stop(session_id: str, stop: Stop) -> None:
 def _log_breakpoint(session_id: str, event: str, bp: Breakpoint, **fields: Any) -> None:
     line = bp.bound_line or bp.line
     entries.debug_breakpoint(
-        session_id, event, bp.id, bp.file, line, bp.verified, message=bp.message, **fields
+        session_id, event, bp.id, bp.file, line, bp.verified, detail=bp.message, **fields
     )

@@ -84,6 +84,9 @@ known = _Known()
 
 
 def _emit(logger: logging.Logger, level: int, message: str, fields: dict[str, Any]) -> None:
+    if "sessionName" not in fields:
+        session = fields.get("sessionId")
+        fields = {"sessionId": session, "sessionName": known.name(session) if session else None, **fields}
     logger.log(level, message, extra={"entry": fields})
 
 

@@ -94,6 +94,7 @@ def _held(store: Store, event: Any) -> None:
         event.nodeid,
         "held",
         started=event.ts,
+        pythonPath=(store.run(event.run_id) or {}).get("python"),
         runId=event.run_id,
         worker=event.worker,
         phase=event.when,

@@ -11,6 +11,7 @@ the project's folder is taken off every path, and an interpreter outside it is n
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any, Final
 
@@ -89,7 +90,7 @@ class Cleaner:
         if self.home and self.home in text:
             text = text.replace(self.home, "~" + os.sep)
         if "=" in text or ":" in text:
-            text = SECRET_IN_REPR.sub(lambda m: m["key"] + REDACTED, text)
+            text = SECRET_IN_REPR.sub(_redact, text)
         return text if len(text) <= limit else text[:limit] + TRUNCATED
 
     def interpreter(self, path: str) -> str:
@@ -97,6 +98,11 @@ class Cleaner:
         if self.root and path.startswith(self.root):
             return path[len(self.root) :]
         return os.path.basename(path) or path
+
+
+def _redact(match: re.Match[str]) -> str:
+    name = match["key"].strip(" \t'\"=:")
+    return match[0] if name in OWN_IDS else match["key"] + REDACTED
 
 
 def _short_repr(value: Any) -> str:
