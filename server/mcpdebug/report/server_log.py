@@ -91,6 +91,16 @@ class EntryFormatter(MsgspecFormatter):
         log_data["timestamp"] = int(record.created * 1000)
 
 
+class _RotatingFile(logging.handlers.RotatingFileHandler):
+    """Formats each record once: the standard handler formats it again to decide on rotation."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text: str | None = record.__dict__.get("_json")
+        if text is None:
+            text = record.__dict__["_json"] = super().format(record)
+        return text
+
+
 class _Queue(logging.handlers.QueueHandler):
     """Never waits: a full queue (a disk that cannot keep up) drops the entry and counts it."""
 
@@ -112,7 +122,7 @@ class ServerLog:
     path: Path
     handler: _Queue
     listener: logging.handlers.QueueListener
-    file: logging.handlers.RotatingFileHandler
+    file: _RotatingFile
     loggers: list[logging.Logger] = field(default_factory=list)
     _closed: threading.Event = field(default_factory=threading.Event)
 
@@ -157,7 +167,7 @@ def open_log(directory: Path, settings: LogSettings, *, project: Path | None = N
     """
     path = settings.path or log_path(directory)
     path.parent.mkdir(parents=True, exist_ok=True)
-    file = logging.handlers.RotatingFileHandler(
+    file = _RotatingFile(
         path,
         maxBytes=max(settings.max_bytes, 1024),
         backupCount=max(settings.backups, 1),
