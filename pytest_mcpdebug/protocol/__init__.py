@@ -49,8 +49,10 @@ from pytest_mcpdebug.protocol.frames import (
     STREAMS,
     Ack,
     ClientFrame,
+    CodeVersion,
     CollectionError,
     CollectionFinished,
+    CoverageRecorded,
     Event,
     EventBase,
     FailureSnapshot,
@@ -71,6 +73,7 @@ from pytest_mcpdebug.protocol.frames import (
     ServerFrame,
     TestFinished,
     TestStarted,
+    ValueTrace,
     Welcome,
     is_run_id,
 )
@@ -86,6 +89,7 @@ from pytest_mcpdebug.protocol.payloads import (
     SnapshotFrame,
     SnapshotVar,
 )
+from pytest_mcpdebug.protocol.trace import Trace, TraceStep
 
 __all__ = [
     "CLOSE_MALFORMED",
@@ -101,8 +105,10 @@ __all__ = [
     "STREAMS",
     "Ack",
     "ClientFrame",
+    "CodeVersion",
     "CollectionError",
     "CollectionFinished",
+    "CoverageRecorded",
     "Event",
     "EventBase",
     "FailureSnapshot",
@@ -134,6 +140,9 @@ __all__ = [
     "SnapshotVar",
     "TestFinished",
     "TestStarted",
+    "Trace",
+    "TraceStep",
+    "ValueTrace",
     "Welcome",
     "clip",
     "decode_client_frame",

@@ -10,6 +10,7 @@ import contextlib
 import dataclasses
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -24,16 +25,19 @@ from pytest_mcpdebug.hangs.summary import HangSummary
 from pytest_mcpdebug.hangs.timeouts import Timeouts
 from pytest_mcpdebug.limits import Limits
 from pytest_mcpdebug.output.tail import OutputTail
+from pytest_mcpdebug.recording import code_version
 from pytest_mcpdebug.recording.reporter import Reporter, Role
 from pytest_mcpdebug.recording.run_id import new_run_id
 from pytest_mcpdebug.recording.sender import Sender, split_token, spool_file_name
-from pytest_mcpdebug.settings import DEFAULT_BREAK_TIMEOUT, HangSettings, Settings
+from pytest_mcpdebug.settings import DEFAULT_BREAK_TIMEOUT, DiagnosisSettings, HangSettings, Settings
 
 _REPORTER = "mcpdebug-reporter"
 _TAIL = "mcpdebug-output"
 _INSPECTOR = "mcpdebug-inspector"
 _TIMEOUTS = "mcpdebug-timeouts"
 _HANG_SUMMARY = "mcpdebug-hangs"
+_COVERAGE = "mcpdebug-coverage"
+_TRACER = "mcpdebug-tracer"
 
 
 class Recorder:
@@ -52,6 +56,7 @@ class Recorder:
         hangs: HangSettings | None = None,
         session_started: float | None = None,
         resumed: dict[str, Any] | None = None,
+        diagnosis: DiagnosisSettings | None = None,
     ) -> None:
         self.config = config
         self.resumed = resumed
@@ -66,6 +71,9 @@ class Recorder:
         self.break_on_failure = break_on_failure
         self.break_timeout = break_timeout
         self.hangs = hangs or HangSettings()
+        self.diagnosis = diagnosis or DiagnosisSettings()
+        self._diagnosis_parts: list[tuple[Any, str]] = []
+        self._code_version: threading.Thread | None = None
         self.session_started = session_started if session_started is not None else time.time()
         # A replacement keeps the pid (execv): its process name must differ for the store to take it.
         suffix = f"_r{self.generation}" if self.generation else ""
@@ -109,6 +117,7 @@ class Recorder:
             break_on_failure=settings.break_on_failure,
             break_timeout=settings.break_timeout,
             hangs=settings.hangs,
+            diagnosis=settings.diagnosis,
         )
 
     @classmethod
@@ -126,6 +135,7 @@ class Recorder:
             break_timeout=float(shared.get("break_timeout", DEFAULT_BREAK_TIMEOUT)),
             hangs=HangSettings(**shared["hangs"]) if shared.get("hangs") else None,
             session_started=shared.get("session_started"),
+            diagnosis=_diagnosis(shared.get("diagnosis")),
         )
 
     def _discover(self) -> tuple[str, str] | None:
@@ -150,6 +160,7 @@ class Recorder:
             "break_timeout": self.break_timeout,
             "hangs": dataclasses.asdict(self.hangs),
             "session_started": self.session_started,
+            "diagnosis": dataclasses.asdict(self.diagnosis),
         }
 
     @pytest.hookimpl(tryfirst=True)
@@ -168,6 +179,9 @@ class Recorder:
         self.config.pluginmanager.register(self.reporter, _REPORTER)
         numprocesses = getattr(self.config.option, "numprocesses", None)
         self.reporter.emit_start(self.config, numprocesses if isinstance(numprocesses, int) else 0)
+        if role != "worker":
+            self._code_version = code_version.start(Path(self.config.rootpath), self._emit_code_version)
+        self._start_diagnosis()
         if role != "controller":  # the controller runs no tests; its workers send their own output
             self.tail = OutputTail(
                 self.config,
@@ -236,6 +250,8 @@ class Recorder:
         if self.tail is not None:
             self.tail.stop()
         terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+        if self._code_version is not None:
+            self._code_version.join(code_version.GIT_TIMEOUT + 1.0)
         self.reporter.emit_finish(exitstatus, getattr(terminal, "stats", None))
         self.session = session
         self.close()
@@ -277,8 +293,44 @@ class Recorder:
         if self.timeouts is not None:
             self.timeouts.close()
             self.config.pluginmanager.unregister(self.timeouts, _TIMEOUTS)
+        for part, name in self._diagnosis_parts:
+            close = getattr(part, "close", None)
+            if close is not None:
+                close()
+            self.config.pluginmanager.unregister(part, name)
+        self._diagnosis_parts.clear()
         if self.reporter is not None:
             self.config.pluginmanager.unregister(self.reporter, _REPORTER)
+
+    def _emit_code_version(self, commit: str, changes: str, note: str) -> None:
+        if self.reporter is not None and not self._closed:
+            self.reporter.emit(protocol.CodeVersion, commit=commit, changes=changes, note=note)
+
+    def _start_diagnosis(self) -> None:
+        """Per-test coverage and value traces: imported and registered only when asked for."""
+        assert self.reporter is not None
+        if self.diagnosis.coverage:
+            from pytest_mcpdebug.coverage.collector import CoverageCollector
+
+            collector = CoverageCollector(
+                self.config,
+                reporter=self.reporter,
+                directory=self.dir,
+                include_tests=self.diagnosis.coverage_tests,
+            )
+            try:
+                collector.start()
+            except Exception as exc:  # e.g. another tracer in the way: the run goes on, measured or not
+                self._write_line(f"mcpdebug: warning: --mcp-debug-coverage: {type(exc).__name__}: {exc}")
+            else:
+                self.config.pluginmanager.register(collector, _COVERAGE)
+                self._diagnosis_parts.append((collector, _COVERAGE))
+        if self.diagnosis.trace and self.reporter.role != "controller":
+            from pytest_mcpdebug.tracing.plugin import TracePlugin
+
+            tracer = TracePlugin(self.config, reporter=self.reporter, watch=self.diagnosis.trace_watch)
+            self.config.pluginmanager.register(tracer, _TRACER)
+            self._diagnosis_parts.append((tracer, _TRACER))
 
     def _resume(self, state: dict[str, Any], session: pytest.Session) -> None:
         """This process replaces one whose test could not be stopped: leave out what it ran."""
@@ -334,3 +386,9 @@ class Recorder:
             terminal.write_line(text, yellow=True)
         else:
             print(text, file=sys.stderr)
+
+
+def _diagnosis(shared: dict[str, Any] | None) -> DiagnosisSettings:
+    if not shared:
+        return DiagnosisSettings()
+    return DiagnosisSettings(**{**shared, "trace_watch": tuple(shared.get("trace_watch", ()))})

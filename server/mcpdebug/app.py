@@ -18,7 +18,7 @@ from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
 from mcpdebug.live.sessions import Sessions
 from mcpdebug.processes.test_runs import Runner
 from mcpdebug.store import Store
-from mcpdebug.tools import failures, hangs, live, output, runs
+from mcpdebug.tools import diagnosis, failures, hangs, live, output, runs
 from mcpdebug.tools.context import ToolContext, side_effect
 
 INSTRUCTIONS = """\
@@ -37,7 +37,7 @@ READ_ONLY_NOTE = """
 This server is read-only (`mcpdebug serve --read-only`): it reads recorded runs; nothing that runs
 code or changes a process (run_tests, detect_hang, evaluate_expression, ...) is offered."""
 
-TOOL_MODULES = (runs, failures, hangs, live, output)
+TOOL_MODULES = (runs, failures, hangs, live, output, diagnosis)
 
 
 def build_server(
