@@ -47,12 +47,15 @@ class Origin:
     frame: Frame
     line: int
     value: str
+    exact: bool = True
+    """The call returned exactly the new value (else the value was computed from what it returned)."""
 
 
 @dataclass(frozen=True)
 class Link:
     """One step of an explanation: ``name`` as used at a line, the change that last set it before, and
-    where that value came from; ``depth`` counts calls followed."""
+    where that value came from; ``depth`` counts calls followed. A call whose value was used without
+    being assigned has no change: ``name`` is ``function()`` and ``origin`` says what it returned."""
 
     depth: int
     name: str
@@ -66,6 +69,7 @@ class Failure:
     line: int
     exception: str
     message: str
+    index: int = 0
 
 
 class ValueHistory:
@@ -125,29 +129,58 @@ class ValueHistory:
 
     def origin(self, change: Change) -> Origin | None:
         """The traced call on the change's line whose return gave the value: the last call returning
-        exactly the new value, else the last call on that line."""
-        candidates = [
-            (step.value == change.new, step.index, Origin(self.frames[number], step.line, step.value))
-            for number, step in self.returns.items()
-            if self.frames[number].caller == change.frame.number
-            and self.frames[number].at == change.line
-            and step.index <= change.index
-        ]
-        return max(candidates, key=lambda c: (c[0], c[1]))[2] if candidates else None
+        exactly the new value, else the last call that returned something (not None)."""
+        best: tuple[bool, int, Origin] | None = None
+        for number, step in self.returns.items():
+            callee = self.frames[number]
+            if callee.caller != change.frame.number or callee.at != change.line or step.index > change.index:
+                continue
+            exact = step.value == change.new
+            if not exact and step.value == "None":
+                continue  # __init__, a procedure: it did not produce the value
+            candidate = (exact, step.index, Origin(callee, step.line, step.value, exact))
+            if best is None or candidate[:2] > best[:2]:
+                best = candidate
+        return best[2] if best else None
 
     def failure(self) -> Failure | None:
         """Where the test's exception surfaced: the last raise in a frame the test's runner called."""
         for step in reversed(self.raises):
             frame = self.frames[step.frame]
             if frame.caller == -1:
-                return Failure(frame, step.line, step.name, step.value)
+                return Failure(frame, step.line, step.name, step.value, step.index)
         return None
+
+    def raised_at(self, failure: Failure) -> Failure | None:
+        """Where the failure's exception was raised, when deeper than where it surfaced."""
+        first = None
+        for step in reversed(self.raises):
+            if step.index > failure.index:
+                continue
+            if step.name != failure.exception or step.value != failure.message:
+                break
+            first = step
+        if first is None or first.frame == failure.frame.number:
+            return None
+        return Failure(self.frames[first.frame], first.line, first.name, first.value, first.index)
+
+    def calls_at(self, frame: Frame, line: int, before: int) -> list[Origin]:
+        """The traced calls made on ``line`` of ``frame`` (the last of each function), in call order."""
+        last: dict[str, tuple[int, Origin]] = {}
+        for number, step in self.returns.items():
+            callee = self.frames[number]
+            if callee.caller != frame.number or callee.at != line or step.index > before:
+                continue
+            if callee.function not in last or last[callee.function][0] < step.index:
+                last[callee.function] = (step.index, Origin(callee, step.line, step.value))
+        return [origin for _, origin in sorted(last.values(), key=lambda pair: pair[0])]
 
     def explain(
         self, frame: Frame, line: int, names: list[str], before: int, names_at: NamesAt
     ) -> list[Link]:
-        """Each of ``names`` as used on ``line`` of ``frame``: where it was last set, and (following
-        returns into called functions, 3 calls deep) where the values it was computed from were set."""
+        """Each of ``names`` as used on ``line`` of ``frame``: where it was last set; and each traced call
+        on the line whose value was used directly. Followed through returns into the functions that
+        computed them, 3 calls deep."""
         return list(self._explain(frame, line, names, before, names_at, 0, set()))
 
     def _explain(
@@ -166,9 +199,17 @@ class ValueHistory:
                 continue
             origin = self.origin(change)
             yield Link(depth, name, change, origin)
-            if origin is None or depth >= 3 or origin.frame.number in seen:
-                continue
-            seen.add(origin.frame.number)
-            end = self.returns[origin.frame.number].index
-            operands = names_at(origin.frame.file, origin.line)
-            yield from self._explain(origin.frame, origin.line, operands, end, names_at, depth + 1, seen)
+            if origin is not None:
+                yield from self._follow(origin, names_at, depth, seen)
+        for origin in self.calls_at(frame, line, before):
+            if origin.frame.number not in seen:
+                yield Link(depth, f"{origin.frame.function}()", None, origin)
+                yield from self._follow(origin, names_at, depth, seen)
+
+    def _follow(self, origin: Origin, names_at: NamesAt, depth: int, seen: set[int]) -> Iterator[Link]:
+        if depth >= 3 or origin.frame.number in seen:
+            return
+        seen.add(origin.frame.number)
+        end = self.returns[origin.frame.number].index
+        operands = names_at(origin.frame.file, origin.line)
+        yield from self._explain(origin.frame, origin.line, operands, end, names_at, depth + 1, seen)

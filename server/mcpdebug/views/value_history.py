@@ -130,11 +130,19 @@ def _failing(values: ValueHistory, root: str, head: str) -> tuple[list[str], lis
     source = linecache.getline(failure.frame.file, failure.line).strip()
     text = [head, f"Failing line: {where} in {failure.frame.function}: {source}", f"  {failure.message}"]
     operands = names_at(failure.frame.file, failure.line)
-    raised = next(s.index for s in reversed(values.raises) if s.frame == failure.frame.number)
-    links = values.explain(failure.frame, failure.line, operands, raised, names_at)
+    links = values.explain(failure.frame, failure.line, operands, failure.index, names_at)
     if not links:
         text.append("None of its operands was set in traced code (constants, globals or library values).")
     text += [_link_text(link, root) for link in links]
+    deeper = values.raised_at(failure)
+    if deeper is not None:
+        where = f"{relative(deeper.frame.file, root)}:{deeper.line}"
+        source = linecache.getline(deeper.frame.file, deeper.line).strip()
+        text.append(f"Raised at {where} in {deeper.frame.function}: {source}")
+        operands = names_at(deeper.frame.file, deeper.line)
+        more = values.explain(deeper.frame, deeper.line, operands, deeper.index, names_at)
+        text += [_link_text(link, root) for link in more]
+        links += more
     names = ", ".join(values.names()[:30])
     text.append(
         f"get_history(test=..., name=...) lists every assignment of a name; names that changed: {names}"
@@ -183,7 +191,19 @@ def _change_text(row: ValueChange, indent: str = "  ") -> str:
 
 def _link_change(link: Link, root: str) -> ValueChange:
     c = link.change
-    assert c is not None
+    if c is None:  # a call whose value was used directly
+        assert link.origin is not None
+        o = link.origin
+        return ValueChange(
+            name=link.name,
+            file=relative(o.frame.file, root),
+            line=o.line,
+            function=o.frame.function,
+            old=None,
+            new=o.value,
+            returned_by=f"{o.frame.function}() at {relative(o.frame.file, root)}:{o.line}",
+            depth=link.depth,
+        )
     return ValueChange(
         name=c.name,
         file=relative(c.frame.file, root),
@@ -202,8 +222,13 @@ def _link_change(link: Link, root: str) -> ValueChange:
 
 def _link_text(link: Link, root: str) -> str:
     c = link.change
-    assert c is not None
     indent = "  " * (link.depth + 1)
+    if c is None:
+        assert link.origin is not None
+        o = link.origin
+        returned = linecache.getline(o.frame.file, o.line).strip()
+        where = f"{relative(o.frame.file, root)}:{o.line}"
+        return f"{indent}{link.name} returned {o.value} at {where}: {returned}"
     was = f" (was {c.old})" if c.old is not None else ""
     if c.argument:
         caller = f" from {relative(c.frame.caller_file, root)}:{c.frame.at}" if c.frame.caller_file else ""
@@ -216,7 +241,8 @@ def _link_text(link: Link, root: str) -> str:
         o = link.origin
         returned = linecache.getline(o.frame.file, o.line).strip()
         where = f"{relative(o.frame.file, root)}:{o.line}"
-        text += f"\n{indent}  returned by {o.frame.function}() at {where}: {returned}"
+        how = "returned by" if o.exact else f"computed from {o.value}, returned by"
+        text += f"\n{indent}  {how} {o.frame.function}() at {where}: {returned}"
     return text
 
 
