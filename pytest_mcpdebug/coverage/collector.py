@@ -84,7 +84,9 @@ class CoverageCollector:
         omit.append("*/conftest.py")
         for testpath in self.config.getini("testpaths"):
             folder = root / testpath
-            if folder.is_dir():
+            # a package named as a test path holds the code too (testpaths = ["toolz"]): keep it
+            tests_only = folder.name in ("tests", "test", "testing") or not (folder / "__init__.py").exists()
+            if folder.is_dir() and tests_only:
                 omit.append(f"{folder.resolve()}/*")
         return omit
 
