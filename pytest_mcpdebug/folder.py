@@ -4,7 +4,8 @@ Shared by the plugin and the server (no pytest import here). The folder holds:
 
 - ``server.json``: the running server's ingest URL, token and pid, and with ``--http`` its MCP URL and
   bearer token (mode 0600, removed on clean exit)
-- ``spool/``: one ``*.jsonl`` file per test process that recorded without a server
+- ``spool/``: one ``*.jsonl`` file per test process that recorded without a server, and the ``*.wal``
+  write-ahead copy of a streaming process (deleted when it ends cleanly, ingested if it died)
 - ``store.sqlite3``: the store, written only by the server and the CLI
 """
 
@@ -21,10 +22,16 @@ DIRNAME: Final = ".mcpdebug"
 SERVER_FILE: Final = "server.json"
 SPOOL_DIR: Final = "spool"
 SPOOL_SUFFIX: Final = ".jsonl"
+WAL_SUFFIX: Final = ".wal"
+"""A streaming process's write-ahead copy of each finished test's events: read only if it died."""
 STORE_FILE: Final = "store.sqlite3"
 COVERAGE_DIR: Final = "coverage"
 """Per-test coverage (``--mcp-debug-coverage``): ``<run id>.coverage``, a coverage.py data file with a
 context per test, and while an xdist run lasts ``<run id>/<process>.coverage`` per worker."""
+PARENT_RUN_ENV: Final = "MCPDEBUG_PARENT_RUN"
+PARENT_WORKER_ENV: Final = "MCPDEBUG_PARENT_WORKER"
+"""Set by a recording test process for the processes its tests start: a `mcpdebug run` session
+started by a test is linked to its run, and its lines are shown with that run's failures."""
 
 
 def ensure_dir(path: Path) -> Path:

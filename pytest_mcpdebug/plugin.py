@@ -6,9 +6,13 @@ implementations that return at once.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from pytest_mcpdebug.services import Services
 
 from pytest_mcpdebug import settings
 
@@ -33,13 +37,30 @@ def pytest_configure(config: pytest.Config) -> None:
         if shared:
             from pytest_mcpdebug.recording.recorder import Recorder
 
-            config.pluginmanager.register(Recorder.for_worker(config, shared), _RECORDER)
+            _register(config, lambda: Recorder.for_worker(config, shared))
         return
     if not settings.is_enabled(config):
         return
     from pytest_mcpdebug.recording.recorder import Recorder
 
-    config.pluginmanager.register(Recorder.for_controller(config, settings.resolve(config)), _RECORDER)
+    resolved = settings.resolve(config)  # a bad setting is the user's to fix: a usage error
+    _register(config, lambda: Recorder.for_controller(config, resolved))
+
+
+def _register(config: pytest.Config, make: Callable[[], object]) -> None:
+    """Recording never changes a run: if the recorder cannot even start, say so and run without it."""
+    try:
+        recorder = make()
+    except Exception as exc:
+        import sys
+
+        print(
+            f"mcpdebug: warning: this run is not recorded: the recorder could not start "
+            f"({type(exc).__name__}: {exc}); please report it",
+            file=sys.stderr,
+        )
+        return
+    config.pluginmanager.register(recorder, _RECORDER)
 
 
 @pytest.hookimpl(trylast=True)
@@ -49,3 +70,19 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         recorder.close()
         config.pluginmanager.unregister(recorder, _RECORDER)
         recorder.exit_if_stuck()
+
+
+@pytest.fixture
+def mcpdebug_process(request: pytest.FixtureRequest) -> Iterator[Services]:
+    """Start a service the test talks to, recorded as a process session (`mcpdebug run`).
+
+    ``mcpdebug_process("python server.py --port 8000", label="api", ready="Listening")`` starts it
+    and waits for a line matching ``ready``; the returned service has ``wait_for(pattern)``,
+    ``signal(signum)``, ``stop()`` and ``lines``. Its lines are linked to this run: a failing test's
+    `get_failure` shows what the service wrote while the test ran. Stopped after the test.
+    """
+    from pytest_mcpdebug.services import services_for
+
+    services = services_for(request.config)
+    yield services
+    services.close()

@@ -20,8 +20,13 @@ from mcpdebug.ingest.spool import ingest_spool
 from mcpdebug.store import Store
 from pytest_mcpdebug import protocol
 
-# Hypothesis's pytest plugin alone costs ~1 s of start-up per inner run; none of these suites need it.
-FAST = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest")
+# Inner runs see only the plugins a test asks for. Hypothesis's pytest plugin alone costs ~1 s of
+# start-up per inner run; of the dev extra's plugins, pytest-randomly reorders the tests (whose order
+# tests assert), pytest-asyncio warns at start-up without its ini option, and pytest-rerunfailures starts
+# a socket server thread (seen in every hang report) whenever xdist is installed. test_coexistence.py
+# loads each of them explicitly.
+EXTRA_PLUGINS = ("hypothesispytest", "randomly", "asyncio", "rerunfailures")
+FAST = ("-p", "no:cacheprovider", *(arg for name in EXTRA_PLUGINS for arg in ("-p", f"no:{name}")))
 
 
 def run_inner(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:

@@ -339,8 +339,9 @@ def test_after():
 def test_an_async_test_is_diagnosed_at_its_await(pytester: pytest.Pytester, mode: str) -> None:
     pytester.makepyfile(test_co=ASYNC)
     pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
-    args = ["--asyncio-mode=auto", "--reruns", "1"] if mode == "auto-reruns" else ["--asyncio-mode=strict"]
-    result = run_inner(pytester, "--mcp-debug-timeout=1", *QUICK, *args)
+    reruns = ["--asyncio-mode=auto", "-p", "rerunfailures", "--reruns", "1"]
+    args = reruns if mode == "auto-reruns" else ["--asyncio-mode=strict"]
+    result = run_inner(pytester, "--mcp-debug-timeout=1", *QUICK, "-p", "asyncio", *args)
     result.assert_outcomes(failed=3, passed=1)
     assert result.parseoutcomes().get("rerun", 0) == (3 if "reruns" in mode else 0)
     assert result.ret == pytest.ExitCode.TESTS_FAILED  # the rest of the run completed
@@ -387,7 +388,7 @@ def test_every_attempt_of_a_rerun_test_is_recorded(pytester: pytest.Pytester) ->
             assert 1 == 2
         """
     )
-    result = run_inner(pytester, "--mcp-debug-timeout=1", *QUICK, "--reruns", "1")
+    result = run_inner(pytester, "--mcp-debug-timeout=1", *QUICK, "-p", "rerunfailures", "--reruns", "1")
     result.assert_outcomes(failed=1, passed=1)
     assert result.parseoutcomes()["rerun"] == 2
     store = pytester.path / ".mcpdebug"
@@ -423,7 +424,9 @@ def test_last_failed_and_stepwise_runs_are_recorded_as_they_ran(pytester: pytest
     store = pytester.path / ".mcpdebug"
 
     def run(*args: str) -> pytest.RunResult:
-        return pytester.runpytest_subprocess("-p", "no:hypothesispytest", "--mcp-debug", *args, timeout=60)
+        return pytester.runpytest_subprocess(
+            "-p", "no:hypothesispytest", "-p", "no:randomly", "--mcp-debug", *args, timeout=60
+        )
 
     run("--sw").assert_outcomes(failed=1, passed=1)  # stops at the first failure
     run("--lf").assert_outcomes(failed=1, passed=0)

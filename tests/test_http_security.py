@@ -34,6 +34,9 @@ RUNS_CODE_TOOLS = {
     "continue_execution",
     "close_session",
     "trace_test",
+    "start_process",
+    "control_process",
+    "send_stdin",
 }
 INITIALIZE = {
     "jsonrpc": "2.0",

@@ -37,6 +37,28 @@ class SnapshotFrame(msgspec.Struct, kw_only=True, omit_defaults=True):
     locals: list[SnapshotVar] = []
 
 
+class DoctestExample(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A doctest example that did not give what its docstring or text file says it should."""
+
+    file: str
+    """Absolute path of the file holding the example."""
+    line: Int = 0
+    """Line of the example's ``>>>`` in ``file`` (1-based; 0 when doctest could not tell)."""
+    name: str
+    """The doctest's name: "mod.add", or a text file's name."""
+    number: Int = 0
+    """Which example of the doctest (1-based), of ``examples``."""
+    examples: Int = 0
+    source: str
+    """The example's code, without prompts."""
+    want: str = ""
+    """The output the example expects."""
+    got: str = ""
+    """The output it gave, for a mismatch."""
+    exception: str = ""
+    """"NameError: name 'x' is not defined" when the example raised unexpectedly."""
+
+
 class Snapshot(msgspec.Struct, kw_only=True, omit_defaults=True):
     exception: SnapshotException
     chain: list[SnapshotException] = []
@@ -49,6 +71,8 @@ class Snapshot(msgspec.Struct, kw_only=True, omit_defaults=True):
     frames_dropped: Int = 0
     children: dict[str, list[SnapshotVar]] = {}
     """Children of expandable variables, by ``ref``."""
+    doctest: list[DoctestExample] = []
+    """The failing examples of a doctest (several with ``--doctest-continue-on-failure``)."""
 
 
 class HangFrame(msgspec.Struct, kw_only=True, omit_defaults=True):

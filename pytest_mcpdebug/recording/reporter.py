@@ -76,6 +76,7 @@ class Reporter:
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         if self.role == "main":
             self.emit(protocol.CollectionFinished, count=len(session.items) + self.collected_before)
+        self.sender.checkpoint()  # the run is on disk before its first test can kill the process
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
@@ -146,16 +147,22 @@ class Reporter:
                 attempt=getattr(report, "rerun", 0) + 1,  # pytest-rerunfailures numbers its attempts
             )
 
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_logfinish(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
+        """The test's outcome and its last lines reach the kernel before the next test starts."""
+        self.sender.checkpoint()
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_exception_interact(self, node: Any, call: Any, report: Any) -> None:
         """A failed phase (never a skip or xfail): snapshot its frames while they are alive."""
         if self.role == "controller" or not isinstance(node, pytest.Item) or call.excinfo is None:
             return
+        from pytest_mcpdebug.failures import doctests
         from pytest_mcpdebug.failures.snapshot import take
 
         exc = call.excinfo.value
         try:
-            snapshot = take(
+            snapshot = doctests.take(exc) or take(
                 exc,
                 call.excinfo.tb,
                 first_code=getattr(getattr(node, "obj", None), "__code__", None),
@@ -212,7 +219,23 @@ def _message(report: pytest.TestReport | pytest.CollectReport) -> str:
     crash = getattr(longrepr, "reprcrash", None)
     if crash is not None and getattr(crash, "message", None):
         return str(crash.message).splitlines()[0][:500]
-    return _last_line(str(longrepr))
+    return _doctest_message(longrepr) or _last_line(str(longrepr))
+
+
+def _doctest_message(longrepr: Any) -> str:
+    """ "line 4 of mod.py: expected 5, got 4" from pytest's report of a failing doctest example."""
+    located = getattr(longrepr, "reprlocation_lines", None)
+    if not located:
+        return ""
+    location, lines = located[0]
+    where = f"line {location.lineno} of {os.path.basename(location.path)}"
+    rows = [str(line) for line in lines]
+    if "Expected:" in rows and "Got:" in rows:
+        want, got = (([*rows[rows.index(label) + 1 :], ""])[0] for label in ("Expected:", "Got:"))
+        return f"{where}: expected {want.strip()}, got {got.strip()}"[:500]
+    if any(row.startswith("UNEXPECTED EXCEPTION:") for row in rows):
+        return f"{where}: {_last_line(rows[-1])}"[:500]
+    return ""
 
 
 def _last_line(text: str) -> str:

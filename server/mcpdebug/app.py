@@ -16,9 +16,10 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
 
 from mcpdebug.live.sessions import Sessions
+from mcpdebug.processes.managed import ProcessManager
 from mcpdebug.processes.test_runs import Runner
 from mcpdebug.store import Store
-from mcpdebug.tools import diagnosis, failures, hangs, live, output, runs
+from mcpdebug.tools import diagnosis, failures, hangs, live, output, processes, runs
 from mcpdebug.tools.context import ToolContext, side_effect
 
 INSTRUCTIONS = """\
@@ -31,24 +32,29 @@ RUNNING is still executing, and its output so far is readable.
 To investigate a failure alive, call run_tests(args=[...], break_on_failure=True): it returns when a
 test fails, with a session_id; the failing test is held with its frames alive, so evaluate_expression
 runs code in them and get_stack_trace / get_local_variables / get_variables take that session_id.
-continue_execution resumes the run (then wait_for_stop), close_session stops it."""
+continue_execution resumes the run (then wait_for_stop), close_session stops it.
+Services a test talks to can be process sessions: start_process runs one (or `mcpdebug run -- cmd` in
+a shell); get_logs(labels=[its label, a run id]) merges its lines with a run's in time order;
+control_process restarts or signals it, send_stdin writes to it."""
 
 READ_ONLY_NOTE = """
 This server is read-only (`mcpdebug serve --read-only`): it reads recorded runs; nothing that runs
-code or changes a process (run_tests, detect_hang, evaluate_expression, ...) is offered."""
+code or changes a process (run_tests, detect_hang, evaluate_expression, start_process, ...) is offered."""
 
-TOOL_MODULES = (runs, failures, hangs, live, output, diagnosis)
+TOOL_MODULES = (runs, failures, hangs, live, output, processes, diagnosis)
 
 
 def build_server(
     store: Store,
     sessions: Sessions | None = None,
     runner: Runner | None = None,
+    processes: ProcessManager | None = None,
     *,
     read_only: bool = False,
     token_verifier: TokenVerifier | None = None,
 ) -> DebugServer:
-    """The MCP server over ``store``; ``sessions`` and ``runner`` (from `serve`) make the live tools work.
+    """The MCP server over ``store``; ``sessions``, ``runner`` and ``processes`` (from `serve`) make
+    the live tools work.
 
     ``read_only`` leaves out every tool that runs code or changes a process; ``token_verifier``
     makes the HTTP transport require its bearer token on every request (see `mcpdebug.http_auth`).
@@ -71,6 +77,9 @@ def build_server(
         store=store,
         sessions=live_sessions,
         runner=runner if runner is not None else Runner(store, live_sessions, url=None, token=None),
+        processes=processes
+        if processes is not None
+        else ProcessManager(store, live_sessions, url=None, token=None),
     )
     for module in TOOL_MODULES:
         module.register(server, context)

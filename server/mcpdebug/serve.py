@@ -22,9 +22,11 @@ import anyio
 
 from mcpdebug import http_auth
 from mcpdebug.app import DebugServer, build_server
+from mcpdebug.ingest.recovery import rebuild
 from mcpdebug.ingest.spool import ingest_spool
 from mcpdebug.ingest.websocket import IngestServer
 from mcpdebug.live.sessions import Sessions
+from mcpdebug.processes.managed import ProcessManager
 from mcpdebug.processes.test_runs import Runner
 from mcpdebug.store import Store
 from pytest_mcpdebug.folder import SERVER_FILE, ServerInfo, read_server_info, write_server_info
@@ -64,19 +66,21 @@ async def _run(config: ServeConfig, listener: socket.socket | None) -> None:
     store = _open_store(config)
     sessions = Sessions(store)
     runner = Runner(store, sessions, url=None, token=None)
+    processes = ProcessManager(store, sessions, url=None, token=None)
     ingest: IngestServer | None = None
     kept_in: Path | None = None
     other = read_server_info(config.directory)
-    if other is not None and other.pid != os.getpid():
+    if other is not None and other.pid != os.getpid() and not store.read_only:
         log.info(
             "another mcpdebug serve (pid %d) ingests runs for %s; this one answers MCP from the same store",
             other.pid,
             config.directory,
         )
-    else:
+    elif not store.read_only:  # a store this process cannot write takes in no live runs
         ingest = IngestServer(store, port=config.ingest_port, sessions=sessions)
         url = await ingest.start()
         runner.url, runner.token = url, ingest.token
+        processes.url, processes.token = url, ingest.token
         kept_in = write_server_info(
             config.directory,
             ServerInfo(
@@ -89,7 +93,9 @@ async def _run(config: ServeConfig, listener: socket.socket | None) -> None:
             ),
         )
     verifier = http_auth.StaticTokenVerifier(security.token) if security else None
-    app = build_server(store, sessions, runner, read_only=config.read_only, token_verifier=verifier)
+    app = build_server(
+        store, sessions, runner, processes, read_only=config.read_only, token_verifier=verifier
+    )
     if config.read_only:
         log.info("read-only: %s not offered", ", ".join(app.withheld))
     try:
@@ -104,6 +110,7 @@ async def _run(config: ServeConfig, listener: socket.socket | None) -> None:
                 tasks.cancel_scope.cancel()
     finally:
         await runner.close()
+        await processes.close()  # while ingest still takes the last lines and states they send
         if ingest is not None:
             await ingest.close()
             _remove_server_file(config.directory)
@@ -111,9 +118,14 @@ async def _run(config: ServeConfig, listener: socket.socket | None) -> None:
 
 
 def _open_store(config: ServeConfig) -> Store:
-    """The store, with pending spool ingested and the retention limits applied."""
+    """The store, rebuilt if it was found corrupted, with pending spool ingested and the retention
+    limits applied; a store this process may not write is served as it is."""
     store = Store(config.directory, limits=config.limits)
     log.info("store %s (%s)", config.directory, describe(config.limits))
+    if store.read_only:
+        log.warning("the store %s is read-only here: serving what it holds; no live runs", store.path)
+        return store
+    rebuild(store)  # logs what was recovered
     report = ingest_spool(store)
     if report.files:
         log.info(

@@ -16,6 +16,7 @@ import hmac
 import logging
 import os
 import secrets
+import sqlite3
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -54,6 +55,7 @@ class IngestServer:
         self.max_size = max_size
         self.connections: dict[tuple[str, str], ServerConnection] = {}
         self._server: Server | None = None
+        self._closing = False
 
     @property
     def url(self) -> str:
@@ -77,6 +79,7 @@ class IngestServer:
         return self.url
 
     async def close(self) -> None:
+        self._closing = True  # connections cut by our own exit say nothing about their processes
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
@@ -124,8 +127,25 @@ class IngestServer:
                     log.warning("closing %s (%s/%s): %s", peer, key[0], key[1], exc)
                     await ws.close(protocol.CLOSE_MALFORMED, str(exc)[:120])
                     return
+                except (
+                    sqlite3.Error,
+                    OSError,
+                ) as exc:  # a full disk, a read-only store: not the peer's fault
+                    log.warning(
+                        "cannot store the events of run %s (%s): %s; they stay with the test process, which "
+                        "keeps them in its spool file until a server can take them (free some space, or "
+                        "check the store's folder)",
+                        key[0],
+                        key[1],
+                        exc,
+                    )
+                    await ws.close(1011, f"the server cannot store events: {exc}"[:120])
+                    return
                 if notable:
                     self.sessions.observe(notable)
+                if any(isinstance(e, protocol.SessionStarted) for e in notable):  # before the ack, so
+                    registered = protocol.Registered(run_id=key[0], label=self._label(key[0]))  # a runner
+                    await ws.send(protocol.encode(registered).decode())  # closing at once still hears it
                 if last is not None:
                     await ws.send(protocol.encode(protocol.Ack(seq=last)).decode())
         except ConnectionClosed as exc:
@@ -139,6 +159,11 @@ class IngestServer:
                 del self.connections[key]
             if key is not None:
                 self.sessions.disconnected(key, ws)
+                if not self._closing:  # gone without its goodbye? then its run may have crashed
+                    try:
+                        await asyncio.to_thread(self.store.connection_closed, *key)
+                    except Exception:
+                        log.exception("cannot record the end of %s/%s's connection", *key)
 
     async def _handshake(self, ws: ServerConnection, peer: str) -> protocol.Hello | None:
         try:
@@ -167,15 +192,30 @@ class IngestServer:
             log.warning("closing %s: first frame was %s, not hello", peer, type(frame).__name__)
             await ws.close(protocol.CLOSE_POLICY, "the first frame must be a hello")
             return None
+        spool_read = False
         if frame.spool:  # it recorded offline before: take that in first, so the store is in order
-            await asyncio.to_thread(ingest_spool, self.store, only=os.path.basename(frame.spool))
-        await ws.send(
-            protocol.encode(
-                protocol.Welcome(protocol=protocol.PROTOCOL_VERSION, server_pid=os.getpid())
-            ).decode()
+            report = await asyncio.to_thread(ingest_spool, self.store, only=os.path.basename(frame.spool))
+            spool_read = report.files > 0  # else it is in another folder: the client replays it
+        welcome = protocol.Welcome(
+            protocol=protocol.PROTOCOL_VERSION,
+            server_pid=os.getpid(),
+            label=self._label(frame.run_id),
+            spool_read=spool_read,
         )
+        await ws.send(protocol.encode(welcome).decode())
+        try:
+            await asyncio.to_thread(self.store.connection_opened, frame.run_id)
+        except sqlite3.Error as exc:
+            log.warning("cannot mark run %s running again: %s", frame.run_id, exc)
         log.info("%s connected: run %s, %s", peer, frame.run_id, frame.process)
         return frame
+
+    def _label(self, run_id: str) -> str:
+        """A process session's assigned label ("" for a test run, or before it registered)."""
+        row = self.store.db.execute(
+            "SELECT label FROM runs WHERE run_id=? AND kind='process'", (run_id,)
+        ).fetchone()
+        return str(row[0]) if row else ""
 
     def _ingest(self, message: str | bytes, key: tuple[str, str]) -> tuple[int | None, list[protocol.Event]]:
         """Decode and store one message of a connection; returns the highest seq, to acknowledge, and
@@ -199,6 +239,8 @@ _NOTABLE = (
     protocol.TestFinished,
     protocol.RunFinished,
     protocol.ProcessFinished,
+    protocol.SessionStarted,
+    protocol.ProcessStatus,
 )
 
 

@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from mcpdebug.store import diagnosis, history
+from mcpdebug.store.process_events import PROCESS_HANDLERS
 from pytest_mcpdebug import protocol
 
 
@@ -221,4 +222,5 @@ HANDLERS: dict[type, Any] = {
     protocol.CodeVersion: history.record_version,
     protocol.CoverageRecorded: diagnosis.record_coverage,
     protocol.ValueTrace: diagnosis.record_trace,
+    **PROCESS_HANDLERS,
 }

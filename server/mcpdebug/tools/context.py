@@ -19,6 +19,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.types import ToolAnnotations
 
 from mcpdebug.live.sessions import SessionError, Sessions
+from mcpdebug.processes.managed import ProcessManager
 from mcpdebug.processes.test_runs import RunError, Runner
 from mcpdebug.store import Store
 from mcpdebug.store.output_query import OutputError
@@ -55,6 +56,7 @@ class ToolContext:
     store: Store
     sessions: Sessions
     runner: Runner
+    processes: ProcessManager
 
 
 class ToolGroup:
@@ -70,9 +72,8 @@ class ToolGroup:
         """A stored-data reply, computed in a worker thread (SQLite and files)."""
 
         def call() -> str:
-            lookup.refresh(self.store)
             try:
-                return fn()
+                return lookup.reading(self.store, fn)
             except (lookup.NotFound, OutputError) as exc:
                 raise ToolError(str(exc)) from None
 
@@ -90,9 +91,8 @@ def _reads_store(error: type[Exception]) -> Callable[[M], M]:
     def decorate(fn: M) -> M:
         @wraps(fn)
         def wrapper(self: ToolGroup, *args: Any, **kwargs: Any) -> Any:
-            lookup.refresh(self.store)
             try:
-                return fn(self, *args, **kwargs)
+                return lookup.reading(self.store, lambda: fn(self, *args, **kwargs))
             except (lookup.NotFound, OutputError) as exc:
                 raise error(str(exc)) from None
 

@@ -8,6 +8,7 @@ from mcpdebug.tools.context import READ_ONLY, ToolContext, ToolGroup, reads_stor
 from mcpdebug.views import live as live_view
 from mcpdebug.views import lookup
 from mcpdebug.views import output as output_view
+from mcpdebug.views import processes as processes_view
 from mcpdebug.views import runs as runs_view
 
 
@@ -16,9 +17,14 @@ class RunTools(ToolGroup):
     def list_sessions(self) -> str:
         """Every recorded session (test run), newest first: id, kind, label, status, start time,
         duration and test counts. Status is running, finished, interrupted or crashed. Tests held
-        alive at a failure right now are listed first, with the session_id the live tools take."""
+        alive at a failure right now are listed first, with the session_id the live tools take; then
+        process sessions (services and log sources): label, mode, status (running, stopped, crashed,
+        restarting, disconnected), pid, exit code, command, cwd, start and exit time, lines stored."""
         held = live_view.held_sessions(self.sessions.held())
-        return (held + "\n\n" if held else "") + runs_view.sessions(self.store.runs())
+        process_sessions = self.store.process_sessions()
+        processes = processes_view.sessions_text(process_sessions, self.sessions.connected_runs())
+        runs = [r for r in self.store.runs() if r["kind"] != "process"]
+        return "".join(part + "\n\n" for part in (held, processes) if part) + runs_view.sessions(runs)
 
     @reads_store
     def get_run_summary(self, run_id: str = "latest") -> str:

@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Any, Final
 
 from mcpdebug.store import Store
-from mcpdebug.views import lookup, output_window
+from mcpdebug.views import doctests, lookup, output_window
 from mcpdebug.views import output as output_view
+from mcpdebug.views import processes as processes_view
 from pytest_mcpdebug.protocol import Snapshot, SnapshotFrame, SnapshotVar
 
 SOURCE_FRAMES: Final = 3
@@ -70,6 +71,7 @@ def _render(failure: dict[str, Any], run: dict[str, Any], store: Store) -> str:
         lines += ["", "Assertion (pytest's introspection):", _indent(snap.assertion)]
     elif "\n" in exc.message:
         lines += ["", "Message:", _indent(exc.message)]
+    lines += doctests.lines(snap.doctest)
     for link in snap.chain:
         why = "The above was caused by" if link.relation == "cause" else "Raised while handling"
         lines.append(f"{why}: {link.type}: {_first_line(link.message)}")
@@ -79,7 +81,7 @@ def _render(failure: dict[str, Any], run: dict[str, Any], store: Store) -> str:
     hidden = len(snap.frames) - len(user)
     if user:
         top = user[0]
-        lines += ["", f"Raised at {top.file}:{top.line} in {top.function}()"]
+        lines += ["", f"Raised at {top.file}:{top.line} in {_called(top.function)}"]
     lines += [
         "",
         f"Frames, innermost first ({len(user)} of this project"
@@ -91,13 +93,23 @@ def _render(failure: dict[str, Any], run: dict[str, Any], store: Store) -> str:
     for number, frame in enumerate(snap.frames):
         if frame.library:
             continue
-        lines.append(f"#{number} {frame.file}:{frame.line} in {frame.function}()")
+        lines.append(f"#{number} {frame.file}:{frame.line} in {_called(frame.function)}")
         if id(frame) in with_source:
             lines += _source(frame)
         lines += _locals(frame.locals)
     refs = [v.ref for f in user for v in f.locals if v.ref]
     output = output_view.output_tail(store, run, nodeid, OUTPUT_LINES)
     lines += ["", output]
+    test = store.test(rid, nodeid) or {}
+    services = processes_view.service_lines(
+        store,
+        rid,
+        nodeid,
+        test.get("started") or failure["finished"],
+        test.get("finished") or failure["finished"],
+    )
+    if services:  # the logs of the service an integration test talks to, from the seconds it ran
+        lines += ["", services]
     lines += [
         "",
         f'Next: get_variables(run_id="{rid}", test="{nodeid}", variables_reference=N) expands a value '
@@ -105,6 +117,11 @@ def _render(failure: dict[str, Any], run: dict[str, Any], store: Store) -> str:
         "the whole output.",
     ]
     return "\n".join(lines)
+
+
+def _called(function: str) -> str:
+    """``total()``, but ``<module>`` and ``<doctest mod.add[0]>`` as Python's tracebacks name them."""
+    return function if function.startswith("<") else function + "()"
 
 
 def _source(frame: SnapshotFrame) -> list[str]:

@@ -190,17 +190,16 @@ def hang_section(store: Store, run_id: str, nodeid: str) -> str:
 
 
 def failure_or_hang(store: Store, run: dict[str, Any], test: str | None) -> str:
-    """get_failure's text: the failure snapshot, with the hang diagnosis of a test that hung; the
-    hang alone for a test whose process died hung (it left no snapshot)."""
+    """get_failure's text: the failure snapshot, with the hang diagnosis of a test that hung; for a
+    test whose process died (no snapshot could be taken), what is known: the crash, the hang report
+    or sampled stack if any, and its last output."""
     try:
         text = failure_view.get_failure(store, run, test)
     except lookup.NotFound:
-        if store.hangs(run["run_id"]):
-            return get_hang(store, run, test)
-        died = _died_while_running(store, run, test)
-        if died is None:
+        crash = _crash(store, run, test)
+        if crash is None:
             raise
-        return died
+        return crash
     headline = text.split("\n", 1)[0]
     for hang in store.hangs(run["run_id"]):
         if headline.startswith((f"FAILED {hang['nodeid']} (", f"ERROR {hang['nodeid']} (")):
@@ -227,20 +226,38 @@ def attempts_section(store: Store, run_id: str, nodeid: str) -> str:
     return "\n".join(lines)
 
 
-def _died_while_running(store: Store, run: dict[str, Any], test: str | None) -> str | None:
-    """A process that vanished without a trace (os._exit, SIGKILL): what the store still knows."""
-    if run["status"] not in ("crashed", "killed"):
+def _crash(store: Store, run: dict[str, Any], test: str | None) -> str | None:
+    """The text for a test without a snapshot that hung or died, or None if it simply did not fail."""
+    rid = run["run_id"]
+    if test is None:
+        if store.hangs(rid):
+            return get_hang(store, run, None)
+        running = store.tests(rid, ("running",)) if run["status"] in ("crashed", "killed") else []
+        return _died(store, run, running[0]) if running else None
+    row = lookup.test(store, run, test)
+    if store.hangs(rid, row["nodeid"]):
+        return get_hang(store, run, row["nodeid"])
+    if row["status"] == "running" and run["status"] in ("crashed", "killed"):
+        return _died(store, run, row)
+    failed = [p for p in store.phases(rid, row["nodeid"]) if p["outcome"] == "failed"]
+    if not failed or store.failures(rid, row["nodeid"]):
         return None
-    running = store.tests(run["run_id"], ("running",))
-    if test is not None:
-        nodeid = lookup.test(store, run, test)["nodeid"]
-        running = [t for t in running if t["nodeid"] == nodeid]
-    if not running:
-        return None
-    first = running[0]
-    output = output_view.output_tail(store, run, first["nodeid"], 30)
+    phase = failed[0]
     return output_window.bounded(
-        f"CRASHED {first['nodeid']} in run {run['run_id']}: its process (worker {first['worker']}) ended "
+        f"FAILED {row['nodeid']} ({phase['phase']}) in run {rid}: {phase['message'] or '(no message)'}\n"
+        "No snapshot of its frames: its process ended before it could take one (a crashed xdist worker, "
+        "os._exit, a signal), so there are no locals to show.\n\n"
+        f"pytest's report:\n{phase['longrepr'][-4000:]}\n\n"
+        f"{output_view.output_tail(store, run, row['nodeid'], 30)}\n\n"
+        f'Next: get_output(run_id="{rid}", test="{row["nodeid"]}") reads all it wrote.'
+    )
+
+
+def _died(store: Store, run: dict[str, Any], test: dict[str, Any]) -> str:
+    """A process that vanished without a trace (os._exit, SIGKILL): what the store still knows."""
+    output = output_view.output_tail(store, run, test["nodeid"], 30)
+    return output_window.bounded(
+        f"CRASHED {test['nodeid']} in run {run['run_id']}: its process (worker {test['worker']}) ended "
         "while the test ran, without a traceback or a hang report: it exited without a fatal signal "
         "Python could catch (os._exit, SIGKILL, the OOM killer) or before it could write one.\n\n"
         f"{output}"

@@ -47,13 +47,20 @@ def get_logs(
     entries: list[
         tuple[float, int, int, str, str, str, str]
     ] = []  # ts, unit, line, session, test, stream, text
+    names: dict[str, str] = {}  # run id -> how its lines are tagged: a process session's label
     for label in labels:
-        run_id = _resolve_label(store, label)
+        run_id = store.resolve_run(label)
         if run_id is None:
             missing.append(label)
             continue
         queried.append(label)
-        entries += _session_lines(store, run_id, lines, start_time, stream, finder)
+        process = store.process_sessions(run_id)
+        if process:
+            names[run_id] = process[0]["label"]
+        found = session_lines(store, run_id, lines, start_time, stream, finder)
+        if not process and stream == "both":  # its failures count among its newest lines
+            found = sorted(found + failure_entries(store, run_id, start_time, finder))[-lines:]
+        entries += found
     entries.sort(key=lambda e: e[:3])  # time, then unit and line: a batch shares one timestamp
     total = len(entries)
     truncated = total > max_results
@@ -68,9 +75,16 @@ def get_logs(
     if entries:
         meta.append(f"time_range: oldest {_iso(entries[0][0])}, newest {_iso(entries[-1][0])}")
     if missing:
-        meta.append("known sessions (newest first): " + ", ".join(store.run_ids(10)))
+        known = list(dict.fromkeys(s["label"] for s in store.process_sessions()))[:10]
+        meta.append(
+            "known sessions (newest first): "
+            + ", ".join(store.run_ids(10))
+            + (f"; process sessions: {', '.join(known)}" if known else "")
+        )
     body = [
-        f"{_iso(ts)} [{session}] {test or '(outside tests)'} {st}| {text}"
+        f"{_iso(ts)} [{names[session]}] {st}| {text}"
+        if session in names
+        else f"{_iso(ts)} [{session}] {test or '(outside tests)'} {st}| {text}"
         for ts, _, _, session, test, st, text in entries
     ]
     budget = MAX_REPLY_CHARS - sum(map(len, meta)) - 500
@@ -96,25 +110,18 @@ def _iso(ts: float) -> str:
     return dt.datetime.fromtimestamp(ts).isoformat(timespec="milliseconds")
 
 
-def _resolve_label(store: Store, label: str) -> str | None:
-    run_id = store.resolve_run(label)
-    if run_id is not None:
-        return run_id
-    row = store.db.execute(
-        "SELECT run_id FROM runs WHERE label=? ORDER BY started DESC LIMIT 1", (label,)
-    ).fetchone()
-    return row[0] if row else None
-
-
-def _session_lines(
+def session_lines(
     store: Store,
     run_id: str,
     wanted: int,
     since: float | None,
     stream: str,
     finder: output_query.Finder | None,
+    *,
+    until: float | None = None,
 ) -> list[tuple[float, int, int, str, str, str, str]]:
-    """The newest ``wanted`` matching lines of a run, from all its units, newest segments first."""
+    """The newest ``wanted`` matching lines of a run (written between ``since`` and ``until``), from
+    all its units, newest segments first."""
     db = store.db
     units = {u["id"]: u for u in output_query.units(db, run_id)}
     sql = (
@@ -128,6 +135,9 @@ def _session_lines(
     if since is not None:
         sql += " AND ts >= ?"
         params.append(since)
+    if until is not None:
+        sql += " AND ts <= ?"
+        params.append(until)
     sql += " ORDER BY ts DESC, first DESC"
     found: list[tuple[float, int, int, str, str, str, str]] = []
     for row in db.execute(sql, params):
@@ -147,6 +157,23 @@ def _session_lines(
             found.append((ts, unit["id"], seg.first + index, run_id, unit["unit"], seg.stream, text))
             if len(found) >= wanted:
                 return found
+    return found
+
+
+def failure_entries(
+    store: Store, run_id: str, since: float | None, finder: output_query.Finder | None
+) -> list[tuple[float, int, int, str, str, str, str]]:
+    """A test run's failed phases as lines of its log, at the time each failed (stream "failure"),
+    so a service's error and the test that saw it line up in one timeline."""
+    found = []
+    for problem in store.problems(run_id):
+        if since is not None and problem["finished"] < since:
+            continue
+        kind = "FAILED" if problem["phase"] == "call" else "ERROR"
+        text = f"{kind} {problem['nodeid']} ({problem['phase']}): {problem['message'] or '(no message)'}"
+        if finder is not None and not any(True for _ in finder(text.encode())):
+            continue
+        found.append((problem["finished"], 1 << 30, 0, run_id, problem["nodeid"], "failure", text))
     return found
 
 

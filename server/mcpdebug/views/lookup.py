@@ -5,11 +5,18 @@ Shared by the MCP tools and the CLI, so both say the same helpful thing when an 
 
 from __future__ import annotations
 
-from typing import Any
+import sqlite3
+import unicodedata
+import warnings
+from collections.abc import Callable
+from typing import Any, TypeVar
 
+from mcpdebug.ingest import recovery
 from mcpdebug.ingest.hang_dumps import attribute_hang_dumps
 from mcpdebug.ingest.spool import ingest_spool
 from mcpdebug.store import FINAL_OUTCOMES, Store
+
+T = TypeVar("T")
 
 
 class NotFound(LookupError):
@@ -18,7 +25,33 @@ class NotFound(LookupError):
 
 def refresh(store: Store) -> None:
     """Take in spool files written since the last look, and the hang dumps of processes that died
-    (cheap when there are none)."""
+    (cheap when there are none). A store file deleted or corrupted meanwhile is replaced and rebuilt
+    first; a read-only store is read as it is."""
+    if store.read_only:
+        return
+    store.check()
+    try:
+        _take_in(store)
+    except sqlite3.DatabaseError as exc:
+        if not store.recover(exc):
+            raise
+        _take_in(store)
+
+
+def reading(store: Store, read: Callable[[], T]) -> T:
+    """``read()`` after a refresh; if it finds the store corrupted, once more on the rebuilt store."""
+    refresh(store)
+    try:
+        return read()
+    except sqlite3.DatabaseError as exc:
+        if not store.recover(exc):
+            raise
+        refresh(store)
+        return read()
+
+
+def _take_in(store: Store) -> None:
+    recovery.rebuild(store)
     ingest_spool(store)
     attribute_hang_dumps(store)
 
@@ -45,10 +78,14 @@ def test(store: Store, run_row: dict[str, Any], query: str) -> dict[str, Any]:
     rid = run_row["run_id"]
     if not query:
         raise NotFound(f'Name a test: a node id from list_tests(run_id="{rid}").')
-    exact = store.test(rid, query)
-    if exact is not None:
-        return exact
-    matches = store.find_tests(rid, query)
+    others = spellings(query)
+    for spelling in (query, *others):
+        exact = store.test(rid, spelling)
+        if exact is not None:
+            return exact
+    matches: list[str] = []
+    for spelling in (query, *others):
+        matches = matches or store.find_tests(rid, spelling)
     if len(matches) > 1:  # "test_total" names test_x.py::test_total, not also test_total_tax
         named = [m for m in matches if m.endswith("::" + query) or m.split("::")[-1].split("[")[0] == query]
         if len(named) == 1:
@@ -67,6 +104,34 @@ def test(store: Store, run_row: dict[str, Any], query: str) -> dict[str, Any]:
         f"No test matching {query!r} in run {rid} ({total} tests).{hint} "
         f'list_tests(run_id="{rid}") lists them all.'
     )
+
+
+def spellings(query: str) -> list[str]:
+    """Other ways pytest may have written the test the caller named.
+
+    pytest escapes what is not ASCII in parameter ids (``test_odd[ü ñ]`` is shown as
+    ``test_odd[\\xfc \\xf1]``) unless told not to, and people type either form: both are tried,
+    the typed text also in its composed Unicode form (NFC). Only the part from the first ``[`` is
+    respelled (pytest never escapes paths and names); a part of an id without ``[`` is respelled whole.
+    """
+    cut = query.find("[")
+    head, params = (query[:cut], query[cut:]) if cut >= 0 else ("", query)
+    plain = _unescape(params)
+    forms = [plain, unicodedata.normalize("NFC", plain)] if plain is not None else []
+    forms += [f.encode("unicode_escape").decode("ascii") for f in [params, *forms]]
+    return list(dict.fromkeys(head + f for f in forms if f != params))
+
+
+def _unescape(text: str) -> str | None:
+    """``\\xfc`` as ``ü``: the inverse of pytest's escaping, or None if ``text`` has a bad escape."""
+    if "\\" not in text:
+        return text
+    try:
+        with warnings.catch_warnings():  # "invalid escape sequence": kept as typed
+            warnings.simplefilter("ignore")
+            return text.encode("ascii", "backslashreplace").decode("unicode_escape")
+    except UnicodeDecodeError:
+        return None
 
 
 def outcomes(value: str | None) -> list[str] | None:

@@ -53,7 +53,7 @@ def get_output(
         until=parse_time(until, "until"),
     )
     addr = Addr(run["run_id"], unit["unit"], stream, phase)
-    described = what(view)
+    described = what(view, run["label"] if run.get("kind") == "process" and unit["unit"] == "" else None)
     if view.total == 0 and start is None and end is None:
         return no_output(store, run, unit, view, described)
     first, last = output_query.resolve_range(start, end, view.total)

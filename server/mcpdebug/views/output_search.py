@@ -55,12 +55,19 @@ def search_output(
         )
     total, hits = _find(store, rid, units, stream, finder, occurrence, occurrence + max_results - 1)
     flags = ", ignore_case=True" if ignore_case else ""
+    dropped = sum(int(u.get("dropped_lines") or 0) for u in units)
     if total == 0:
         raise OutputError(
             ErrorType.NO_MATCHES,
             f"No matches found for search pattern: {pattern!r} in {scope}"
             f"{' on ' + stream if stream != COMBINED else ''}."
-            "\n\nTry:\n  - a different pattern (a Python regex, matched against each line)\n"
+            + (
+                f" {dropped:,} line{'s' if dropped != 1 else ''} in the middle of the output were dropped "
+                "when recorded (over max_test_output) and could not be searched."
+                if dropped
+                else ""
+            )
+            + "\n\nTry:\n  - a different pattern (a Python regex, matched against each line)\n"
             + ("  - ignore_case=True\n" if not ignore_case else "")
             + f"  - reading the output: {call('get_output', run_id=rid, test=test)}",
         )
@@ -72,6 +79,8 @@ def search_output(
         )
     plural = "s" if total != 1 else ""
     lines = [f'Search: "{pattern}" found {total} occurrence{plural} in {scope}{flags}']
+    if dropped:
+        lines[0] += f" ({dropped:,} dropped middle line{'s' if dropped != 1 else ''} could not be searched)"
     shown_last = occurrence + len(hits) - 1
     if len(hits) == 1:
         lines.append(f"Showing occurrence {occurrence} of {total} at line {hits[0].number}:")

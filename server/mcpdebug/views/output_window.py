@@ -18,6 +18,7 @@ from mcpdebug.store import Store, output_query
 from mcpdebug.store.output_files import is_run_unit
 from mcpdebug.store.output_query import COMBINED, ErrorType, Line, OutputError, View
 from mcpdebug.views import lookup
+from pytest_mcpdebug.output.lines import cut_at
 
 MAX_REPLY_CHARS: Final = 30_000
 LINE_CHARS: Final = 4_000
@@ -119,8 +120,10 @@ class Addr:
         return call(name, run_id=self.run_id, test=test, stream=stream, phase=self.phase, **args)
 
 
-def what(view: View) -> str:
-    parts = [describe_unit(view.unit["unit"]), f"run {view.run_id}"]
+def what(view: View, session: str | None = None) -> str:
+    """``session``: the label of a process session, whose output is its run's output outside tests."""
+    unit = f"output of process session {session}" if session else describe_unit(view.unit["unit"])
+    parts = [unit, f"run {view.run_id}"]
     parts.append("stdout, stderr, log and warnings interleaved" if view.stream == COMBINED else view.stream)
     if view.phase:
         parts.append(f"{view.phase} phase only")
@@ -215,9 +218,14 @@ def render_line(line: Line, view: View, line_numbers: bool) -> str:
         return line.gap_text()
     text = line.text
     if len(text) > LINE_CHARS:
-        text = (
-            f"{text[:LINE_CHARS]} [... +{len(text) - LINE_CHARS} characters; the whole line is in the file]"
+        cut = cut_at(text)
+        held = (
+            f"the file holds its first {cut[0]:,} bytes ({cut[1]:,} more were dropped when it was recorded: "
+            "max_line_length)"
+            if cut
+            else "the whole line is in the file"
         )
+        text = f"{text[:LINE_CHARS]} [... +{len(text) - LINE_CHARS} characters; {held}]"
     if view.stream == COMBINED and line.stream != "stdout":
         text = f"[{line.stream}] {text}"
     return f"{line.number}: {text}" if line_numbers else text

@@ -55,6 +55,10 @@ def counts_text(counts: dict[str, int]) -> str:
 
 def status_text(run: dict[str, Any]) -> str:
     status = str(run["status"])
+    if run.get("kind") == "process":  # a process session: its command's status, not pytest's
+        return status + (
+            f", last exit status {run['exit_status']}" if run.get("exit_status") is not None else ""
+        )
     if run.get("exit_status") is not None:
         meaning = _EXIT_MEANINGS.get(run["exit_status"], "")
         status += f", exit status {run['exit_status']}" + (f" ({meaning})" if meaning else "")
@@ -89,6 +93,10 @@ def sessions(runs: list[dict[str, Any]]) -> str:
 
 def summary(store: Store, run: dict[str, Any]) -> str:
     """`run_summary` of a stored run, with its failures, collection errors, running tests and hangs."""
+    if run.get("kind") == "process":
+        from mcpdebug.views import processes  # imports this module
+
+        return processes.summary(store, run)
     rid = run["run_id"]
     problems = store.problems(rid)
     return run_summary(
