@@ -26,6 +26,7 @@ from pytest_mcpdebug.hangs.timeouts import Timeouts
 from pytest_mcpdebug.limits import Limits
 from pytest_mcpdebug.output.tail import OutputTail
 from pytest_mcpdebug.recording import code_version
+from pytest_mcpdebug.recording import diagnosis as diagnosis_parts
 from pytest_mcpdebug.recording.connection import split_token
 from pytest_mcpdebug.recording.reporter import Reporter, Role
 from pytest_mcpdebug.recording.run_id import new_run_id
@@ -39,8 +40,6 @@ _TAIL = "mcpdebug-output"
 _INSPECTOR = "mcpdebug-inspector"
 _TIMEOUTS = "mcpdebug-timeouts"
 _HANG_SUMMARY = "mcpdebug-hangs"
-_COVERAGE = "mcpdebug-coverage"
-_TRACER = "mcpdebug-tracer"
 
 
 class Recorder:
@@ -147,7 +146,7 @@ class Recorder:
             break_timeout=float(shared.get("break_timeout", DEFAULT_BREAK_TIMEOUT)),
             hangs=HangSettings(**shared["hangs"]) if shared.get("hangs") else None,
             session_started=shared.get("session_started"),
-            diagnosis=_diagnosis(shared.get("diagnosis")),
+            diagnosis=diagnosis_parts.shared(shared.get("diagnosis")),
         )
 
     def _discover(self) -> tuple[str, str] | None:
@@ -199,7 +198,9 @@ class Recorder:
         self.reporter.emit_start(self.config, numprocesses if isinstance(numprocesses, int) else 0)
         if role != "worker":
             self._code_version = code_version.start(Path(self.config.rootpath), self._emit_code_version)
-        self._start_diagnosis()
+        self._diagnosis_parts = diagnosis_parts.start(
+            self.config, self.diagnosis, reporter=self.reporter, directory=self.dir, warn=self._write_line
+        )
         if role != "controller":  # the controller runs no tests; its workers send their own output
             self.tail = OutputTail(
                 self.config,
@@ -320,44 +321,13 @@ class Recorder:
         if self.timeouts is not None:
             self.timeouts.close()
             self.config.pluginmanager.unregister(self.timeouts, _TIMEOUTS)
-        for part, name in self._diagnosis_parts:
-            close = getattr(part, "close", None)
-            if close is not None:
-                close()
-            self.config.pluginmanager.unregister(part, name)
-        self._diagnosis_parts.clear()
+        diagnosis_parts.stop(self.config, self._diagnosis_parts)
         if self.reporter is not None:
             self.config.pluginmanager.unregister(self.reporter, _REPORTER)
 
     def _emit_code_version(self, commit: str, changes: str, note: str) -> None:
         if self.reporter is not None and not self._closed:
             self.reporter.emit(protocol.CodeVersion, commit=commit, changes=changes, note=note)
-
-    def _start_diagnosis(self) -> None:
-        """Per-test coverage and value traces: imported and registered only when asked for."""
-        assert self.reporter is not None
-        if self.diagnosis.coverage:
-            from pytest_mcpdebug.coverage.collector import CoverageCollector
-
-            collector = CoverageCollector(
-                self.config,
-                reporter=self.reporter,
-                directory=self.dir,
-                include_tests=self.diagnosis.coverage_tests,
-            )
-            try:
-                collector.start()
-            except Exception as exc:  # e.g. another tracer in the way: the run goes on, measured or not
-                self._write_line(f"mcpdebug: warning: --mcp-debug-coverage: {type(exc).__name__}: {exc}")
-            else:
-                self.config.pluginmanager.register(collector, _COVERAGE)
-                self._diagnosis_parts.append((collector, _COVERAGE))
-        if self.diagnosis.trace and self.reporter.role != "controller":
-            from pytest_mcpdebug.tracing.plugin import TracePlugin
-
-            tracer = TracePlugin(self.config, reporter=self.reporter, watch=self.diagnosis.trace_watch)
-            self.config.pluginmanager.register(tracer, _TRACER)
-            self._diagnosis_parts.append((tracer, _TRACER))
 
     def _resume(self, state: dict[str, Any], session: pytest.Session) -> None:
         """This process replaces one whose test could not be stopped: leave out what it ran."""
@@ -413,9 +383,3 @@ class Recorder:
             terminal.write_line(text, yellow=True)
         else:
             print(text, file=sys.stderr)
-
-
-def _diagnosis(shared: dict[str, Any] | None) -> DiagnosisSettings:
-    if not shared:
-        return DiagnosisSettings()
-    return DiagnosisSettings(**{**shared, "trace_watch": tuple(shared.get("trace_watch", ()))})
