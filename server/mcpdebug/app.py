@@ -35,7 +35,11 @@ runs code in them and get_stack_trace / get_local_variables / get_variables take
 continue_execution resumes the run (then wait_for_stop), close_session stops it.
 Services a test talks to can be process sessions: start_process runs one (or `mcpdebug run -- cmd` in
 a shell); get_logs(labels=[its label, a run id]) merges its lines with a run's in time order;
-control_process restarts or signals it, send_stdin writes to it."""
+control_process restarts or signals it, send_stdin writes to it.
+When the faulty line is not on the failing stack: get_suspects ranks the lines failing tests ran and
+passing ones did not (runs recorded with --mcp-debug-coverage); trace_test(test=...) re-runs a test
+recording how its values changed and get_history says where each came from; get_run_summary says
+whether each failure is new, known flaky or failing since an earlier run (list_flaky, get_test_history)."""
 
 READ_ONLY_NOTE = """
 This server is read-only (`mcpdebug serve --read-only`): it reads recorded runs; nothing that runs
