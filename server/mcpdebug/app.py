@@ -15,11 +15,12 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
 
+from mcpdebug.debug.manager import Debugger
 from mcpdebug.live.sessions import Sessions
 from mcpdebug.processes.managed import ProcessManager
 from mcpdebug.processes.test_runs import Runner
 from mcpdebug.store import Store
-from mcpdebug.tools import diagnosis, failures, hangs, live, output, processes, runs
+from mcpdebug.tools import debug, diagnosis, failures, hangs, live, output, processes, runs
 from mcpdebug.tools.context import ToolContext, side_effect
 
 INSTRUCTIONS = """\
@@ -36,6 +37,10 @@ continue_execution resumes the run (then wait_for_stop), close_session stops it.
 Services a test talks to can be process sessions: start_process runs one (or `mcpdebug run -- cmd` in
 a shell); get_logs(labels=[its label, a run id]) merges its lines with a run's in time order;
 control_process restarts or signals it, send_stdin writes to it.
+To debug (debugpy): run_tests(args=[...], debug=True, breakpoints=[{"file", "line", "condition"}]) or, for
+a script, create_debug_session + set_breakpoint + start_debugging; each returns at the first stop with
+its session_id. step_over / step_into / step_out / continue_execution / pause_execution return the next
+stop; the inspection tools and evaluate_expression take the same session_id.
 When the faulty line is not on the failing stack: get_suspects ranks the lines failing tests ran and
 passing ones did not (runs recorded with --mcp-debug-coverage); trace_test(test=...) re-runs a test
 recording how its values changed and get_history says where each came from; get_run_summary says
@@ -45,7 +50,7 @@ READ_ONLY_NOTE = """
 This server is read-only (`mcpdebug serve --read-only`): it reads recorded runs; nothing that runs
 code or changes a process (run_tests, detect_hang, evaluate_expression, start_process, ...) is offered."""
 
-TOOL_MODULES = (runs, failures, hangs, live, output, processes, diagnosis)
+TOOL_MODULES = (runs, failures, hangs, live, output, processes, debug, diagnosis)
 
 
 def build_server(
@@ -53,12 +58,13 @@ def build_server(
     sessions: Sessions | None = None,
     runner: Runner | None = None,
     processes: ProcessManager | None = None,
+    debugger: Debugger | None = None,
     *,
     read_only: bool = False,
     token_verifier: TokenVerifier | None = None,
 ) -> DebugServer:
-    """The MCP server over ``store``; ``sessions``, ``runner`` and ``processes`` (from `serve`) make
-    the live tools work.
+    """The MCP server over ``store``; ``sessions``, ``runner``, ``processes`` and ``debugger`` (from
+    `serve`) make the live, process and debug tools work.
 
     ``read_only`` leaves out every tool that runs code or changes a process; ``token_verifier``
     makes the HTTP transport require its bearer token on every request (see `mcpdebug.http_auth`).
@@ -77,13 +83,15 @@ def build_server(
         else None,
     )
     live_sessions = sessions if sessions is not None else Sessions(store)
+    test_runner = runner if runner is not None else Runner(store, live_sessions, url=None, token=None)
     context = ToolContext(
         store=store,
         sessions=live_sessions,
-        runner=runner if runner is not None else Runner(store, live_sessions, url=None, token=None),
+        runner=test_runner,
         processes=processes
         if processes is not None
         else ProcessManager(store, live_sessions, url=None, token=None),
+        debugger=debugger if debugger is not None else Debugger(store, live_sessions, test_runner),
     )
     for module in TOOL_MODULES:
         module.register(server, context)

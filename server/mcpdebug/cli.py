@@ -97,6 +97,14 @@ def _parser() -> argparse.ArgumentParser:
         help="port of the WebSocket ingest endpoint (default: 0, a free one)",
     )
     serve.add_argument(
+        "--debug-idle-timeout",
+        type=_duration,
+        default=1800.0,
+        metavar="DURATION",
+        help="close a debug session after this long without a tool call about it: seconds, or 30m, 2h "
+        "(default: 30m)",
+    )
+    serve.add_argument(
         "--log-level",
         default="info",
         choices=["debug", "info", "warning", "error"],
@@ -271,6 +279,19 @@ def _hang(args: argparse.Namespace) -> int:
     return 0
 
 
+def _duration(text: str) -> float:
+    """Seconds from "90", "90s", "30m" or "2h" (argparse turns a ValueError into a usage error)."""
+    raw = text.strip().lower()
+    scale = {"s": 1, "m": 60, "h": 3600}.get(raw[-1:], 0)
+    value = float(raw[:-1] if scale else raw) * (scale or 1)
+    if not 0 < value < 1e9:
+        raise ValueError(text)
+    return value
+
+
+_duration.__name__ = "duration"  # argparse's message: "invalid duration value: 'x'"
+
+
 def _serve(args: argparse.Namespace) -> int:
     import anyio
 
@@ -301,6 +322,7 @@ def _serve(args: argparse.Namespace) -> int:
         host=args.host,
         port=args.port,
         ingest_port=args.ingest_port,
+        debug_idle_timeout=args.debug_idle_timeout,
         read_only=args.read_only,
         security=security,
     )

@@ -18,6 +18,8 @@ import anyio.to_thread
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.types import ToolAnnotations
 
+from mcpdebug.debug import DebugError
+from mcpdebug.debug.manager import Debugger
 from mcpdebug.live.sessions import SessionError, Sessions
 from mcpdebug.processes.managed import ProcessManager
 from mcpdebug.processes.test_runs import RunError, Runner
@@ -57,6 +59,7 @@ class ToolContext:
     sessions: Sessions
     runner: Runner
     processes: ProcessManager
+    debugger: Debugger
 
 
 class ToolGroup:
@@ -67,6 +70,7 @@ class ToolGroup:
         self.store = context.store
         self.sessions = context.sessions
         self.runner = context.runner
+        self.debugger = context.debugger
 
     async def stored(self, fn: Callable[[], str]) -> str:
         """A stored-data reply, computed in a worker thread (SQLite and files)."""
@@ -83,7 +87,7 @@ class ToolGroup:
         """Await a live request or a run; what cannot be done becomes an error result."""
         try:
             return await pending
-        except (SessionError, RunError, lookup.NotFound) as exc:
+        except (SessionError, RunError, lookup.NotFound, DebugError) as exc:
             raise ToolError(str(exc)) from None
 
 

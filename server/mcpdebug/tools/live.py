@@ -13,9 +13,12 @@ from functools import partial
 
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 
+from mcpdebug.debug import DebugError
 from mcpdebug.live.sessions import SessionError
 from mcpdebug.tools.context import CONTROLS, READ_ONLY, RUNS_CODE, ToolContext, ToolGroup
+from mcpdebug.views import debug as debug_view
 from mcpdebug.views import live as live_view
 from mcpdebug.views import lookup
 from mcpdebug.views import runs as runs_view
@@ -32,9 +35,12 @@ class LiveTools(ToolGroup):
             live_view.inspect(self.sessions, session_id, "evaluate", expression=expression, frame_id=frame_id)
         )
 
-    async def continue_execution(self, session_id: str) -> str:
+    async def continue_execution(self, session_id: str, wait: float = 10.0) -> str:
         """Resume a held test: it finishes (teardown) and the run goes on to its next stop or its end;
-        wait_for_stop(run id) waits for that."""
+        wait_for_stop(run id) waits for that. A debug session runs to its next stop or its end, waiting
+        up to wait seconds (then it says it is running)."""
+        if self.debugger.owns(session_id):
+            return await self._debug_step(session_id, "continue", wait)
         live = self.sessions
         session = live.get(session_id) if session_id in {s.id for s in live.held()} else None
         await self.asking(live.request(session_id, "continue", {}))
@@ -52,6 +58,9 @@ class LiveTools(ToolGroup):
 
     async def _close(self, identifier: str) -> str:
         live, runs = self.sessions, self.runner
+        if self.debugger.owns(identifier):
+            debugged = await self.debugger.close(identifier)
+            return f"Closed debug session {identifier} (exit code {debugged.exit_code})."
         if identifier in {s.id for s in live.held()}:
             session = live.get(identifier)
             await live.request(identifier, "close", {})
@@ -84,19 +93,35 @@ class LiveTools(ToolGroup):
         env: dict[str, str] | None = None,
         break_on_failure: bool = False,
         timeout: float | None = None,
+        debug: bool = False,
+        breakpoints: list[debug_view.BreakpointSpec] | None = None,
+        stop_on_entry: bool = False,
     ) -> str:
         """Run `pytest --mcp-debug <args>` (e.g. args=["tests/test_api.py", "-x"]) in cwd (default: the
         server's folder) as a process of this server, and return when it finishes or, with
         break_on_failure, when a test fails and is held alive: the reply gives the session_id, the
         test, the exception, the top frame and its locals. timeout (seconds) returns earlier with
         the run still going. Progress is reported while waiting. Runs started together are kept
-        apart: each has its own run id."""
+        apart: each has its own run id. debug=True runs them under debugpy (a debug session whose id is
+        the run id) with breakpoints=[{"file", "line", "condition"?, "hit_condition"?, "log_message"?}]
+        and returns at the first stop (a breakpoint, a failing test before its frames unwind, or the
+        first line with stop_on_entry) or the end; timeout defaults to 10 s there. Not with -n."""
+        if debug:
+            specs = [b.model_dump() for b in breakpoints or []]
+            session = await self.asking(
+                self.debugger.start_tests(args or [], cwd, env, specs, stop_on_entry=stop_on_entry)
+            )
+            await session.wait(0, 10.0 if timeout is None else timeout)
+            return await self._debug_reply(session.id)
         managed = await self.asking(self.runner.start(args or [], cwd, env, break_on_failure))
         return await self._wait(ctx, managed.run_id, timeout)
 
     async def wait_for_stop(self, ctx: Context, id: str, timeout: float | None = None) -> str:
         """Wait until a run holds a failing test or finishes, and say which (as run_tests does).
         id: a run id (or "latest") or a session id (waits on its run). timeout in seconds."""
+        if self.debugger.owns(id):
+            await self.debugger.get(id).wait_for_stop(10.0 if timeout is None else timeout)
+            return await self._debug_reply(id)
         store, runs = self.store, self.runner
         run_id = self.sessions.run_of(id) or id
         if run_id == "latest" and runs.runs:  # the run just started here may not have recorded yet
@@ -108,6 +133,22 @@ class LiveTools(ToolGroup):
         if run_id not in runs.runs:
             run_id = await self.stored(lambda: str(lookup.run(store, run_id)["run_id"]))
         return await self._wait(ctx, run_id, timeout)
+
+    async def _debug_step(self, session_id: str, command: str, wait: float) -> str:
+        session = self.debugger.get(session_id)
+        try:
+            await session.execute(command, wait)
+        except DebugError as exc:
+            raise ToolError(str(exc)) from None
+        return await self._debug_reply(session_id)
+
+    async def _debug_reply(self, session_id: str) -> str:
+        """A debug session's stop (or end) as JSON, the shape of the debug tools' replies."""
+        session = self.debugger.get(session_id)
+        if session.error is not None:
+            raise ToolError(session.error)
+        stop = await debug_view.reply(session, self.store, self.runner)
+        return stop.model_dump_json(exclude_none=True, indent=1)
 
     async def _wait(self, ctx: Context, run_id: str, timeout: float | None) -> str:
         async def progress(elapsed: float, total: float | None, message: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from mcp.server.mcpserver import MCPServer
 
 from mcpdebug.tools.context import READ_ONLY, ToolContext, ToolGroup, reads_store, reads_store_resource
+from mcpdebug.views import debug as debug_view
 from mcpdebug.views import live as live_view
 from mcpdebug.views import lookup
 from mcpdebug.views import output as output_view
@@ -17,14 +18,17 @@ class RunTools(ToolGroup):
     def list_sessions(self) -> str:
         """Every recorded session (test run), newest first: id, kind, label, status, start time,
         duration and test counts. Status is running, finished, interrupted or crashed. Tests held
-        alive at a failure right now are listed first, with the session_id the live tools take; then
+        alive at a failure right now, and debug sessions with their state (created, running, paused and
+        why, terminated, closed and why), are listed first, with the session_id the live tools take; then
         process sessions (services and log sources): label, mode, status (running, stopped, crashed,
         restarting, disconnected), pid, exit code, command, cwd, start and exit time, lines stored."""
         held = live_view.held_sessions(self.sessions.held())
+        debugged = debug_view.sessions_text(self.debugger.listed())
         process_sessions = self.store.process_sessions()
         processes = processes_view.sessions_text(process_sessions, self.sessions.connected_runs())
         runs = [r for r in self.store.runs() if r["kind"] != "process"]
-        return "".join(part + "\n\n" for part in (held, processes) if part) + runs_view.sessions(runs)
+        live = (held, debugged, processes)
+        return "".join(part + "\n\n" for part in live if part) + runs_view.sessions(runs)
 
     @reads_store
     def get_run_summary(self, run_id: str = "latest") -> str:
