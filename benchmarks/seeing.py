@@ -58,8 +58,14 @@ def log_cost(calls: int) -> None:
         throughput = 10_000 / (time.perf_counter() - started)
     per_call = statistics.median(spent) * 1e6
     p99 = sorted(spent)[int(len(spent) * 0.99)] * 1e6
-    print(f"log, per tool call (call + response entries) on the event loop: median {per_call:.1f} us, p99 {p99:.1f} us")
-    print(f"  {calls} calls wrote {size / 1e6:.1f} MB ({size / calls / 2:.0f} bytes an entry), {dropped} dropped")
+    print(
+        "log, per tool call (call + response entries) on the event loop: "
+        f"median {per_call:.1f} us, p99 {p99:.1f} us"
+    )
+    print(
+        f"  {calls} calls wrote {size / 1e6:.1f} MB ({size / calls / 2:.0f} bytes an entry), "
+        f"{dropped} dropped"
+    )
     print(f"  the writer thread: {throughput:,.0f} entries/s (cleaning, JSON, disk)")
     round_trip(calls=2000)
 
@@ -94,7 +100,7 @@ def round_trip(calls: int) -> None:
     )
 
 
-FAILING = '''
+FAILING = """
 def compute(order, shipping):
     return {{"total": sum(order["items"]) + shipping, "items": order["items"]}}
 
@@ -104,7 +110,7 @@ def test_fail_{n}():
     print("computing order", order["id"])
     actual = compute(order, shipping=1)
     assert actual == {{"total": 6, "items": [1, 2, 3]}}
-'''
+"""
 
 
 def generate(folder: Path, tests: int, failures: int) -> None:
@@ -113,7 +119,8 @@ def generate(folder: Path, tests: int, failures: int) -> None:
     for file_no, start in enumerate(range(0, tests - failures, per_file)):
         stop = min(start + per_file, tests - failures)
         body = "".join(
-            f"def test_{i:06d}():\n    print('test {i} ran')\n    assert True\n\n\n" for i in range(start, stop)
+            f"def test_{i:06d}():\n    print('test {i} ran')\n    assert True\n\n\n"
+            for i in range(start, stop)
         )
         (folder / f"test_gen_{file_no:04d}.py").write_text(body)
     (folder / "test_failing.py").write_text("".join(FAILING.format(n=n) for n in range(failures)))

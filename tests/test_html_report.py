@@ -84,7 +84,9 @@ def test_failing_suite_report_in_chromium(pytester: pytest.Pytester, browser: An
     console = open_report(browser, report)
     assert [m for m in console if m["level"] in ("SEVERE", "WARNING")] == []
     html = report.read_text()
-    assert "http://" not in html.replace("http://www.w3.org", "") and "https://" not in html  # nothing fetched
+    assert (
+        "http://" not in html.replace("http://www.w3.org", "") and "https://" not in html
+    )  # nothing fetched
     summaries = visible_text(browser, "#failures details.item > summary")
     assert any(s.startswith("FAILED test_assertion.py::test_order_total") for s in summaries), summaries
     assert any("ERROR test_fixture_error.py::test_query_users (setup)" in s for s in summaries)
@@ -97,7 +99,9 @@ def test_failing_suite_report_in_chromium(pytester: pytest.Pytester, browser: An
     rows = browser.find_elements("css selector", "#tests-table tbody tr.row")
     assert len(rows) == 7
     browser.find_element("id", "q").send_keys("test_mixed")
-    assert {r.text.split()[0] for r in browser.find_elements("css selector", "#tests-table tbody tr.row")} == {
+    assert {
+        r.text.split()[0] for r in browser.find_elements("css selector", "#tests-table tbody tr.row")
+    } == {
         "passed",
         "failed",
         "skipped",
@@ -126,7 +130,9 @@ def test_hanging_suite_report_in_chromium(pytester: pytest.Pytester, browser: An
     assert [m for m in console if m["level"] in ("SEVERE", "WARNING")] == []
     summaries = visible_text(browser, "#hangs details.item > summary")
     assert len(summaries) == 2, summaries
-    assert any(s.startswith("HANG test_loops.py::test_busy_loop (call)") and "busy loop" in s for s in summaries)
+    assert any(
+        s.startswith("HANG test_loops.py::test_busy_loop (call)") and "busy loop" in s for s in summaries
+    )
     assert any("test_lock_deadlock" in s and "blocked" in s for s in summaries)
     hangs = browser.find_element("id", "hangs")
     text = hangs.text
@@ -154,5 +160,7 @@ def test_the_report_command_and_a_run_without_the_option(pytester: pytest.Pytest
     assert done.ret == 0, done.stderr.str()
     html = (pytester.path / "r.html").read_text()
     assert "FAILED test_one.py::test_bad" in html and "assert 1 == 2" in html
-    missing = pytester.run(MCPDEBUG, "report", "nope", "--html", "x.html", "--dir", str(pytester.path / ".mcpdebug"))
+    missing = pytester.run(
+        MCPDEBUG, "report", "nope", "--html", "x.html", "--dir", str(pytester.path / ".mcpdebug")
+    )
     assert missing.ret == 3 and "nope" in missing.stderr.str()

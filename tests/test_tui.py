@@ -57,12 +57,38 @@ SESSION = [
         reason="failure",
         location={"file": "test_a.py", "line": 7, "function": "test_sum"},
     ),
-    entry(3, "tool:response", None, tool="run_tests", callId=1, success=True, durationMs=812.5, response={"result": "STOPPED"}),
+    entry(
+        3,
+        "tool:response",
+        None,
+        tool="run_tests",
+        callId=1,
+        success=True,
+        durationMs=812.5,
+        response={"result": "STOPPED"},
+    ),
     entry(4, "tool:call", "held-1", tool="evaluate_expression", callId=2, request={"expression": "total"}),
-    entry(5, "tool:response", "held-1", tool="evaluate_expression", callId=2, durationMs=3.2, response={"result": "41"}),
-    entry(6, "debug:variables", "held-1", scope="Locals", variableCount=1, variables=[{"name": "total", "type": "int", "value": "41"}]),
+    entry(
+        5,
+        "tool:response",
+        "held-1",
+        tool="evaluate_expression",
+        callId=2,
+        durationMs=3.2,
+        response={"result": "41"},
+    ),
+    entry(
+        6,
+        "debug:variables",
+        "held-1",
+        scope="Locals",
+        variableCount=1,
+        variables=[{"name": "total", "type": "int", "value": "41"}],
+    ),
     entry(7, "tool:call", "held-1", tool="get_failure", callId=3, request={"run_id": "nope"}),
-    entry(8, "tool:error", "held-1", tool="get_failure", callId=3, durationMs=1.0, error="Unknown run 'nope'"),
+    entry(
+        8, "tool:error", "held-1", tool="get_failure", callId=3, durationMs=1.0, error="Unknown run 'nope'"
+    ),
     entry(9, "debug:output", "held-1", category="stdout", output="[step] computing"),
     entry(10, "session:closed", "held-1", reason="close", duration=8000),
 ]
@@ -115,10 +141,10 @@ async def test_calls_are_shown_with_their_answers_and_sessions_with_their_states
         assert calls[1].startswith("evaluate_expression(expression=total)  ✓ 3.2 ms")
         assert calls[2].startswith("get_failure(run_id=nope)  ✗ 1.0 ms: Unknown run 'nope'")
         assert len(calls) == 3  # each response is on its call's row
-        assert ["created", "paused (failure) at test_a.py:7 in test_sum"] == [
+        assert [
             shown[2][2],
             shown[3][3],
-        ]
+        ] == ["created", "paused (failure) at test_a.py:7 in test_sum"]
         assert shown[-2][3] == "[stdout] [step] computing"  # brackets are text, not markup
         sessions = rows(app, "#sessions")
         assert sessions[0][0] == "All sessions"
@@ -129,7 +155,20 @@ async def test_calls_are_shown_with_their_answers_and_sessions_with_their_states
         write(log, [entry(11, "tool:call", "run-1", tool="get_output", callId=4, request={})])
         await pilot.pause(0.2)
         assert rows(app, "#events")[-1][3] == "get_output()  … waiting"
-        write(log, [entry(12, "tool:response", "run-1", tool="get_output", callId=4, durationMs=2.0, response={"result": "12 lines"})])
+        write(
+            log,
+            [
+                entry(
+                    12,
+                    "tool:response",
+                    "run-1",
+                    tool="get_output",
+                    callId=4,
+                    durationMs=2.0,
+                    response={"result": "12 lines"},
+                )
+            ],
+        )
         await pilot.pause(0.2)
         last = rows(app, "#events")[-1][3]
         assert last.startswith("get_output()  ✓ 2.0 ms") and "12 lines" in last
@@ -151,7 +190,7 @@ async def test_keys_filter_by_type_and_by_session(tmp_path: Path, monkeypatch: p
         await pilot.press("s", "o", "v")
         sessions = app.query_one("#sessions", DataTable)
         sessions.focus()
-        held = [i for i, r in enumerate(rows(app, "#sessions")) if "test_sum" in r[0]][0]
+        held = next(i for i, r in enumerate(rows(app, "#sessions")) if "test_sum" in r[0])
         sessions.move_cursor(row=held)
         await pilot.press("enter")
         shown = rows(app, "#events")
@@ -169,7 +208,7 @@ async def test_a_log_from_another_machine_rotated_and_damaged(tmp_path: Path) ->
     log = tmp_path / "copied.log"
     write(log, SESSION[:3])
     with log.open("a") as out:
-        out.write("not json\n{\"half\": ")
+        out.write('not json\n{"half": ')
     follower = log_reader.LogFollower(log)
     assert [e["message"] for e in follower.read()] == ["tool:call", "session:created", "session:created"]
     assert follower.bad_lines == 1  # the torn last line waits for its end

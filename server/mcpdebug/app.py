@@ -23,7 +23,7 @@ from mcpdebug.processes.managed import ProcessManager
 from mcpdebug.processes.test_runs import Runner
 from mcpdebug.report import entries
 from mcpdebug.store import Store
-from mcpdebug.tools import debug, failures, hangs, live, output, processes, runs
+from mcpdebug.tools import debug, diagnosis, failures, hangs, live, output, processes, runs
 from mcpdebug.tools.context import ToolContext, side_effect
 
 INSTRUCTIONS = """\
@@ -43,13 +43,17 @@ control_process restarts or signals it, send_stdin writes to it.
 To debug (debugpy): run_tests(args=[...], debug=True, breakpoints=[{"file", "line", "condition"}]) or, for
 a script, create_debug_session + set_breakpoint + start_debugging; each returns at the first stop with
 its session_id. step_over / step_into / step_out / continue_execution / pause_execution return the next
-stop; the inspection tools and evaluate_expression take the same session_id."""
+stop; the inspection tools and evaluate_expression take the same session_id.
+When the faulty line is not on the failing stack: get_suspects ranks the lines failing tests ran and
+passing ones did not (runs recorded with --mcp-debug-coverage); trace_test(test=...) re-runs a test
+recording how its values changed and get_history says where each came from; get_run_summary says
+whether each failure is new, known flaky or failing since an earlier run (list_flaky, get_test_history)."""
 
 READ_ONLY_NOTE = """
 This server is read-only (`mcpdebug serve --read-only`): it reads recorded runs; nothing that runs
 code or changes a process (run_tests, detect_hang, evaluate_expression, start_process, ...) is offered."""
 
-TOOL_MODULES = (runs, failures, hangs, live, output, processes, debug)
+TOOL_MODULES = (runs, failures, hangs, live, output, processes, debug, diagnosis)
 
 
 def build_server(

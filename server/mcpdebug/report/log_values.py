@@ -104,7 +104,17 @@ class Cleaner:
         return os.path.basename(path) or path
 
 
-_SECRET_WORDS: Final = ("pass", "secret", "token", "api", "auth", "credential", "private", "cookie", "session")
+_SECRET_WORDS: Final = (
+    "pass",
+    "secret",
+    "token",
+    "api",
+    "auth",
+    "credential",
+    "private",
+    "cookie",
+    "session",
+)
 """A word of every alternative of `pytest_mcpdebug.values`'s secret pattern: substring tests are ~50x
 cheaper than the pattern on a 400-character reply."""
 

@@ -16,6 +16,7 @@ from mcpdebug.views import frames as frames_view
 from mcpdebug.views import hang as hang_view
 from mcpdebug.views import live as live_view
 from mcpdebug.views import lookup
+from mcpdebug.views import suspects as suspects_view
 
 SESSION_HELP = (
     " session_id: a live session (a test held at its failure, from run_tests or list_sessions): read "
@@ -39,7 +40,11 @@ class FailureTools(ToolGroup):
         each frame from the raise point to the test (absolute path, line, source, locals with type and
         value; secrets redacted), and the tail of the test's output. Without test: the run's first
         failure, and a list of the others."""
-        text = hang_view.failure_or_hang(self.store, lookup.run(self.store, run_id), test)
+        run = lookup.run(self.store, run_id)
+        text = hang_view.failure_or_hang(self.store, run, test)
+        suspects = suspects_view.failure_suspects(self.store, run)
+        if suspects:
+            text += "\n\n" + suspects
         headline = text.split("\n", 1)[0]
         for held in self.sessions.held():
             if f" {held.nodeid} ({held.when}) in run {held.run_id}" in headline:

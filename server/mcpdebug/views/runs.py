@@ -9,6 +9,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from mcpdebug.views.failure_history import failure_notes
+
 if TYPE_CHECKING:
     from mcpdebug.store import Store
 
@@ -96,12 +98,14 @@ def summary(store: Store, run: dict[str, Any]) -> str:
 
         return processes.summary(store, run)
     rid = run["run_id"]
+    problems = store.problems(rid)
     return run_summary(
         run,
-        store.problems(rid),
+        problems,
         store.collection_errors(rid),
         store.tests(rid, ("running",)),
         store.hangs(rid),
+        failure_notes(store, rid, [p["nodeid"] for p in problems]),
     )
 
 
@@ -111,7 +115,9 @@ def run_summary(
     collect_errors: list[dict[str, Any]],
     running: list[dict[str, Any]],
     hangs: list[dict[str, Any]] | None = None,
+    notes: dict[str, str] | None = None,
 ) -> str:
+    """``notes``: each failing test's history (new, known flaky, failing since), by node id."""
     rid = run["run_id"]
     lines = [
         f"Run {rid} ({run['kind']}): {status_text(run)}",
@@ -133,6 +139,8 @@ def run_summary(
         for p in problems:
             label = "FAILED" if p["phase"] == "call" else "ERROR"
             lines.append(f"- {label} {p['nodeid']} ({p['phase']}): {p['message'] or '(no message)'}")
+            if notes and p["nodeid"] in notes:
+                lines.append(f"    history: {notes[p['nodeid']]}")
     if collect_errors:
         lines += ["", f"Collection errors ({len(collect_errors)}):"]
         lines += [f"- ERROR {e['nodeid']}: {e['message']}" for e in collect_errors]
