@@ -164,3 +164,47 @@ def test_the_report_command_and_a_run_without_the_option(pytester: pytest.Pytest
         MCPDEBUG, "report", "nope", "--html", "x.html", "--dir", str(pytester.path / ".mcpdebug")
     )
     assert missing.ret == 3 and "nope" in missing.stderr.str()
+
+
+SHOP = """
+def discount(total, percent):
+    if percent > 50:
+        return total - percent  # the bug: subtracts the percentage itself
+    return total - total * percent // 100
+"""
+SHOP_TESTS = """
+from pathlib import Path
+
+from shop import discount
+
+COUNTER = Path(__file__).with_name("runs.count")
+
+
+def test_small_discount():
+    assert discount(200, 10) == 180
+
+
+def test_big_discount():
+    assert discount(200, 60) == 80
+
+
+def test_sometimes():
+    n = int(COUNTER.read_text()) + 1 if COUNTER.exists() else 1
+    COUNTER.write_text(str(n))
+    assert n != 2, "fails on the second run only"
+"""
+
+
+def test_suspects_and_flaky_history_appear_when_the_run_has_them(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(shop=SHOP, test_shop=SHOP_TESTS)
+    run_inner(pytester, "--mcp-debug-coverage", "--mcp-debug-html=first.html")
+    run_inner(pytester, "--mcp-debug-coverage", "--mcp-debug-html=second.html")
+    first = (pytester.path / "first.html").read_text()
+    assert 'id="suspects"' in first and 'id="flaky"' not in first  # one run: no history yet
+    assert "<code>shop.py:3</code> discount" in first  # the bug's line ranks first
+    second = (pytester.path / "second.html").read_text()
+    assert 'id="flaky"' in second and "test_shop.py::test_sometimes" in second
+    assert "fails on the second run only" in second
+    run_inner(pytester, "--mcp-debug-html=plain.html")
+    plain = (pytester.path / "plain.html").read_text()
+    assert 'id="suspects"' not in plain  # no coverage recorded in that run
