@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from textual.widgets import DataTable
 
+from helpers import recorded, run_inner
 from mcpdebug.report import entries, log_reader, server_log
 from mcpdebug.report.tui import DebugTUI
 
@@ -231,3 +232,16 @@ async def test_the_tui_reads_what_the_server_log_writes(tmp_path: Path) -> None:
         assert [r[2] for r in shown] == ["created", "call"]
         assert shown[1][1] == "the session"
         assert shown[1][3].startswith("step_over(session_id=s-1)  ✓ 2.0 ms")
+
+
+async def test_recorded_runs_of_the_store_are_listed_with_their_state(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_one="def test_bad():\n    assert 1 == 2\n")
+    run_inner(pytester, "--mcp-debug")
+    folder = pytester.path / ".mcpdebug"
+    recorded(folder).close()  # the spool taken into the store, as a server would
+    app = DebugTUI(folder / "logs" / "debug-mcp-server.log", folder, interval=0.05)
+    async with app.run_test(size=(150, 30)) as pilot:
+        await pilot.pause()
+        sessions = rows(app, "#sessions")
+        assert sessions[0] == ["All sessions", "0 entries"]  # no server log yet: the store's runs still show
+        assert sessions[1][0].startswith("[pytest] ") and "exit status 1" in sessions[1][1]

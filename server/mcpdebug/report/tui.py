@@ -22,6 +22,7 @@ from textual.widgets import DataTable, Footer, Header, Static
 
 from mcpdebug.report import log_reader
 from mcpdebug.report.log_reader import KINDS, LogFollower, Timeline
+from pytest_mcpdebug.folder import STORE_FILE
 
 ALL: Final = "*"
 SHOWN: Final = 3_000
@@ -109,6 +110,8 @@ class DebugTUI(App[None]):
 
     def poll(self) -> None:
         """New log lines: new rows at the bottom, calls updated with their answers."""
+        if not self.query("#events"):
+            return  # a timer firing while the app closes
         added, answered = self.timeline.add(self.follower.read())
         events = self.query_one("#events", DataTable)
         for entry in added:
@@ -129,7 +132,9 @@ class DebugTUI(App[None]):
 
     def read_store(self) -> None:
         """Recorded runs and their states, from the store beside the log (when there is one)."""
-        if self.store_dir is None or not (self.store_dir / "mcpdebug.sqlite").exists():
+        if self.store_dir is None or not (self.store_dir / STORE_FILE).exists():
+            return
+        if not self.query("#sessions"):
             return
         try:
             if self._store is None:
