@@ -6,6 +6,8 @@ Every tool returns plain text that is complete on its own (the SDK also mirrors 
 
 from __future__ import annotations
 
+import itertools
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +21,7 @@ from mcpdebug.debug.manager import Debugger
 from mcpdebug.live.sessions import Sessions
 from mcpdebug.processes.managed import ProcessManager
 from mcpdebug.processes.test_runs import Runner
+from mcpdebug.report import entries
 from mcpdebug.store import Store
 from mcpdebug.tools import debug, diagnosis, failures, hangs, live, output, processes, runs
 from mcpdebug.tools.context import ToolContext, side_effect
@@ -109,6 +112,7 @@ class DebugServer(MCPServer):
         super().__init__(name, **options)
         self.read_only = read_only
         self.withheld: list[str] = []
+        self._calls = itertools.count(1)
 
     def add_tool(  # type: ignore[override]
         self,
@@ -134,12 +138,43 @@ class DebugServer(MCPServer):
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
+        """The call, between seed 000's tool:call and its tool:response or tool:error log entry."""
+        call, started = next(self._calls), time.perf_counter()
+        entries.tool_call(call, name, arguments)
+        try:
+            result = await self._answer(name, arguments, context)
+        except BaseException as exc:  # cancelled too: the client went away, or the server is stopping
+            why = str(exc) or type(exc).__name__
+            why = why if isinstance(exc, Exception) else f"cancelled ({why})"
+            entries.tool_error(call, name, arguments, why, time.perf_counter() - started)
+            raise
+        seconds = time.perf_counter() - started
+        if isinstance(result, CallToolResult) and result.is_error:
+            text = " ".join(getattr(c, "text", "") for c in result.content)
+            entries.tool_error(call, name, arguments, text, seconds)
+        else:
+            entries.tool_response(call, name, arguments, _reply(result), seconds)
+        return result
+
+    async def _answer(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None
+    ) -> CallToolResult | InputRequiredResult:
         if name in self.withheld:
             raise ToolError(
                 f"{name} is not offered: this server is read-only (mcpdebug serve --read-only) and "
                 f"{name} runs code or changes a process; the tools listed by tools/list read recorded runs."
             )
         return await super().call_tool(name, arguments, context)
+
+
+def _reply(result: CallToolResult | InputRequiredResult) -> Any:
+    """What a tool answered, for the log: its structured content, else its text (cleaned and cut
+    by the log's writer thread)."""
+    if isinstance(result, CallToolResult):
+        if result.structured_content is not None:
+            return result.structured_content
+        return {"text": " ".join(getattr(c, "text", "") for c in result.content)}
+    return {"inputRequired": True}
 
 
 def _version() -> str:
