@@ -37,9 +37,10 @@ from pytest_mcpdebug.output.records import (
 from pytest_mcpdebug.output.sources import Source, source
 
 # Timeouts
-TICK: Final = 0.05
-"""How often the thread looks for new output: lines reach the kernel (socket or spool) within this
-plus the sender's flush interval, 100 ms, so a process killed mid-test loses at most that much."""
+TICK: Final = 0.1
+"""How often the sender thread looks for new output (`Sender.on_tick`) and sends or spools it in the
+same wake-up: lines reach the kernel (socket or spool) within this, so a process killed mid-test
+loses at most that much."""
 # Limits
 READ_BYTES: Final = 1024 * 1024
 """Largest read, and so the largest event's text (plus one held-back line)."""
@@ -96,9 +97,8 @@ class OutputTail:
         self._phase = ""
         self._streams = (_Stream("stdout", max_line), _Stream("stderr", max_line))
         self._tailing = False
+        self._stopped = False
         self._records: collections.deque[tuple[_Unit, str, float, str]] = collections.deque()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="mcpdebug-output", daemon=True)
         self._handler = RecordHandler(self)
         self._warnings_sent: set[int] = set()
         self._capman = config.pluginmanager.getplugin("capturemanager")
@@ -131,23 +131,28 @@ class OutputTail:
         if level is not None:
             self._handler.setLevel(level)
         logging.getLogger().addHandler(self._handler)
-        self._thread.start()
 
     def stop(self) -> None:
         logging.getLogger().removeHandler(self._handler)
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(5.0)
         with self._lock:
+            self._stopped = True
             self._send_records()
 
-    def _run(self) -> None:
-        while not self._stop.wait(TICK):
-            with self._lock:
-                if self._tailing:
-                    self._read(TICK_BYTES)
-                elif self._records:
-                    self._send_records()
+    def tick(self) -> None:
+        """From the sender thread every `TICK` (`Sender.on_tick`), just before it sends: what the
+        running test wrote since the last look. It never waits: not for room (its own batch makes
+        it), nor for the lock (the test thread, reading itself, may be waiting for that batch)."""
+        if not self._lock.acquire(blocking=False):
+            return
+        try:
+            if self._stopped:
+                return
+            if self._tailing:
+                self._read(TICK_BYTES, wait=False)
+            elif self._records:
+                self._send_records()
+        finally:
+            self._lock.release()
 
     # Switching units ------------------------------------------------------------------------------
 
@@ -259,40 +264,51 @@ class OutputTail:
 
     # Reading --------------------------------------------------------------------------------------
 
-    def _read(self, budget: int | None) -> None:
-        """Send what is new in pytest's files (everything, if ``budget`` is None). Lock held."""
-        self._send_records()
-        now = time.time()
+    def _read(self, budget: int | None, *, wait: bool = True) -> None:
+        """Send what is new in pytest's files (everything, if ``budget`` is None). Lock held.
+
+        A phase that wrote nothing costs one empty ``pread`` per stream: no ``fstat``, no clock.
+        """
+        if self._records:
+            self._send_records()
         for stream in self._streams:
             source = stream.source
             if source is None:
                 continue
             try:
-                size = source.size()
-                if size < stream.offset:  # emptied by someone else (e.g. --pdb reading it): start over
-                    self.lost_bytes += stream.offset - size
-                    stream.offset = 0
-                left = size - stream.offset if budget is None else min(size - stream.offset, budget)
-                while left > 0:
-                    self.wait_for_room()
-                    data = source.read(stream.offset, min(left, READ_BYTES))
+                left = -1 if budget is None else budget  # -1: up to where the file ends now
+                while left:
+                    want = READ_BYTES if left < 0 else min(left, READ_BYTES)
+                    data = source.read(stream.offset, want)
                     if not data:
+                        size = source.size() if stream.offset else 0
+                        if size < stream.offset:  # emptied by someone else (e.g. --pdb reading it)
+                            self.lost_bytes += stream.offset - size
+                            stream.offset = 0
+                            continue
                         break
+                    if left < 0 and len(data) == want:  # a lot waits: stop where it ends now
+                        left = max(source.size() - stream.offset, len(data))
+                    if wait:
+                        self.wait_for_room()
                     stream.offset += len(data)
-                    left -= len(data)
+                    if left > 0:
+                        left -= len(data)
                     block, count = stream.splitter.feed(data)
                     if count:
-                        self._send(self._unit, self._phase, stream.name, block, now, count)
+                        self._send(self._unit, self._phase, stream.name, block, time.time(), count)
+                    if len(data) < want:
+                        break
             except (OSError, ValueError):
                 stream.source = None  # pytest closed its file (session over): nothing more to read
 
     def _flush_lines(self) -> None:
         """The unfinished last line of each stream ends with its phase."""
-        now = time.time()
         for stream in self._streams:
-            line, count = stream.splitter.flush()
-            if count:
-                self._send(self._unit, self._phase, stream.name, line, now, count)
+            if stream.splitter.holding:
+                line, count = stream.splitter.flush()
+                if count:
+                    self._send(self._unit, self._phase, stream.name, line, time.time(), count)
 
     def _send_records(self) -> None:
         """Queued log records, as runs of consecutive records of one unit and phase."""

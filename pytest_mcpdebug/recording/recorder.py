@@ -13,18 +13,16 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_mcpdebug import protocol
-from pytest_mcpdebug.failures.hold import Inspector
 from pytest_mcpdebug.folder import PARENT_RUN_ENV, PARENT_WORKER_ENV, ensure_dir, read_server_info, spool_dir
 from pytest_mcpdebug.hangs import gil_dump
-from pytest_mcpdebug.hangs.summary import HangSummary
 from pytest_mcpdebug.hangs.timeouts import Timeouts
 from pytest_mcpdebug.limits import Limits
-from pytest_mcpdebug.output.tail import OutputTail
+from pytest_mcpdebug.output.tail import TICK, OutputTail
 from pytest_mcpdebug.recording import code_version
 from pytest_mcpdebug.recording import diagnosis as diagnosis_parts
 from pytest_mcpdebug.recording.connection import split_token
@@ -34,6 +32,10 @@ from pytest_mcpdebug.recording.sender import Sender
 from pytest_mcpdebug.recording.spool import RETRIED, describe_failure, spool_file_name
 from pytest_mcpdebug.recording.tally import WORKER_KEY, Tally
 from pytest_mcpdebug.settings import DEFAULT_BREAK_TIMEOUT, DiagnosisSettings, HangSettings, Settings
+
+if TYPE_CHECKING:
+    from pytest_mcpdebug.failures.hold import Inspector
+    from pytest_mcpdebug.hangs.summary import HangSummary
 
 _REPORTER = "mcpdebug-reporter"
 _TAIL = "mcpdebug-output"
@@ -90,6 +92,7 @@ class Recorder:
             ),
             spool_path=spool_dir(directory) / spool_file_name(run_id, self.process),
             discover=self._discover,
+            interval=TICK,
         )
         try:
             ensure_dir(directory)
@@ -211,6 +214,7 @@ class Recorder:
             )
             self.config.pluginmanager.register(self.tail, _TAIL)
             self.tail.start()
+            self.sender.on_tick = self.tail.tick
         # Every process, the controller too: it keeps the session timeout and records kills.
         dump = (
             None
@@ -231,14 +235,14 @@ class Recorder:
         self.config.pluginmanager.register(self.timeouts, _TIMEOUTS)
         if self.resumed is not None and role == "main":
             self._resume(self.resumed, session)
-        if role != "worker":
-            self.hang_summary = HangSummary(
-                reporter=self.reporter, directory=self.dir, leaks=self.timeouts.leaks
-            )
-            self.hang_summary.hangs.extend(self._carried_hangs)
-            self.config.pluginmanager.register(self.hang_summary, _HANG_SUMMARY)
+        if role == "controller" or self.resumed is not None:  # crashed xdist workers; earlier hangs
+            self._summarise_hangs()
+        elif role == "main":
+            self.timeouts.on_timed = self._summarise_hangs  # only a timed run can have hangs to list
         pauses = self.hangs.action == "pause"
         if (self.break_on_failure or pauses) and role != "controller":
+            from pytest_mcpdebug.failures.hold import Inspector
+
             self.inspector = Inspector(
                 config=self.config,
                 reporter=self.reporter,
@@ -262,6 +266,17 @@ class Recorder:
                 )
             elif self.break_on_failure and self.config.getvalue("usepdb"):
                 self._write_line("mcpdebug: --mcp-debug-break: --pdb takes the failures; none will be held")
+
+    def _summarise_hangs(self) -> None:
+        from pytest_mcpdebug.hangs.summary import HangSummary
+
+        assert self.reporter is not None and self.timeouts is not None
+        if self.hang_summary is None:
+            self.hang_summary = HangSummary(
+                reporter=self.reporter, directory=self.dir, leaks=self.timeouts.leaks
+            )
+            self.hang_summary.hangs.extend(self._carried_hangs)
+            self.config.pluginmanager.register(self.hang_summary, _HANG_SUMMARY)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:

@@ -73,10 +73,13 @@ class Sender:
         spool_path: Path,
         discover: Discover,
         reconnect: tuple[float, float] = (RECONNECT_INTERVAL, RECONNECT_INTERVAL),
+        interval: float = FLUSH_INTERVAL,
     ) -> None:
         """``reconnect``: the first and the longest wait between connection attempts; each failed
         attempt doubles the wait (a test process retries every 2 s; a process session backs off from
-        1 s to 30 s, as seed 004 says)."""
+        1 s to 30 s, as seed 004 says). ``interval``: how often the thread wakes to send what is
+        queued (and to call `on_tick`)."""
+        self.interval = interval
         self._hello = hello
         self._reconnect = reconnect
         self._retry_delay = reconnect[0]
@@ -115,6 +118,10 @@ class Sender:
         self.on_request: Callable[[Request], None] | None = None
         """Called in the sender thread for each request of the server (live inspection)."""
         self.on_disconnect: Callable[[], None] | None = None
+        self.on_tick: Callable[[], None] | None = None
+        """Called in the sender thread before each batch: a test process's output tail reads there,
+        so the process has one thread that wakes periodically, not two (each wake-up of a Python
+        thread costs the test thread a GIL hand-off)."""
         self.on_frame: Callable[[ServerFrame], None] | None = None
         """Called in the sender thread with each `Welcome` and each server frame that is neither an
         ack nor a request (a process session's `Registered`)."""
@@ -247,9 +254,12 @@ class Sender:
             self._first_attempt.set()
         while not self._stop.is_set():
             if self._ws is None:
-                self._stop.wait(FLUSH_INTERVAL)
+                self._stop.wait(self.interval)
             else:
-                self._receive(FLUSH_INTERVAL)  # wakes at once for a request of the server
+                self._receive(self.interval)  # wakes at once for a request of the server
+            tick = self.on_tick
+            if tick is not None:
+                tick()
             self._flush()
             if self._ws is None and not self._stop.is_set():
                 self._maybe_connect()
