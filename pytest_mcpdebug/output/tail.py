@@ -26,7 +26,7 @@ from typing import Any, Final
 import pytest
 
 from pytest_mcpdebug import protocol
-from pytest_mcpdebug.output.lines import LineSplitter, cut_long_lines
+from pytest_mcpdebug.output.lines import Stream, Unit, cut_long_lines
 from pytest_mcpdebug.output.records import (
     RecordHandler,
     pytest_log_level,
@@ -34,7 +34,7 @@ from pytest_mcpdebug.output.records import (
     warning_line,
     watch_warnings,
 )
-from pytest_mcpdebug.output.sources import Source, source
+from pytest_mcpdebug.output.sources import phase_section, source
 
 # Timeouts
 TICK: Final = 0.1
@@ -51,33 +51,12 @@ TICK_BYTES: Final = 16 * READ_BYTES
 """Most a tick reads per stream; a test writing faster is caught up at the next ticks (the data waits
 in pytest's file on disk, not in memory)."""
 
+_TEST_PHASES: Final = frozenset(("setup", "call", "teardown"))
+
 Emit = Callable[..., None]
 """``emit(event_type, **fields)``: numbers and queues one event (`Reporter.emit`)."""
 WaitForRoom = Callable[[], None]
 """Blocks while the sender holds too much unsent output (`Sender.wait_for_room`)."""
-
-
-class _Unit:
-    """Line numbering of one unit: how many lines it has, in all and per stream."""
-
-    __slots__ = ("lines", "nodeid", "streams")
-
-    def __init__(self, nodeid: str) -> None:
-        self.nodeid = nodeid
-        self.lines = 0
-        self.streams: dict[str, int] = {}
-
-
-class _Stream:
-    """One captured stream being tailed: where we are in pytest's file, and the unfinished line."""
-
-    __slots__ = ("name", "offset", "source", "splitter")
-
-    def __init__(self, name: str, limit: int) -> None:
-        self.name = name
-        self.source: Source | None = None
-        self.offset = 0
-        self.splitter = LineSplitter(limit)
 
 
 class OutputTail:
@@ -92,19 +71,20 @@ class OutputTail:
         self.worker = worker
         self.max_line = max_line
         self._lock = threading.RLock()  # re-entrant: a warning can be issued while we hold it
-        self._units: dict[str, _Unit] = {"": _Unit("")}
+        self._units: dict[str, Unit] = {"": Unit("")}
         self._unit = self._units[""]
         self._phase = ""
-        self._streams = (_Stream("stdout", max_line), _Stream("stderr", max_line))
+        self._streams = (Stream("stdout", max_line), Stream("stderr", max_line))
         self._tailing = False
         self._stopped = False
-        self._records: collections.deque[tuple[_Unit, str, float, str]] = collections.deque()
+        self._deferred: tuple[Unit, str] | None = None
+        self._records: collections.deque[tuple[Unit, str, float, str]] = collections.deque()
         self._handler = RecordHandler(self)
         self._warnings_sent: set[int] = set()
         self._capman = config.pluginmanager.getplugin("capturemanager")
         self._attached_to: Any = None
         self._session_fixtures_unmarked = False
-        self._recent: collections.deque[tuple[_Unit, str, bytes]] = collections.deque(maxlen=RECENT_BLOCKS)
+        self._recent: collections.deque[tuple[Unit, str, bytes]] = collections.deque(maxlen=RECENT_BLOCKS)
         self.lost_bytes = 0
 
     def recent(self, count: int = 20) -> list[str]:
@@ -156,7 +136,7 @@ class OutputTail:
 
     # Switching units ------------------------------------------------------------------------------
 
-    def _begin(self, nodeid: str, phase: str) -> tuple[_Unit, str, bool]:
+    def _begin(self, nodeid: str, phase: str) -> tuple[Unit, str, bool]:
         """Start reading pytest's capture for ``nodeid``'s phase; returns what to restore after."""
         with self._lock:
             previous = (self._unit, self._phase, self._tailing)
@@ -167,15 +147,24 @@ class OutputTail:
                 self._attach()
             unit = self._units.get(nodeid)
             if unit is None:
-                unit = self._units[nodeid] = _Unit(nodeid)
+                unit = self._units[nodeid] = Unit(nodeid)
             self._unit, self._phase, self._tailing = unit, phase, True
             return previous
 
-    def _end(self, previous: tuple[_Unit, str, bool], *, emptied: bool) -> None:
-        """Read the rest of the phase's output; ``emptied``: pytest is about to empty its files."""
+    def _end(self, previous: tuple[Unit, str, bool], *, emptied: bool) -> None:
+        """Read the rest of the phase's output; ``emptied``: pytest is about to empty its files.
+
+        A test phase of which nothing was read yet (the usual short test) is not read here at all:
+        pytest reads its files in a moment and puts their text in the report's sections, which
+        `pytest_runtest_makereport` sends, so a quiet test costs no read of its own.
+        """
         with self._lock:
-            self._read(None)
-            self._flush_lines()
+            if emptied and self._phase in _TEST_PHASES and self._untouched():
+                self._deferred = (self._unit, self._phase)
+                self._send_records()
+            else:
+                self._read(None)
+                self._flush_lines()
             self._unit, self._phase, self._tailing = previous
             if emptied:
                 for stream in self._streams:
@@ -189,6 +178,10 @@ class OutputTail:
         self._attached_to = capturing
         for stream in self._streams:
             stream.source = source(getattr(capturing, "out" if stream.name == "stdout" else "err", None))
+
+    def _untouched(self) -> bool:
+        out, err = self._streams
+        return not (out.offset or err.offset or out.splitter.holding or err.splitter.holding)
 
     def _tail_phase(self, nodeid: str, phase: str, *, emptied: bool = True) -> Generator[None, Any, Any]:
         """The body of a wrapper hook: tail the output of what runs at the ``yield``."""
@@ -236,6 +229,28 @@ class OutputTail:
                 self._session_fixtures_unmarked = False
         return (yield from self._tail_phase(item.nodeid, "teardown"))
 
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: Any) -> Generator[None, Any, Any]:
+        """The output of a phase `_end` left to pytest, from the sections pytest just filled."""
+        try:
+            report = yield
+        finally:
+            deferred, self._deferred = self._deferred, None
+        if deferred is not None and deferred[0].nodeid == item.nodeid:
+            unit, phase = deferred
+            with self._lock:
+                now = time.time()
+                for stream in self._streams:
+                    text = phase_section(report, stream.name, phase)
+                    if text:
+                        block, count = stream.splitter.feed(text.encode("utf-8", "replace"))
+                        if count:
+                            self._send(unit, phase, stream.name, block, now, count)
+                        line, count = stream.splitter.flush()
+                        if count:
+                            self._send(unit, phase, stream.name, line, now, count)
+        return report
+
     @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_make_collect_report(self, collector: pytest.Collector) -> Generator[None, Any, Any]:
         if not isinstance(collector, pytest.File):
@@ -258,7 +273,7 @@ class OutputTail:
             if id(warning_message) in self._warnings_sent:
                 self._warnings_sent.discard(id(warning_message))
                 return
-            unit = self._units.get(nodeid) or self._units.setdefault(nodeid, _Unit(nodeid))
+            unit = self._units.get(nodeid) or self._units.setdefault(nodeid, Unit(nodeid))
             self._send_records()
             self._send(unit, when, "warnings", warning_line(warning_message), time.time())
 
@@ -327,7 +342,7 @@ class OutputTail:
 
     def _send(
         self,
-        unit: _Unit,
+        unit: Unit,
         phase: str,
         stream: str,
         block: bytes,
