@@ -157,7 +157,7 @@ class Timing:
     """User + system CPU seconds of the child (and of the children it waited for, e.g. git)."""
 
 
-def run_timed(
+def time_run(
     cmd: list[str], cwd: Path, env: dict[str, str], timeout: float = RUN_TIMEOUT
 ) -> tuple[Timing, str, int]:
     """Time one subprocess (stdin closed, stderr into stdout): its timing, output and exit code."""
@@ -183,10 +183,18 @@ def run_timed(
     return Timing(wall, usage.ru_utime + usage.ru_stime), output, proc.returncode
 
 
+def run_timed(
+    cmd: list[str], cwd: Path, env: dict[str, str], timeout: float = RUN_TIMEOUT
+) -> tuple[float, float, str, int]:
+    """(wall seconds, CPU seconds, output, exit code) of one subprocess (the other benchmarks' form)."""
+    timing, output, code = time_run(cmd, cwd, env, timeout)
+    return timing.wall, timing.cpu, output, code
+
+
 def run_once(mode: str, suite: Path, n_tests: int, env: dict[str, str]) -> Timing:
     """Run the suite once in MODE; fail loudly unless every test passed."""
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *MODE_ARGS[mode], str(suite)]
-    timing, output, code = run_timed(cmd, suite, env)
+    timing, output, code = time_run(cmd, suite, env)
     if code != 0 or f"{n_tests} passed" not in output:
         tail = "\n".join(output.splitlines()[-30:])
         raise BenchmarkError(f"{mode}: exit code {code} for {shlex.join(cmd)}\n{tail}")
