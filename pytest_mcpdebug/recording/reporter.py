@@ -205,6 +205,7 @@ class Reporter:
             when=getattr(report, "when", None) or call.when,
             snapshot=snapshot,
         )
+        self.sender.checkpoint(now=True)  # an agent may be waiting for this failure: no tick's delay
 
     def emit_finish(self, exitstatus: int, stats: dict[str, list[Any]] | None) -> None:
         if self.role != "worker":

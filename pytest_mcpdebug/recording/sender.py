@@ -156,13 +156,15 @@ class Sender:
                 return
         self._spool_overflow()
 
-    def checkpoint(self) -> None:
+    def checkpoint(self, *, now: bool = False) -> None:
         """From the test thread at a test's end: put everything queued in the kernel now.
 
         Spooling, that is one ``write`` to the spool. Streaming, one ``write`` to the write-ahead
         copy, and the sender thread streams the events in its next batch; if the copy cannot be
         written, one send on the socket when that cannot block (nothing older waits, the socket's
         buffer has room). If the sender thread is delivering a batch right now, wait for it briefly.
+        ``now`` (a failure, which an agent waits for): streaming, send on the socket at once too,
+        when that cannot block, rather than at the sender thread's next wake-up.
         """
         if not self._pending:
             return
@@ -178,12 +180,12 @@ class Sender:
                 return
             items = [(e.seq, protocol.encode(e)) for e in batch]
             lines = [line for _, line in items]
-            if (
-                not self.wal.write(lines)
-                and not self._ready
-                and socket_has_room(self._ws, sum(map(len, lines)))
+            written = self.wal.write(lines)
+            if (now or not written) and socket_has_room(
+                self._ws, sum(map(len, lines)) + sum(len(line) for _, line in self._ready)
             ):
-                self._send_lines(items)  # no copy possible (disk full?): the socket then, in seq order
+                ready, self._ready = self._ready, []
+                self._send_lines(ready + items)  # in seq order: what waited came first
             else:
                 self._ready += items
         finally:
