@@ -161,7 +161,8 @@ class OutputTail:
         with self._lock:
             if emptied and self._phase in _TEST_PHASES and self._untouched():
                 self._deferred = (self._unit, self._phase)
-                self._send_records()
+                if self._records:
+                    self._send_records()
             else:
                 self._read(None)
                 self._flush_lines()
@@ -236,7 +237,7 @@ class OutputTail:
             report = yield
         finally:
             deferred, self._deferred = self._deferred, None
-        if deferred is not None and deferred[0].nodeid == item.nodeid:
+        if deferred is not None and report.sections and deferred[0].nodeid == item.nodeid:
             unit, phase = deferred
             with self._lock:
                 now = time.time()
