@@ -169,7 +169,8 @@ class Sender:
         if not self._pending:
             return
         if not self._flush_lock.acquire(timeout=CHECKPOINT_WAIT):
-            self._spool_overflow()  # the sender thread is stuck in a send: never wait on the network
+            if not self._stop.is_set():
+                self._spool_overflow()  # the sender thread is stuck in a send: never wait on the network
             return
         try:
             batch = self._drain()
@@ -238,6 +239,10 @@ class Sender:
         self._stop.set()
         if not self.started:
             return
+        if self._ws is not None:
+            # The thread may sit in a receive until its next tick: the server's ack of what we send
+            # now wakes it at once, to finish.
+            self.checkpoint(now=True)
         self._thread.join(timeout + 1.0)
         if self._thread.is_alive():
             # Wedged in a send to a server that stopped reading: everything it holds goes to the spool
