@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -17,7 +18,7 @@ import pytest
 
 from pytest_mcpdebug import protocol
 from pytest_mcpdebug.failures.hold import Inspector
-from pytest_mcpdebug.folder import ensure_dir, read_server_info, spool_dir
+from pytest_mcpdebug.folder import DIRNAME, ensure_dir, find_store, read_server_info, spool_dir
 from pytest_mcpdebug.hangs import gil_dump
 from pytest_mcpdebug.hangs.summary import HangSummary
 from pytest_mcpdebug.hangs.timeouts import Timeouts
@@ -237,9 +238,10 @@ class Recorder:
             where = f"streamed, with {sender.spooled} events saved to {self._spool_display()}"
         else:
             where = f"saved to {self._spool_display()}"
+        dir_arg = self._dir_arg()
         terminalreporter.write_line(
-            f"mcpdebug: run {self.run_id} {where}; inspect it with `mcpdebug show {self.run_id}` "
-            f"or the MCP tool get_run_summary (mcpdebug serve --dir {self._display(self.dir)})"
+            f"mcpdebug: run {self.run_id} {where}; inspect it with `mcpdebug show {self.run_id}{dir_arg}`, "
+            f"or serve it to an agent with `mcpdebug serve{dir_arg}`"
         )
 
     def close(self) -> None:
@@ -272,9 +274,17 @@ class Recorder:
 
     def _display(self, path: Path) -> str:
         try:
-            return str(path.relative_to(Path.cwd()))
+            return str(path.relative_to(self.config.invocation_params.dir))
         except ValueError:
             return str(path)
+
+    def _dir_arg(self) -> str:
+        """`` --dir X`` when the CLI, started where pytest was, would not find this store by itself."""
+        here = Path(self.config.invocation_params.dir)
+        if find_store(here) == self.dir.resolve():
+            return ""
+        target = self.dir.parent if self.dir.name == DIRNAME else self.dir
+        return f" --dir {shlex.quote(self._display(target) or '.')}"
 
     def _write_line(self, text: str) -> None:
         terminal = self.config.pluginmanager.get_plugin("terminalreporter")

@@ -22,7 +22,7 @@ from mcpdebug.store.output_files import Outputs, unit_key
 from mcpdebug.store.queries import Queries
 from mcpdebug.store.schema import SCHEMA, SCHEMA_VERSION, migrate, schema_version
 from pytest_mcpdebug import protocol
-from pytest_mcpdebug.folder import SPOOL_DIR, STORE_FILE, ensure_dir, pid_alive
+from pytest_mcpdebug.folder import SPOOL_DIR, STORE_FILE, FolderError, ensure_dir, pid_alive
 from pytest_mcpdebug.limits import Limits
 
 EVENT_BYTES = 200
@@ -76,6 +76,8 @@ class Store(Queries):
                     migrate(tx, self.outputs, version)
         except (sqlite3.Error, OSError) as exc:
             raise StoreError(f"cannot open the store {path}: {exc}") from exc
+        except FolderError as exc:
+            raise StoreError(str(exc)) from None
 
     @property
     def db(self) -> sqlite3.Connection:
