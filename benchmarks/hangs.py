@@ -48,8 +48,8 @@ from overhead import run_timed as timed
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "server"))
 
-from mcpdebug.views import lookup  # noqa: E402
 from mcpdebug.store import Store  # noqa: E402
+from mcpdebug.views import lookup  # noqa: E402
 from pytest_mcpdebug.hangs import gil_dump  # noqa: E402
 
 HANG_FIXTURES = ROOT / "fixtures" / "hangs"

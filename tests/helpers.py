@@ -188,3 +188,15 @@ class Events:
             )
         )
         return events
+
+
+def both_forms(result: Any) -> str:
+    """The text of a tool's reply, checking that its ``structuredContent`` carries the same reply
+    (a report's ``text`` is the text content; a data reply's fields are what the text shows)."""
+    assert len(result.content) == 1
+    text: str = result.content[0].text
+    data = result.structured_content
+    assert isinstance(data, dict) and data, text
+    if "text" in data:
+        assert data["text"] == text
+    return text

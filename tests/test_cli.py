@@ -66,7 +66,12 @@ def test_errors_are_one_line_with_what_to_do(project: Path, tmp_path: Path) -> N
     assert unknown.returncode == 3 and "Unknown run 'nope'. Recorded runs, newest first:" in unknown.stderr
     nothing = cli(tmp_path, "runs")
     assert nothing.returncode == 2
-    assert "record a run with `pytest --mcp-debug` first, or pass --dir" in nothing.stderr
+    assert nothing.stderr.startswith(
+        f"mcpdebug: no recorded runs: looked for {tmp_path.resolve() / '.mcpdebug'}"
+    )
+    assert (
+        "Record a run with `pytest --mcp-debug` in the project first, or pass --dir PROJECT" in nothing.stderr
+    )
     assert "Traceback" not in nothing.stderr + unknown.stderr
 
 

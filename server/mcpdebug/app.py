@@ -1,45 +1,60 @@
-"""The MCP server: built here, populated by the tools modules (one per concern, see `mcpdebug.tools`).
+"""The MCP server: built here, populated by the tool groups (one module per concern, see `mcpdebug.tools`).
 
-Every tool returns plain text that is complete on its own (the SDK also mirrors it as
-``structuredContent``), so an agent sees the same thing whichever form its client shows it.
+Every tool returns a typed reply (`mcpdebug.replies`): the same information as ``structuredContent``
+and as text, so an agent sees all of it whichever form its client shows it.
 """
 
 from __future__ import annotations
 
-from mcp.server.mcpserver import MCPServer
+from collections.abc import Iterable
 
 from mcpdebug.live.sessions import Sessions
 from mcpdebug.processes.test_runs import Runner
 from mcpdebug.store import Store
-from mcpdebug.tools import failures, hangs, live, output, runs
-from mcpdebug.tools.context import ToolContext
+from mcpdebug.tools import failures, guide, hangs, live, output, runs
+from mcpdebug.tools.context import ToolContext, ToolGroup
+from mcpdebug.tools.server import ToolServer
 
 INSTRUCTIONS = """\
 pytest-mcpdebug records pytest runs (`pytest --mcp-debug`) in this project: each test's outcome per
-phase, its failure text and everything it printed or logged. Start with list_sessions or
-get_run_summary (run_id="latest"), then get_test for a failing test's traceback and output tail.
-Read more output with get_output (line ranges, negative = from the end) and find things in it with
-search_output (Python regex, with context). Runs in progress are visible live: a test listed as
-RUNNING is still executing, and its output so far is readable.
-To investigate a failure alive, call run_tests(args=[...], break_on_failure=True): it returns when a
-test fails, with a session_id; the failing test is held with its frames alive, so evaluate_expression
-runs code in them and get_stack_trace / get_local_variables / get_variables take that session_id.
-continue_execution resumes the run (then wait_for_stop), close_session stops it."""
+phase, its failure snapshot (frames, locals, source) and everything it printed or logged. Start with
+get_run_summary (or list_sessions), then get_failure for a failure's frames and locals, get_hang for
+a test that hung; get_output and search_output read a test's output. run_tests(args=[...],
+break_on_failure=True) runs tests and holds the first failing one alive: evaluate_expression and the
+frame tools then take its session_id. The prompts investigate_failure, diagnose_hang and triage_run
+give these steps with the ids filled in."""
 
-TOOL_MODULES = (runs, failures, hangs, live, output)
+GROUPS: dict[str, type[ToolGroup]] = {
+    group.group: group
+    for group in (runs.RunTools, failures.FailureTools, hangs.HangTools, live.LiveTools, output.OutputTools)
+}
+"""The tool groups by the name `mcpdebug serve --tools` selects them by."""
 
 
-def build_server(store: Store, sessions: Sessions | None = None, runner: Runner | None = None) -> MCPServer:
-    """The MCP server over ``store``; ``sessions`` and ``runner`` (from `serve`) make the live tools work."""
-    server: MCPServer = MCPServer("mcpdebug", instructions=INSTRUCTIONS, version=_version())
+def build_server(
+    store: Store,
+    sessions: Sessions | None = None,
+    runner: Runner | None = None,
+    groups: Iterable[str] | None = None,
+) -> ToolServer:
+    """The MCP server over ``store`` with the tools of ``groups`` (default: every group);
+    ``sessions`` and ``runner`` (from `serve`) make the live tools work."""
+    server = ToolServer("mcpdebug", instructions=INSTRUCTIONS, version=_version())
     live_sessions = sessions if sessions is not None else Sessions(store)
     context = ToolContext(
         store=store,
         sessions=live_sessions,
         runner=runner if runner is not None else Runner(store, live_sessions, url=None, token=None),
     )
-    for module in TOOL_MODULES:
-        module.register(server, context)
+    chosen = list(GROUPS) if groups is None else list(groups)
+    unknown = [g for g in chosen if g not in GROUPS]
+    if unknown:
+        raise ValueError(
+            f"unknown tool group {', '.join(map(repr, unknown))}; the groups are {', '.join(GROUPS)}"
+        )
+    for name in chosen:
+        GROUPS[name](context).register(server)
+    guide.register(server, context)
     return server
 
 

@@ -10,39 +10,47 @@ import argparse
 import json
 import logging
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
-from mcpdebug.store import Store, StoreError, output_query
+from mcpdebug.store import FINAL_OUTCOMES, PROBLEM_OUTCOMES, Store, StoreError, output_query
 from mcpdebug.store.output_query import ErrorType, OutputError
+from mcpdebug.views import calls, lookup, output_window
 from mcpdebug.views import hang as hang_view
-from mcpdebug.views import lookup, output_window
 from mcpdebug.views import output as output_view
 from mcpdebug.views import output_search as search_view
 from mcpdebug.views import runs as runs_view
 from pytest_mcpdebug import __version__, limits
-from pytest_mcpdebug.folder import DIRNAME, STORE_FILE
+from pytest_mcpdebug.folder import DIRNAME, find_store, store_in
 
 EXIT_USAGE = 2
 EXIT_NOT_FOUND = 3
+SHOW_TESTS = 50
+"""Tests `mcpdebug show` lists besides the failures, unless asked for more."""
 
 
 def find_dir(given: str | None, *, create: bool) -> Path:
-    """--dir, else $MCPDEBUG_DIR, else the nearest `.mcpdebug/` in this folder or a parent."""
-    if given:
-        return Path(given).expanduser().resolve()
-    if os.environ.get("MCPDEBUG_DIR"):
-        return Path(os.environ["MCPDEBUG_DIR"]).expanduser().resolve()
-    here = Path.cwd().resolve()
-    for folder in (here, *here.parents):
-        if any((folder / DIRNAME / name).exists() for name in (STORE_FILE, "spool", "hangs")):
-            return folder / DIRNAME
+    """The store to use: from --dir (else $MCPDEBUG_DIR, else the current folder), which may be a
+    project folder or a `.mcpdebug` folder; a project's store is its nearest `.mcpdebug/` upwards.
+
+    ``create`` (serve): with no store found, a new one is made as `.mcpdebug/` in the folder given
+    (or the current one), never in a folder that is not named so.
+    """
+    raw = given or os.environ.get("MCPDEBUG_DIR")
+    start = Path(raw).expanduser().resolve() if raw else Path.cwd().resolve()
+    if raw and not start.exists() and start.name != DIRNAME:
+        raise StoreError(f"{start} does not exist; give a project folder or its {DIRNAME} folder")
+    found = find_store(start)
+    if found is not None:
+        return found
     if create:
-        return here / DIRNAME
+        return store_in(start)
+    looked = start if start.name == DIRNAME else f"{start / DIRNAME} or the {DIRNAME}/ of a parent folder"
     raise StoreError(
-        f"no {DIRNAME}/ folder in {here} or its parents: record a run with "
-        "`pytest --mcp-debug` first, or pass --dir PATH/.mcpdebug"
+        f"no recorded runs: looked for {looked}. Record a run with `pytest --mcp-debug` "
+        "in the project first, or pass --dir PROJECT (or its .mcpdebug folder)"
     )
 
 
@@ -54,7 +62,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"mcpdebug {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    dir_help = "the .mcpdebug folder (default: $MCPDEBUG_DIR, else the nearest .mcpdebug/ upwards)"
+    dir_help = (
+        "the project folder or its .mcpdebug folder (default: $MCPDEBUG_DIR, else the nearest .mcpdebug/ "
+        "upwards from the current folder)"
+    )
 
     serve = sub.add_parser("serve", help="run the MCP server (stdio by default) and the live ingest endpoint")
     serve.add_argument("--dir", help=dir_help)
@@ -66,6 +77,12 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         default=0,
         help="port of the WebSocket ingest endpoint (default: 0, a free one)",
+    )
+    serve.add_argument(
+        "--tools",
+        metavar="GROUPS",
+        help="list only these tool groups, comma-separated: runs, failures, hangs, live, output "
+        "(default: all)",
     )
     serve.add_argument(
         "--log-level",
@@ -93,6 +110,15 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("--dir", help=dir_help)
     show.add_argument(
         "--tail", type=int, default=50, help="last lines of the test's output to show (default: 50)"
+    )
+    show.add_argument("--all", action="store_true", help="list every test of the run (default: at most 50)")
+    show.add_argument(
+        "--outcome",
+        help="list only tests with this outcome: passed, failed, error, skipped, ... (comma-separated)",
+    )
+    show.add_argument("--offset", type=int, default=0, help="tests to skip, for paging (default: 0)")
+    show.add_argument(
+        "--limit", type=int, default=SHOW_TESTS, help=f"most tests to list (default: {SHOW_TESTS})"
     )
     show.add_argument("--json", action="store_true", help="print JSON")
 
@@ -148,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "serve":
             return _serve(args)
+        calls.for_terminal()
         directory = find_dir(args.dir, create=False)
         store = Store(directory, create=False, limits=_limits(args, directory))
         lookup.refresh(store)
@@ -158,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "tail":
             return _tail(store, args)
         if args.command == "failure":
-            print(hang_view.failure_or_hang(store, lookup.run(store, args.run), args.test))
+            print(hang_view.failure_or_hang(store, lookup.run(store, args.run), args.test).text)
             return 0
         return _show(store, args)
     except (StoreError, limits.LimitsError) as exc:
@@ -188,10 +215,21 @@ def _serve(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     logging.getLogger("mcpdebug.ingest.websockets").setLevel(logging.WARNING)
-    directory = find_dir(args.dir, create=True)
+    from mcpdebug.app import GROUPS
+
+    groups = [g.strip() for g in args.tools.split(",") if g.strip()] if args.tools else None
+    unknown = [g for g in groups or [] if g not in GROUPS]
+    if unknown:
+        print(
+            f"mcpdebug serve: unknown tool group {', '.join(map(repr, unknown))}; "
+            f"the groups are {', '.join(GROUPS)}",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     try:
+        directory = find_dir(args.dir, create=True)
         found = _limits(args, directory)
-    except limits.LimitsError as exc:
+    except (StoreError, limits.LimitsError) as exc:
         print(f"mcpdebug serve: {exc}", file=sys.stderr)
         return EXIT_USAGE
     config = ServeConfig(
@@ -201,6 +239,7 @@ def _serve(args: argparse.Namespace) -> int:
         host=args.host,
         port=args.port,
         ingest_port=args.ingest_port,
+        tools=tuple(groups) if groups is not None else None,
     )
     try:
         anyio.run(run, config)
@@ -221,20 +260,19 @@ def _limits(args: argparse.Namespace, directory: Path) -> limits.Limits:
 def _logs(store: Store, args: argparse.Namespace) -> int:
     run = lookup.run(store, args.run)
     if args.grep is not None:
-        print(
-            search_view.search_output(
-                store,
-                run,
-                args.grep,
-                args.test,
-                stream=args.stream,
-                context=args.context,
-                occurrence=args.occurrence,
-                ignore_case=args.ignore_case,
-                max_results=args.max_results,
-            )
+        found = search_view.search_output(
+            store,
+            run,
+            args.grep,
+            args.test,
+            stream=args.stream,
+            context=args.context,
+            occurrence=args.occurrence,
+            ignore_case=args.ignore_case,
+            max_results=args.max_results,
         )
-        return 0
+        print(found.render())
+        return 0 if found.total else EXIT_NOT_FOUND
     start, end = _parse_range(args.range)
     print(
         output_view.get_output(
@@ -246,7 +284,7 @@ def _logs(store: Store, args: argparse.Namespace) -> int:
             start=start,
             end=end,
             line_numbers=not args.no_line_numbers,
-        )
+        ).text
     )
     return 0
 
@@ -362,38 +400,60 @@ def _show(store: Store, args: argparse.Namespace) -> int:
             print(json.dumps({"run_id": rid, **test, "phases": phases}, indent=2))
         else:
             output = output_view.output_tail(store, run, test["nodeid"], max(0, args.tail))
-            print(runs_view.test_detail(run, test, phases, output))
+            print(runs_view.test_detail(run, test, phases, output).text)
         return 0
     problems = store.problems(rid)
     errors = store.collection_errors(rid)
-    tests = store.tests(rid)
     if args.json:
+        tests = store.tests(rid, lookup.outcomes(args.outcome))
         print(
             json.dumps({**run, "problems": problems, "collection_errors": errors, "tests": tests}, indent=2)
         )
         return 0
-    from rich.table import Table
-
-    print(
-        runs_view.run_summary(
-            run, problems, errors, [t for t in tests if t["status"] == "running"], store.hangs(run["run_id"])
-        )
-    )
-    table = Table(title=f"Tests of run {rid}", title_justify="left")
-    for column in ("outcome", "duration", "worker", "test", "message"):
-        table.add_column(column, overflow="fold")
-    styles = {"failed": "red", "error": "red", "passed": "green", "running": "yellow"}
-    for t in tests:
-        table.add_row(
-            f"[{styles.get(t['status'], '')}]{t['status']}[/]" if t["status"] in styles else t["status"],
-            runs_view.seconds(t["duration"]),
-            t["worker"],
-            t["nodeid"],
-            t["message"],
-        )
+    running = store.tests(rid, ("running",))
+    print(runs_view.run_summary(run, problems, errors, running, store.hangs(rid)))
     print()
-    _console().print(table)
+    _print_tests(store, run, args)
     return 0
+
+
+def _print_tests(store: Store, run: dict[str, Any], args: argparse.Namespace) -> None:
+    """The run's tests, one a line, paged: by default the ones that did not fail (the summary has
+    those), at most `SHOW_TESTS` of them, and how to see more."""
+    rid = run["run_id"]
+    if args.outcome:
+        wanted = lookup.outcomes(args.outcome)
+    else:
+        wanted = [o for o in (*FINAL_OUTCOMES, "running") if o not in PROBLEM_OUTCOMES]
+    tests = store.tests(rid, wanted)
+    limit = len(tests) if args.all else max(1, args.limit)
+    offset = max(0, args.offset)
+    shown = tests[offset : offset + limit]
+    what = f"with outcome {args.outcome}" if args.outcome else "that did not fail"
+    first = f"{offset + 1}-{offset + len(shown)} of " if len(shown) < len(tests) else ""
+    print(f"Tests of run {rid} {what} ({first}{len(tests)}):" if tests else f"No tests of run {rid} {what}.")
+    width = shutil.get_terminal_size((120, 24)).columns
+    for t in shown:
+        print(_test_line(t, width))
+    left = len(tests) - offset - len(shown)
+    if left > 0:
+        page = f"--offset {offset + len(shown)}" + (f" --outcome {args.outcome}" if args.outcome else "")
+        print(
+            f"... {left} more: `mcpdebug show {rid} {page}` for the next {min(limit, left)}, "
+            f"`--all` for every one, `--outcome passed` (or skipped, xfailed, ...) to filter."
+        )
+
+
+def _test_line(t: dict[str, Any], width: int) -> str:
+    """``OUTCOME  node id  duration worker - message``: the node id is never cut by the terminal's
+    wrapping; when it does not fit after the outcome it starts its own line."""
+    label = f"{runs_view.LABELS.get(t['status'], t['status']):8} "
+    rest = f"  {runs_view.seconds(t['duration'])} {t['worker'] or '-'}"
+    if t["message"] and t["status"] in runs_view.WITH_MESSAGE:
+        rest += f" - {t['message']}"
+    if len(label) + len(t["nodeid"]) > width:
+        return f"{label.rstrip()}\n{t['nodeid']}\n  {rest.strip()}"
+    return f"{label}{t['nodeid']}{rest}"
 
 
 if __name__ == "__main__":

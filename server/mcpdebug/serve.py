@@ -38,6 +38,8 @@ class ServeConfig:
     port: int = 8765
     ingest_port: int = 0
     limits: Limits = field(default_factory=Limits)
+    tools: tuple[str, ...] | None = None
+    """The tool groups to list (`mcpdebug serve --tools`); None: all of them."""
 
 
 async def run(config: ServeConfig) -> None:
@@ -72,7 +74,7 @@ async def run(config: ServeConfig) -> None:
             config.directory,
             ServerInfo(url=url, token=ingest.token, pid=os.getpid(), host=socket.gethostname()),
         )
-    app = build_server(store, sessions, runner)
+    app = build_server(store, sessions, runner, groups=config.tools)
     try:
         if config.http:
             await _serve_http(app, config)  # uvicorn handles SIGINT/SIGTERM itself

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from mcpdebug.replies import FailureReport, HangInfo
 from mcpdebug.store import Store
 from mcpdebug.views import failure as failure_view
 from mcpdebug.views import lookup, output_window
 from mcpdebug.views import output as output_view
+from mcpdebug.views import runs as runs_view
+from mcpdebug.views.calls import call
 from pytest_mcpdebug.protocol import HangReport, HangThread
 
 ACTIONS: Final = {
@@ -33,21 +36,26 @@ KINDS: Final = {
 }
 
 
-def get_hang(store: Store, run: dict[str, Any], test: str | None) -> str:
+def get_hang(store: Store, run: dict[str, Any], test: str | None) -> HangInfo:
     rid = run["run_id"]
     hangs = store.hangs(rid)
+    if test is not None:
+        lookup.test(store, run, test)  # an unknown test is an error, hangs or not
     if not hangs:
-        raise lookup.NotFound(
-            f"Run {rid} has no hangs: no test ran past an mcpdebug timeout. Run with --mcp-debug-timeout "
-            f'SECONDS (or run_tests(args=["--mcp-debug-timeout", "30"])) to diagnose hangs; '
-            f'get_run_summary(run_id="{rid}") shows what happened.'
+        timeout = call("run_tests", args=["--mcp-debug-timeout", "30"])
+        text = (
+            f"Run {rid} has no hangs: no test ran past an mcpdebug timeout "
+            f"({runs_view.counts_text(run['counts'])}). "
+            f"Run with --mcp-debug-timeout SECONDS (or {timeout}) to diagnose hangs; "
+            f"{call('get_run_summary', run_id=rid)} shows what happened."
         )
+        return HangInfo(text=text, run_id=rid, next_call=call("get_run_summary", run_id=rid))
     chosen = hangs[0]
     if test is not None:
         nodeid = lookup.test(store, run, test)["nodeid"]
         mine = [h for h in hangs if h["nodeid"] == nodeid]
         if not mine:
-            names = ", ".join(h["nodeid"] for h in hangs)
+            names = lookup.listing([h["nodeid"] or "(the run)" for h in hangs])
             raise lookup.NotFound(f"{nodeid} did not hang in run {rid}. Hangs: {names}.")
         chosen = mine[0]
     text = render(chosen, rid, full=True)
@@ -58,7 +66,19 @@ def get_hang(store: Store, run: dict[str, Any], test: str | None) -> str:
         text += f"\n\nOther hangs in this run ({len(others)}):\n" + "\n".join(
             f"- {h['nodeid']}: {h['summary']}" for h in others[:20]
         )
-    return output_window.bounded(text)
+    report: HangReport = chosen["report"]
+    return HangInfo(
+        text=output_window.bounded(text),
+        run_id=rid,
+        test=chosen["nodeid"] or None,
+        kind=report.kind,
+        summary=report.summary,
+        file=report.file or None,
+        line=report.line or None,
+        function=report.function or None,
+        other_hangs=[h["nodeid"] or "(the run)" for h in others[:20]],
+        next_call=call("get_output", run_id=rid, test=chosen["nodeid"] or None),
+    )
 
 
 def render(hang: dict[str, Any], run_id: str, *, full: bool) -> str:
@@ -129,19 +149,24 @@ def _thread(thread: HangThread, full: bool) -> list[str]:
     extra = " (daemon)" if thread.daemon else ""
     cpu = f", CPU {thread.cpu:.2f} s" if thread.cpu is not None else ""
     out = [f"  {label}{thread.name}{extra}{cpu}:"]
-    hidden = 0
     for number, frame in enumerate(thread.frames):
-        if frame.library and number > 0 and not full:
-            hidden += 1
-            continue
-        if frame.library and number > 2:
-            hidden += 1
+        if frame.library and (number > 2 or (number > 0 and not full)):
+            out.append(
+                f"    #{number} {_short_path(frame.file)}:{frame.line} in {frame.function}() [library]"
+            )
             continue
         code = f"   `{frame.code}`" if frame.code else ""
         out.append(f"    #{number} {frame.file}:{frame.line} in {frame.function}(){code}")
-    if hidden:
-        out.append(f"    ({hidden} library frames not shown: pytest, pluggy, the standard library)")
     return out
+
+
+def _short_path(path: str) -> str:
+    """A library file as its package path (``_pytest/runner.py``): where it is installed adds nothing."""
+    for marker in ("/site-packages/", "/dist-packages/", "/lib/python3"):
+        if marker in path:
+            tail = path.split(marker, 1)[1]
+            return tail.split("/", 1)[1] if marker == "/lib/python3" and "/" in tail else tail
+    return path
 
 
 def hang_section(store: Store, run_id: str, nodeid: str) -> str:
@@ -152,30 +177,48 @@ def hang_section(store: Store, run_id: str, nodeid: str) -> str:
     return (
         "\n\n"
         + render(hangs[0], run_id, full=False)
-        + f'\nget_hang(run_id="{run_id}", test="{nodeid}") shows every thread and the output before it.'
+        + f"\n{call('get_hang', run_id=run_id, test=nodeid)} shows every thread and the output before it."
     )
 
 
-def failure_or_hang(store: Store, run: dict[str, Any], test: str | None) -> str:
-    """get_failure's text: the failure snapshot, with the hang diagnosis of a test that hung; the
-    hang alone for a test whose process died hung (it left no snapshot)."""
+def failure_or_hang(store: Store, run: dict[str, Any], test: str | None) -> FailureReport:
+    """get_failure's reply: the failure snapshot, with the hang diagnosis of a test that hung; the
+    hang alone for a test whose process died hung (it left no snapshot); for a run without any
+    failure, a normal reply saying so."""
     try:
-        text = failure_view.get_failure(store, run, test)
-    except lookup.NotFound:
+        reply = failure_view.get_failure(store, run, test)
+    except failure_view.NoFailures as exc:
         if store.hangs(run["run_id"]):
-            return get_hang(store, run, test)
+            hang = get_hang(store, run, test)
+            return FailureReport(
+                text=hang.text,
+                run_id=hang.run_id,
+                test=hang.test,
+                kind="hang",
+                file=hang.file,
+                line=hang.line,
+                function=hang.function,
+                exception=hang.summary,
+                next_call=hang.next_call,
+            )
         died = _died_while_running(store, run, test)
-        if died is None:
+        if died is not None:
+            return died
+        if test is not None:
             raise
-        return died
-    headline = text.split("\n", 1)[0]
-    for hang in store.hangs(run["run_id"]):
-        if headline.startswith((f"FAILED {hang['nodeid']} (", f"ERROR {hang['nodeid']} (")):
-            text += hang_section(store, run["run_id"], hang["nodeid"])
-    return text
+        return FailureReport(
+            text=str(exc),
+            run_id=run["run_id"],
+            kind="none",
+            next_call=call("list_tests", run_id=run["run_id"]),
+        )
+    for hung in store.hangs(run["run_id"]):
+        if hung["nodeid"] == reply.test:
+            reply.text += hang_section(store, run["run_id"], hung["nodeid"])
+    return reply
 
 
-def _died_while_running(store: Store, run: dict[str, Any], test: str | None) -> str | None:
+def _died_while_running(store: Store, run: dict[str, Any], test: str | None) -> FailureReport | None:
     """A process that vanished without a trace (os._exit, SIGKILL): what the store still knows."""
     if run["status"] not in ("crashed", "killed"):
         return None
@@ -187,9 +230,16 @@ def _died_while_running(store: Store, run: dict[str, Any], test: str | None) -> 
         return None
     first = running[0]
     output = output_view.output_tail(store, run, first["nodeid"], 30)
-    return output_window.bounded(
+    text = output_window.bounded(
         f"CRASHED {first['nodeid']} in run {run['run_id']}: its process (worker {first['worker']}) ended "
         "while the test ran, without a traceback or a hang report: it exited without a fatal signal "
         "Python could catch (os._exit, SIGKILL, the OOM killer) or before it could write one.\n\n"
         f"{output}"
+    )
+    return FailureReport(
+        text=text,
+        run_id=run["run_id"],
+        test=first["nodeid"],
+        kind="crashed",
+        next_call=call("get_output", run_id=run["run_id"], test=first["nodeid"]),
     )

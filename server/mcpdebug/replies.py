@@ -1,0 +1,330 @@
+"""The typed reply of every MCP tool: its ``outputSchema`` and its ``structuredContent``.
+
+Some clients (Claude Code, VS Code) give the model only the JSON of ``structuredContent``, others only
+the text content, so both carry everything (DESIGN.md, "MCP surface: principles"):
+
+- a `Report` (failure, hang, summary, output) holds the complete report in ``text`` beside typed key
+  fields (test, outcome, phase, kind, file, line, the follow-up call); its text content is ``text``.
+- a `Data` reply (lists, stack, scopes, variables, evaluate, matches) is the typed object itself; its
+  text content is a readable rendering when the view gave one, else the object's JSON.
+
+Views build these; tools return them; the CLI prints ``render()``. Field names of seed 002's shapes
+(``stackFrames``, ``variablesReference``) keep its camelCase.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, PrivateAttr
+from typing_extensions import Self
+
+
+class Reply(BaseModel):
+    """What every reply shares: the text content is ``render()``."""
+
+    def render(self) -> str:
+        return json.dumps(self.structured(), indent=1, ensure_ascii=False)
+
+    def structured(self) -> dict[str, Any]:
+        """The ``structuredContent``: the model's JSON, without the fields that do not apply."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+class Report(Reply):
+    text: str = Field(description="The complete report; the other fields repeat its key facts.")
+
+    def render(self) -> str:
+        return self.text
+
+
+class Data(Reply):
+    _text: str | None = PrivateAttr(default=None)
+
+    def with_text(self, text: str) -> Self:
+        """Render as ``text`` (a readable form of the same data) instead of JSON."""
+        self._text = text
+        return self
+
+    def render(self) -> str:
+        return self._text if self._text is not None else super().render()
+
+
+# Runs and tests -----------------------------------------------------------------------------------
+
+
+class Problem(BaseModel):
+    test: str
+    outcome: str = Field(description="failed or error")
+    phase: str = Field(description="setup, call or teardown")
+    message: str
+
+
+class RunSummary(Report):
+    run_id: str
+    status: str = Field(description="running, finished, interrupted or crashed")
+    exit_status: int | None = None
+    counts: dict[str, int] = Field(description="tests per outcome")
+    failures: list[Problem] = Field(description="failed or errored tests (the first 100)")
+    next_call: str | None = None
+
+
+class SessionRow(BaseModel):
+    run_id: str
+    kind: str
+    label: str
+    status: str
+    exit_status: int | None = None
+    started: str
+    duration: float | None = Field(default=None, description="seconds")
+    counts: dict[str, int]
+
+
+class HeldSession(BaseModel):
+    session_id: str = Field(description="what evaluate_expression and the inspection tools take")
+    test: str
+    run_id: str
+    worker: str
+    reason: str = Field(description="failure or hang")
+    resumes_in: float | None = Field(default=None, description="seconds until it resumes by itself")
+
+
+class SessionList(Data):
+    held: list[HeldSession] = Field(description="tests held alive right now")
+    sessions: list[SessionRow] = Field(description="recorded runs, newest first")
+
+
+class TestRow(BaseModel):
+    test: str
+    outcome: str
+    duration: float | None = None
+    worker: str
+    message: str | None = None
+
+
+class TestList(Data):
+    run_id: str
+    total: int = Field(description="tests in the run")
+    matching: int = Field(description="tests with the outcome asked for")
+    offset: int
+    tests: list[TestRow]
+    next_call: str | None = Field(default=None, description="the call for the next page")
+
+
+class PhaseRow(BaseModel):
+    phase: str
+    outcome: str
+    duration: float | None = None
+    message: str | None = None
+
+
+class TestDetail(Report):
+    run_id: str
+    test: str
+    outcome: str
+    file: str | None = None
+    line: int | None = None
+    phases: list[PhaseRow]
+
+
+# Failures and hangs -------------------------------------------------------------------------------
+
+
+class FailureReport(Report):
+    run_id: str
+    test: str | None = Field(default=None, description="absent when the run has no failure")
+    kind: Literal["failed", "error", "hang", "crashed", "none"]
+    phase: str | None = None
+    exception: str | None = Field(default=None, description="type: first line of the message")
+    file: str | None = Field(default=None, description="where it was raised, in the project's code")
+    line: int | None = None
+    function: str | None = None
+    session_id: str | None = Field(default=None, description="set when the test is held alive right now")
+    other_failures: list[str] = Field(default_factory=list)
+    next_call: str | None = None
+
+
+class HangInfo(Report):
+    run_id: str
+    test: str | None = Field(default=None, description="absent when the run has no hang")
+    kind: str | None = Field(
+        default=None, description="busy, polling, blocked, gil, stuck, killed, crashed, ..."
+    )
+    summary: str | None = None
+    file: str | None = None
+    line: int | None = None
+    function: str | None = None
+    other_hangs: list[str] = Field(default_factory=list)
+    next_call: str | None = None
+
+
+class Detection(Report):
+    verdict: Literal["HUNG", "COMPLETED"]
+    run_id: str | None = None
+    exit_status: int | None = None
+    hung_tests: list[str] = Field(default_factory=list)
+    kind: str | None = None
+    file: str | None = None
+    line: int | None = None
+
+
+# Frames (seed 002's shapes; stored snapshot or live session) --------------------------------------
+
+
+class StackFrame(BaseModel):
+    id: int = Field(description="frame_id for the other tools; 0 is the raise point")
+    name: str
+    file: str
+    line: int
+    column: int = 1
+    library: bool = False
+    thread: str | None = None
+
+
+class FrameRef(BaseModel):
+    id: int
+    name: str
+    file: str
+    line: int
+    thread: str | None = None
+
+
+class Stack(Data):
+    success: bool = True
+    session: str | None = None
+    test: str | None = None
+    phase: str | None = None
+    exception: str | None = None
+    stackFrames: list[StackFrame]
+    count: int
+    libraryFramesHidden: int | None = None
+    message: str | None = Field(default=None, description="why the stack is empty")
+
+
+class Scope(BaseModel):
+    name: str
+    variablesReference: int
+    expensive: bool = False
+    count: int
+
+
+class Scopes(Data):
+    success: bool = True
+    session: str | None = None
+    scopes: list[Scope]
+    frame: FrameRef
+
+
+class Variable(BaseModel):
+    name: str
+    value: str
+    type: str
+    variablesReference: int = Field(description="0: nothing to expand; else pass it to get_variables")
+
+
+class Variables(Data):
+    success: bool = True
+    session: str | None = None
+    variables: list[Variable]
+    count: int
+    notShown: int | None = None
+    frame: FrameRef | None = None
+    scopeName: str | None = None
+
+
+class SourceLine(BaseModel):
+    line: int
+    content: str
+
+
+class SourceContext(Data):
+    success: bool = True
+    file: str
+    line: int
+    lineContent: str
+    surrounding: list[SourceLine]
+    note: str
+
+
+class Evaluation(Data):
+    success: bool = True
+    session: str
+    result: str = Field(description="the value's repr (long values are cut)")
+    type: str
+    variablesReference: int
+    frame: FrameRef | None = None
+    output: str | None = Field(default=None, description="what the code printed")
+
+
+# Live runs -----------------------------------------------------------------------------------------
+
+
+class Continued(Data):
+    """Seed 002's reply to continue_execution."""
+
+    success: bool = True
+    state: Literal["running"] = "running"
+    message: str
+    run_id: str | None = None
+    next_call: str | None = None
+
+
+class RunState(Report):
+    state: Literal["stopped", "running", "finished", "closed"]
+    run_id: str | None = None
+    session_id: str | None = Field(default=None, description="the held test's session, when stopped")
+    test: str | None = None
+    exit_status: int | None = None
+    next_call: str | None = None
+
+
+# Output --------------------------------------------------------------------------------------------
+
+
+class OutputWindow(Report):
+    run_id: str
+    test: str | None = Field(default=None, description="absent for the run's output outside tests")
+    stream: str
+    first: int | None = Field(default=None, description="first line shown (1-based)")
+    last: int | None = None
+    total: int = Field(description="lines in this output")
+    earlier: str | None = Field(default=None, description="the call for the lines before")
+    later: str | None = Field(default=None, description="the call for the lines after")
+    uri: str | None = None
+    path: str | None = Field(default=None, description="the output file on disk")
+
+
+class Match(BaseModel):
+    occurrence: int
+    test: str | None = None
+    line: int
+    text: str
+    context: list[str] = Field(description="the lines around it, as numbered lines")
+
+
+class SearchResult(Data):
+    pattern: str
+    scope: str
+    total: int = Field(description="matching lines; 0 is a normal answer")
+    matches: list[Match]
+    next_call: str | None = None
+    hint: str | None = Field(default=None, description="what to try when nothing matched")
+
+
+class LogLine(BaseModel):
+    time: str
+    session: str
+    test: str | None = None
+    stream: str
+    text: str
+
+
+class Logs(Data):
+    total_results: int
+    truncated: bool
+    sessions_queried: list[str]
+    sessions_not_found: list[str]
+    time_range: str | None = None
+    known_sessions: list[str] | None = None
+    lines: list[LogLine]
