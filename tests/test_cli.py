@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -12,14 +14,14 @@ from conftest import MCPDEBUG
 from helpers import run_inner
 
 
-def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def cli(cwd: Path, *args: str, columns: int = 200) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [MCPDEBUG, *args],
         cwd=cwd,
         capture_output=True,
         text=True,
         timeout=60,
-        env={"PATH": "/usr/bin:/bin", "COLUMNS": "200"},
+        env={"PATH": "/usr/bin:/bin", "COLUMNS": str(columns)},
     )
 
 
@@ -86,3 +88,67 @@ def test_failure_shows_frames_and_locals_of_a_failure(project: Path) -> None:
     assert setup.returncode == 0 and "RuntimeError: database unavailable" in setup.stdout
     unknown = cli(project, "failure", "latest", "nope")
     assert unknown.returncode == 3 and "No test matching 'nope'" in unknown.stderr
+
+
+LONG_IDS = """
+import pytest
+
+@pytest.mark.parametrize("case", [f"a-rather-long-parameter-id-number-{i:03d}" for i in range(60)])
+def test_every_case_of_a_long_parametrized_name_passes(case):
+    pass
+
+def test_fails():
+    assert 1 == 2
+"""
+
+
+def test_show_pages_and_never_breaks_a_node_id_at_80_columns(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_long=LONG_IDS)
+    run_inner(pytester, "--mcp-debug")
+    ids = [
+        f"test_long.py::test_every_case_of_a_long_parametrized_name_passes[a-rather-long-parameter-id-number-{i:03d}]"
+        for i in range(60)
+    ]
+    show = cli(pytester.path, "show", columns=80)
+    assert show.returncode == 0, show.stderr
+    lines = show.stdout.splitlines()
+    assert "- FAILED test_long.py::test_fails (call): assert 1 == 2" in lines
+    listed = [n for n in ids if n in lines]  # each long id alone on its line, whole
+    assert listed == ids[:50]
+    assert all(
+        len(line) <= 80 or line in ids for line in lines if "test_long.py" in line and "FAILED" not in line
+    )
+    more = show.stdout[show.stdout.index("... 10 more: ") :]
+    assert "--offset 50`" in more and "`--all` for every one," in more
+    # the hints of a terminal name commands, not MCP tools
+    assert "`mcpdebug failure " in show.stdout and "get_failure(" not in show.stdout
+
+    rest = cli(pytester.path, "show", "--offset", "50", columns=80).stdout.splitlines()
+    assert [n for n in ids if n in rest] == ids[50:]
+    failed = cli(pytester.path, "show", "--outcome", "failed").stdout
+    assert "Tests of run" in failed and "with outcome failed (1):" in failed
+    assert "FAILED   test_long.py::test_fails  0.00s main - assert 1 == 2" in failed
+    everything = cli(pytester.path, "show", "--all").stdout
+    assert all(n in everything for n in ids) and "more:" not in everything
+
+
+def test_a_project_folder_is_read_through_its_store_and_never_written(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    project = pytester.path / "demo"
+    project.mkdir()
+    (project / "test_demo.py").write_text("def test_ok():\n    pass\n")
+    result = run_inner(pytester, "--mcp-debug", "demo", "--rootdir", str(project))
+    before = sorted(p.name for p in project.iterdir())
+    # from the directory pytest was started in, the printed hint works as pasted
+    hint = re.search(r"inspect it with `mcpdebug (show [^`]*)`", result.stdout.str())
+    assert hint and hint[1].endswith(" --dir demo"), result.stdout.str()
+    shown = cli(pytester.path, *shlex.split(hint[1]))
+    assert shown.returncode == 0 and "1 passed" in shown.stdout
+    assert cli(project, "runs").returncode == 0  # from inside the project
+    assert cli(tmp_path, "runs", "--dir", str(project / ".mcpdebug")).returncode == 0  # or its store
+    empty = tmp_path / "empty-project"
+    empty.mkdir()
+    nothing = cli(tmp_path, "show", "--dir", str(empty))
+    assert nothing.returncode == 2 and "Record a run with `pytest --mcp-debug`" in nothing.stderr
+    assert sorted(p.name for p in project.iterdir()) == before and list(empty.iterdir()) == []

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import jsonschema
 import pytest
 from mcp import Client
@@ -18,6 +19,10 @@ from mcp.types import PromptReference, ResourceTemplateReference
 from conftest import MCPDEBUG, SuiteCopier
 from helpers import FAST, recorded
 from mcpdebug.app import GROUPS, build_server
+from mcpdebug.ingest.websocket import IngestServer
+from mcpdebug.live.sessions import Sessions
+from mcpdebug.processes.test_runs import Runner
+from mcpdebug.store import Store
 
 pytestmark = pytest.mark.anyio
 
@@ -254,3 +259,60 @@ async def test_tools_list_fits_its_budget(recorded_dir: Path) -> None:
         tools = (await client.list_tools()).tools
     sizes = tools_list_sizes(tools)
     assert sum(sizes.values()) / len(sizes) <= 1000, sizes
+
+
+async def test_live_tools_replies_validate(pytester: pytest.Pytester) -> None:
+    """The tools that run code or drive a held test, on a real run through the SDK client."""
+    pytester.makepyfile(
+        test_live="""
+        def test_fails():
+            basket = [1, 2, 3]
+            assert sum(basket) == 7
+        """
+    )
+    store = Store(pytester.path / ".mcpdebug")
+    sessions = Sessions(store)
+    ingest = IngestServer(store, sessions=sessions)
+    url = await ingest.start()
+    runner = Runner(store, sessions, url=url, token=ingest.token)
+    try:
+        async with Client(build_server(store, sessions, runner)) as client:
+            schema = {t.name: t.output_schema for t in (await client.list_tools()).tools}
+
+            async def call(name: str, **arguments: Any) -> dict[str, Any]:
+                with anyio.fail_after(60):
+                    return checked(await client.call_tool(name, arguments), schema[name])
+
+            args = [*FAST, "--mcp-debug-break-timeout", "60"]
+            stopped = await call("run_tests", args=args, cwd=str(pytester.path), break_on_failure=True)
+            assert stopped["state"] == "stopped" and stopped["test"] == "test_live.py::test_fails"
+            session, run_id = stopped["session_id"], stopped["run_id"]
+            value = await call("evaluate_expression", session_id=session, expression="sum(basket)")
+            assert value["result"] == "6" and value["type"] == "int"
+            stack = await call("get_stack_trace", session_id=session)
+            frame = stack["stackFrames"][0]
+            scopes = await call("get_scopes", session_id=session, frame_id=frame["id"])
+            assert [s["name"] for s in scopes["scopes"]] == ["Locals", "Globals"]
+            local = await call("get_local_variables", session_id=session)
+            assert {v["name"]: v["value"] for v in local["variables"]}["basket"] == "[1, 2, 3]"
+            ref = scopes["scopes"][0]["variablesReference"]
+            assert (await call("get_variables", session_id=session, variables_reference=ref))["count"] >= 1
+            source = await call(
+                "get_source_context", session_id=session, file=frame["file"], line=frame["line"]
+            )
+            assert source["lineContent"].strip() == "assert sum(basket) == 7"
+            continued = await call("continue_execution", session_id=session)
+            assert continued["state"] == "running" and continued["run_id"] == run_id
+            finished = await call("wait_for_stop", id=run_id, timeout=50)
+            assert finished["state"] == "finished" and finished["exit_status"] == 1
+            closed = await call("close_session", session_id=run_id)
+            assert closed["state"] == "closed" and "had already ended" in closed["text"]
+            detected = await call(
+                "detect_hang", command="python -c 'print(1)'", timeout=20, cwd=str(pytester.path)
+            )
+            assert detected["verdict"] == "COMPLETED" and detected["exit_status"] == 0
+    finally:
+        with anyio.fail_after(30):
+            await runner.close()
+            await ingest.close()
+        store.close()

@@ -12,6 +12,7 @@ import logging
 import os
 import shutil
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -411,13 +412,28 @@ def _show(store: Store, args: argparse.Namespace) -> int:
         )
         return 0
     running = store.tests(rid, ("running",))
-    print(runs_view.run_summary(run, problems, errors, running, store.hangs(rid)))
+    width = shutil.get_terminal_size((120, 24)).columns
+    print(_fit(runs_view.run_summary(run, problems, errors, running, store.hangs(rid)), width))
     print()
-    _print_tests(store, run, args)
+    _print_tests(store, run, args, width)
     return 0
 
 
-def _print_tests(store: Store, run: dict[str, Any], args: argparse.Namespace) -> None:
+def _fit(text: str, width: int) -> str:
+    """Lines longer than the terminal wrapped at spaces only, so no node id or command is cut in two."""
+    out: list[str] = []
+    for line in text.splitlines():
+        if len(line) <= width:
+            out.append(line)
+            continue
+        indent = " " * (len(line) - len(line.lstrip()) + 2)
+        out += textwrap.wrap(
+            line, width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False
+        )
+    return "\n".join(out)
+
+
+def _print_tests(store: Store, run: dict[str, Any], args: argparse.Namespace, width: int) -> None:
     """The run's tests, one a line, paged: by default the ones that did not fail (the summary has
     those), at most `SHOW_TESTS` of them, and how to see more."""
     rid = run["run_id"]
@@ -432,16 +448,16 @@ def _print_tests(store: Store, run: dict[str, Any], args: argparse.Namespace) ->
     what = f"with outcome {args.outcome}" if args.outcome else "that did not fail"
     first = f"{offset + 1}-{offset + len(shown)} of " if len(shown) < len(tests) else ""
     print(f"Tests of run {rid} {what} ({first}{len(tests)}):" if tests else f"No tests of run {rid} {what}.")
-    width = shutil.get_terminal_size((120, 24)).columns
     for t in shown:
         print(_test_line(t, width))
     left = len(tests) - offset - len(shown)
     if left > 0:
         page = f"--offset {offset + len(shown)}" + (f" --outcome {args.outcome}" if args.outcome else "")
-        print(
+        more = (
             f"... {left} more: `mcpdebug show {rid} {page}` for the next {min(limit, left)}, "
             f"`--all` for every one, `--outcome passed` (or skipped, xfailed, ...) to filter."
         )
+        print(_fit(more, width))
 
 
 def _test_line(t: dict[str, Any], width: int) -> str:
