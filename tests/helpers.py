@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -199,4 +200,5 @@ def both_forms(result: Any) -> str:
     assert isinstance(data, dict) and data, text
     if "text" in data:
         assert data["text"] == text
+    assert len(json.dumps(data, ensure_ascii=False)) <= 30_000  # what Claude Code shows the model
     return text

@@ -76,6 +76,7 @@ def checked(result: Any, schema: dict[str, Any] | None) -> dict[str, Any]:
     assert schema is not None and result.structured_content is not None
     jsonschema.validate(result.structured_content, schema)
     data: dict[str, Any] = result.structured_content
+    assert len(json.dumps(data, ensure_ascii=False)) <= 30_000  # what Claude Code shows the model
     text = result.content[0].text
     if "text" in data:
         assert data["text"] == text

@@ -66,7 +66,7 @@ class RunSummary(Report):
     status: str = Field(description="running, finished, interrupted or crashed")
     exit_status: int | None = None
     counts: dict[str, int] = Field(description="tests per outcome")
-    failures: list[Problem] = Field(description="failed or errored tests (the first 100)")
+    failures: list[Problem] = Field(description="failed or errored tests (the first 50)")
     next_call: str | None = None
 
 

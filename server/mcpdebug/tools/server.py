@@ -116,7 +116,9 @@ def _result(reply: Reply) -> CallToolResult:
 
 
 def _untitled(schema: dict[str, Any]) -> dict[str, Any]:
-    """``schema`` without generated ``title`` keys (a property named "title" stays: its value is a dict)."""
+    """``schema`` as compact as it can be said: no generated ``title`` keys (a property named "title"
+    stays: its value is a dict), and ``{"anyOf": [{"type": "string"}, {"type": "null"}]}`` written
+    ``{"type": ["string", "null"]}``."""
     out: dict[str, Any] = {}
     for key, value in schema.items():
         if key == "title" and isinstance(value, str):
@@ -126,6 +128,12 @@ def _untitled(schema: dict[str, Any]) -> dict[str, Any]:
         elif isinstance(value, list):
             value = [_untitled(v) if isinstance(v, dict) else v for v in value]
         out[key] = value
+    options = out.get("anyOf")
+    if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
+        other = options[0] if options[1] == {"type": "null"} else options[1]
+        if isinstance(other.get("type"), str) and "anyOf" not in other and "$ref" not in other:
+            del out["anyOf"]
+            out = {**other, **out, "type": [other["type"], "null"]}
     return out
 
 

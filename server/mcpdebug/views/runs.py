@@ -18,8 +18,10 @@ if TYPE_CHECKING:
 
 MAX_REPLY_CHARS = 30_000
 LONGREPR_CHARS = 12_000
-MAX_PROBLEMS = 100
+MAX_PROBLEMS = 50
 """Failures a run summary lists; the rest are a list_tests call away."""
+MESSAGE_CHARS = 120
+"""A failure's one-line message as the typed fields carry it (the text has twice as much)."""
 
 _EXIT_MEANINGS = {
     0: "all tests passed",
@@ -130,7 +132,7 @@ def summary(store: Store, run: dict[str, Any]) -> RunSummary:
                 test=p["nodeid"],
                 outcome="failed" if p["phase"] == "call" else "error",
                 phase=p["phase"],
-                message=p["message"] or "",
+                message=_cut(p["message"] or "", MESSAGE_CHARS),
             )
             for p in problems[:MAX_PROBLEMS]
         ],
@@ -172,7 +174,8 @@ def run_summary(
         lines += ["", f"Failures and errors ({len(problems)}):"]
         for p in problems[:MAX_PROBLEMS]:
             label = "FAILED" if p["phase"] == "call" else "ERROR"
-            lines.append(f"- {label} {p['nodeid']} ({p['phase']}): {p['message'] or '(no message)'}")
+            message = _cut(p["message"] or "(no message)", 2 * MESSAGE_CHARS)
+            lines.append(f"- {label} {p['nodeid']} ({p['phase']}): {message}")
         if len(problems) > MAX_PROBLEMS:
             more = call("list_tests", run_id=rid, outcome="failed,error", offset=MAX_PROBLEMS)
             lines.append(f"- ... and {len(problems) - MAX_PROBLEMS} more: {more}")
@@ -205,35 +208,36 @@ def run_summary(
 def test_list(
     run: dict[str, Any], tests: list[dict[str, Any]], total: int, outcome: str | None, offset: int, limit: int
 ) -> TestList:
+    """A page of ``tests`` from ``offset``: at most ``limit`` of them, fewer if more would not fit in
+    a reply (its text, or its JSON: each row is in both), with the call for the next page."""
     rid = run["run_id"]
-    shown = tests[offset : offset + limit]
-    reply = TestList(
-        run_id=rid,
-        total=total,
-        matching=len(tests),
-        offset=offset,
-        tests=[
-            TestRow(
-                test=t["nodeid"],
-                outcome=t["status"],
-                duration=round(t["duration"], 4) if t["duration"] is not None else None,
-                worker=t["worker"] or "",
-                message=t["message"] if t["status"] in WITH_MESSAGE else None,
-            )
-            for t in shown
-        ],
-    )
+    reply = TestList(run_id=rid, total=total, matching=len(tests), offset=offset, tests=[])
+    lines: list[str] = []
+    size = 0
+    for t in tests[offset : offset + limit]:
+        row = TestRow(
+            test=t["nodeid"],
+            outcome=t["status"],
+            duration=round(t["duration"], 4) if t["duration"] is not None else None,
+            worker=t["worker"] or "",
+            message=_cut(t["message"], 2 * MESSAGE_CHARS)
+            if t["message"] and t["status"] in WITH_MESSAGE
+            else None,
+        )
+        line = test_line(t)
+        size += len(line) + len(row.model_dump_json(exclude_none=True)) + 2
+        if size > MAX_REPLY_CHARS - 2_000 and reply.tests:
+            break
+        reply.tests.append(row)
+        lines.append(line)
+    shown = len(reply.tests)
     what = f" with outcome {outcome}" if outcome else ""
-    lines = [
-        f"Run {rid}: {len(tests)} of {total} tests{what}"
-        + (f", showing {offset + 1}-{offset + len(shown)}" if len(shown) < len(tests) else "")
-        + ":"
-    ]
-    lines += [test_line(t) for t in shown]
-    if offset + len(shown) < len(tests):
-        reply.next_call = call("list_tests", run_id=rid, outcome=outcome, offset=offset + len(shown))
-        lines.append(f"... {len(tests) - offset - len(shown)} more: {reply.next_call}")
-    return reply.with_text(bound("\n".join(lines)))
+    head = f"Run {rid}: {len(tests)} of {total} tests{what}"
+    head += f", showing {offset + 1}-{offset + shown}" if shown < len(tests) else ""
+    if offset + shown < len(tests):
+        reply.next_call = call("list_tests", run_id=rid, outcome=outcome, offset=offset + shown)
+        lines.append(f"... {len(tests) - offset - shown} more: {reply.next_call}")
+    return reply.with_text("\n".join([head + ":", *lines]))
 
 
 def test_line(t: dict[str, Any]) -> str:
@@ -312,6 +316,10 @@ def _indented(longrepr: str) -> str:
     if first.startswith(("def ", "async def ", "@", "class ")) and rest.startswith("    "):
         return "    " + longrepr
     return longrepr
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def bound(text: str, limit: int = MAX_REPLY_CHARS) -> str:
