@@ -67,6 +67,8 @@ class RunningServer:
     url: str
     token: str
     log: Path
+    mcp_url: str = ""  # the streamable HTTP endpoint and the bearer token it requires
+    mcp_token: str = ""
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
         if self.process.poll() is None:
@@ -97,7 +99,9 @@ def start_server(directory: Path, *extra: str, timeout: float = 20.0) -> Running
         try:
             info = json.loads(info_file.read_text())
             if info["pid"] == process.pid:
-                return RunningServer(process, directory, info["url"], info["token"], log)
+                return RunningServer(
+                    process, directory, info["url"], info["token"], log, info["mcp_url"], info["mcp_token"]
+                )
         except (OSError, ValueError, KeyError):
             pass
         time.sleep(0.05)

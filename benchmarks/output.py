@@ -472,7 +472,9 @@ async def query_benchmark(
     server: Server, lines: int, repeats: int, sampler: RssSampler, has_rg: bool
 ) -> dict[str, dict[str, list[float]]]:
     """Median-of-REPEATS timings of every query by every method, methods interleaved per round."""
+    import httpx2
     from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
 
     from mcpdebug.app import build_server
     from mcpdebug.store import Store
@@ -500,7 +502,13 @@ async def query_benchmark(
             raise BenchmarkError(f"{q.name} via {method}: tool error: {result.content[0].text[:1500]}")
         return str(result.content[0].text)
 
-    async with Client(build_server(store)) as memory, Client(server.mcp_url) as http:
+    # `mcpdebug serve --http` requires its bearer token (kept in server.json) on every request
+    headers = {"Authorization": f"Bearer {server.info['mcp_token']}"}
+    async with (
+        Client(build_server(store)) as memory,
+        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http_client,
+        Client(streamable_http_client(server.mcp_url, http_client=http_client)) as http,
+    ):
         with (
             sampler.watch("queries (serve, over HTTP)", server.pid),
             sampler.watch("queries (benchmark process: in-process store + in-memory MCP)", os.getpid()),

@@ -2,7 +2,8 @@
 
 Shared by the plugin and the server (no pytest import here). The folder holds:
 
-- ``server.json``: the running server's ingest URL, token and pid (mode 0600, removed on clean exit)
+- ``server.json``: the running server's ingest URL, token and pid, and with ``--http`` its MCP URL and
+  bearer token (mode 0600, removed on clean exit)
 - ``spool/``: one ``*.jsonl`` file per test process that recorded without a server
 - ``store.sqlite3``: the store, written only by the server and the CLI
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import socket
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Final
 
@@ -98,6 +99,8 @@ class ServerInfo:
     token: str
     pid: int
     host: str = ""
+    mcp_url: str = ""  # `mcpdebug serve --http` only: its MCP endpoint and the bearer token it requires
+    mcp_token: str = ""
 
 
 def read_server_info(path: Path) -> ServerInfo | None:
@@ -113,6 +116,8 @@ def read_server_info(path: Path) -> ServerInfo | None:
             token=str(data["token"]),
             pid=int(data["pid"]),
             host=str(data.get("host", "")),
+            mcp_url=str(data.get("mcp_url", "")),
+            mcp_token=str(data.get("mcp_token", "")),
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -127,7 +132,9 @@ def write_server_info(path: Path, info: ServerInfo) -> Path:
     target = path / SERVER_FILE
     tmp = path / f".{SERVER_FILE}.{os.getpid()}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    if hasattr(os, "fchmod"):
+        os.fchmod(fd, 0o600)  # also when a leftover temporary file had another mode
     with os.fdopen(fd, "w") as fh:
-        json.dump({"url": info.url, "token": info.token, "pid": info.pid, "host": info.host}, fh)
+        json.dump(asdict(info), fh)
     os.replace(tmp, target)
     return target

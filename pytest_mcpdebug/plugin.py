@@ -42,8 +42,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(Recorder.for_controller(config, settings.resolve(config)), _RECORDER)
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
     recorder = config.pluginmanager.get_plugin(_RECORDER)
     if recorder is not None:
         recorder.close()
         config.pluginmanager.unregister(recorder, _RECORDER)
+        recorder.exit_if_stuck()

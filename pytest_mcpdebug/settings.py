@@ -225,10 +225,12 @@ def _run_id() -> str | None:
     raw = os.environ.get(ENV_RUN_ID)
     if not raw:
         return None
-    if not (len(raw) <= 64 and all(c.isalnum() or c in "-_." for c in raw)):
+    from pytest_mcpdebug.protocol import is_run_id  # only when the variable is set: msgspec costs
+
+    if not is_run_id(raw):
         raise pytest.UsageError(
-            f"mcpdebug: environment variable {ENV_RUN_ID}={raw!r} is not a run id (letters, digits, "
-            "'-', '_' and '.', at most 64); unset it to get a new id"
+            f"mcpdebug: environment variable {ENV_RUN_ID}={raw!r} is not a run id (a letter or digit, "
+            "then letters, digits, '-', '_' and '.', at most 64 in all); unset it to get a new id"
         )
     return raw
 

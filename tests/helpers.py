@@ -2,22 +2,32 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import ssl
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from mcpdebug.ingest.spool import ingest_spool
 from mcpdebug.store import Store
 from pytest_mcpdebug import protocol
 
-# Hypothesis's pytest plugin alone costs ~1 s of start-up per inner run; none of these suites need it.
-FAST = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest")
+# Inner runs see only the plugins a test asks for. Hypothesis's pytest plugin alone costs ~1 s of
+# start-up per inner run; of the dev extra's plugins, pytest-randomly reorders the tests (whose order
+# tests assert), pytest-asyncio warns at start-up without its ini option, and pytest-rerunfailures starts
+# a socket server thread (seen in every hang report) whenever xdist is installed. test_coexistence.py
+# loads each of them explicitly.
+EXTRA_PLUGINS = ("hypothesispytest", "randomly", "asyncio", "rerunfailures")
+FAST = ("-p", "no:cacheprovider", *(arg for name in EXTRA_PLUGINS for arg in ("-p", f"no:{name}")))
 
 
 def run_inner(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
@@ -29,6 +39,20 @@ def recorded(directory: Path) -> Store:
     store = Store(directory)
     ingest_spool(store)
     return store
+
+
+@contextlib.asynccontextmanager
+async def http_client(
+    url: str, token: str | None, verify: ssl.SSLContext | bool = True
+) -> AsyncIterator[Client]:
+    """The SDK's streamable HTTP client, sending the bearer token `mcpdebug serve --http` requires."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    timeout = httpx2.Timeout(30, read=300)  # the SDK's own defaults for MCP
+    async with (
+        httpx2.AsyncClient(headers=headers, verify=verify, timeout=timeout) as http,
+        Client(streamable_http_client(url, http_client=http)) as client,
+    ):
+        yield client
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 15.0, interval: float = 0.05) -> Any:

@@ -28,7 +28,7 @@ from mcp import Client
 from mcp.types import TextResourceContents
 
 from conftest import MCPDEBUG, RunningServer, SuiteCopier, start_server
-from helpers import FAST, both_forms, recorded, run_inner, start_inner, wait_for
+from helpers import FAST, both_forms, http_client, recorded, run_inner, start_inner, wait_for
 from mcpdebug.app import build_server
 from mcpdebug.store import Store
 from pytest_mcpdebug.limits import KB
@@ -128,14 +128,6 @@ async def poll_output(
         raise AssertionError(
             f"{wanted} not in get_output({args}) within {timeout} s; last reply:\n{reply}"
         ) from None
-
-
-def mcp_url(server: RunningServer) -> str:
-    """The streamable HTTP address `mcpdebug serve --http` announces on stderr."""
-    found = wait_for(
-        lambda: re.search(r"MCP \(streamable HTTP\) at (\S+)", server.log.read_text()), timeout=20
-    )
-    return str(found[1])
 
 
 class LineReader:
@@ -518,7 +510,7 @@ async def test_output_is_readable_and_tailed_while_the_test_runs(
     tail = None
     try:
         # the agent's client talks to the real server over streamable HTTP
-        async with Client(mcp_url(server)) as client:
+        async with http_client(server.mcp_url, server.mcp_token) as client:
             reply, seen = await poll_output(client, BATCH_1, test=LIVE)
             assert inner.poll() is None, "the output was seen only after the run ended"
             assert seen - printed_at(reply, 1) < 1.0, "printed lines took over a second to be readable"
@@ -562,7 +554,7 @@ async def test_a_killed_test_keeps_what_it_wrote(
     monkeypatch.setenv("LIVE_WAIT", "60")  # never released: the test hangs until killed
     inner = start_inner(pytester, "--mcp-debug")
     try:
-        async with Client(mcp_url(server)) as client:
+        async with http_client(server.mcp_url, server.mcp_token) as client:
             await poll_output(client, BATCH_1, test=LIVE)
             inner.send_signal(signal.SIGKILL)
             inner.wait(10)
@@ -597,7 +589,7 @@ async def test_head_and_tail_are_kept_over_max_test_output(
             """Line ``n`` as the test printed it."""
             return f"row {n:05d} ".ljust(99, ".")
 
-        async with Client(mcp_url(server)) as client:
+        async with http_client(server.mcp_url, server.mcp_token) as client:
             last = await call(client, "get_output", test="test_head_and_tail", start=-3, end=-1)
             assert body(last) == [f"{n}: {row(n)}" for n in (4998, 4999, 5000)]
             assert "lines in the middle dropped: over max_test_output" in last
@@ -649,7 +641,7 @@ def test_retention_keeps_the_newest_runs(pytester: pytest.Pytester) -> None:
         assert "max_runs=2" in server.log.read_text()
 
         async def ask() -> tuple[str, str]:
-            async with Client(mcp_url(server)) as client:
+            async with http_client(server.mcp_url, server.mcp_token) as client:
                 gone = await error(client, "get_output", run_id=ids[0], test="test_prints")
                 kept = await call(client, "get_output", run_id=ids[1], test="test_prints")
             return gone, kept

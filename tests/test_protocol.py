@@ -41,10 +41,11 @@ ints = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 # Non-finite floats are excluded here on purpose: they do not survive JSON (see
 # test_non_finite_floats_do_not_encode_to_a_frame_the_protocol_rejects).
 floats = st.floats(allow_nan=False, allow_infinity=False)
+run_ids = st.from_regex(protocol.RUN_ID_PATTERN, fullmatch=True)
 
 
 def _event(cls: type, **fields: Any) -> st.SearchStrategy[Any]:
-    return st.builds(cls, run_id=texts, process=texts, seq=ints, ts=floats, **fields)
+    return st.builds(cls, run_id=run_ids, process=texts, seq=ints, ts=floats, **fields)
 
 
 EVENT_STRATEGIES: dict[type, st.SearchStrategy[Any]] = {
@@ -165,7 +166,7 @@ EVENT_STRATEGIES: dict[type, st.SearchStrategy[Any]] = {
 }
 events = st.one_of(*EVENT_STRATEGIES.values())
 hellos = st.builds(
-    Hello, protocol=ints, run_id=texts, process=texts, worker=texts, pid=ints, spool=st.none() | texts
+    Hello, protocol=ints, run_id=run_ids, process=texts, worker=texts, pid=ints, spool=st.none() | texts
 )
 client_frames = st.one_of(hellos, events)
 server_frames = st.one_of(
@@ -246,6 +247,28 @@ def test_frames_round_trip_through_encode_lines_and_split_lines(frames: list[Any
 def test_split_lines_skips_blank_lines(frames: list[Any], blanks: bytes) -> None:
     body = blanks + blanks.join(protocol.encode(f) for f in frames) + b"\n" + blanks
     assert [protocol.decode_client_frame(line) for line in protocol.split_lines(body)] == frames
+
+
+@pytest.mark.parametrize("run_id", ["", ".", "..", "../store", "a/b", ".hidden", "x\n", "é", "r" * 65])
+def test_a_run_id_that_is_not_a_plain_file_name_is_refused(run_id: str) -> None:
+    """Run ids name the store's folders: `..` would have made eviction delete the whole .mcpdebug/."""
+    line = json.dumps(
+        {
+            "type": "test_started",
+            "run_id": run_id,
+            "process": "p",
+            "seq": 1,
+            "ts": 0.0,
+            "nodeid": "t",
+            "worker": "main",
+        }
+    )
+    with pytest.raises(
+        protocol.ProtocolError, match=r"invalid frame: Expected `str` matching regex .* at `\$.run_id`"
+    ):
+        protocol.decode_client_frame(line)
+    assert not protocol.is_run_id(run_id)
+    assert protocol.is_run_id("20261121-224501-3fa2") and protocol.is_run_id("r.1_a-b")
 
 
 def test_split_lines_keeps_an_unterminated_last_line() -> None:

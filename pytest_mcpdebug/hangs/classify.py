@@ -292,12 +292,16 @@ def _wait_of(stack: tuple[Frame, ...], library: IsLibrary) -> tuple[str, str]:
     """What a stack waits in: (kind, description). A library function the project's code called is
     named from the table; a C function (no frame of its own) from the calling line's source."""
     user = next((i for i, f in enumerate(stack) if not library(f[0])), len(stack))
-    for file, _line, function in [*stack[:user][::-1], *stack[user:]][:8]:  # the called function first
+    # The functions the project's frame called, the first first (not its callers: a coroutine runs
+    # under the event loop's frames without waiting in them); with no frame of the project (an async
+    # test's thread idles in the event loop), the innermost.
+    order = stack[:user][::-1] if user < len(stack) else stack
+    for file, _line, function in order[:8]:
         for ending, name, kind, description in _LIBRARY_WAITS:
             if function == name and file.endswith(ending):
                 return kind, description
     if user > 0:
-        file, _, function = stack[user - 1]
+        file, _, function = stack[user - 1] if user < len(stack) else stack[0]
         return "call", f"{_module(file)}.{function}"
     file, line, _ = stack[0]
     text = code_of(source_line(file, line))

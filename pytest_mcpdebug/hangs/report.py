@@ -9,18 +9,19 @@ says what the joined thread is stuck in.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import linecache
 import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from types import FrameType
 from typing import Any, Final
 
 from pytest_mcpdebug.hangs import classify as classifier
+from pytest_mcpdebug.hangs import processes as outside
+from pytest_mcpdebug.hangs import tasks as async_tasks
+from pytest_mcpdebug.hangs import waits
 from pytest_mcpdebug.protocol import HangFrame, HangReport, HangTask, HangThread
 from pytest_mcpdebug.values import VarBuilder, is_library
 
@@ -28,7 +29,6 @@ from pytest_mcpdebug.values import VarBuilder, is_library
 MAX_FRAMES: Final = 40
 """Frames kept per thread (the innermost)."""
 MAX_THREADS: Final = 30
-MAX_TASKS: Final = 30
 WINDOW: Final = 50
 """Samples classified: the last ones (5 s at the default interval)."""
 OWN_THREADS: Final = "mcpdebug-"
@@ -56,9 +56,13 @@ def build(
     action: str,
     output: Callable[[], list[str]] | None = None,
     frame: FrameType | None = None,
+    test: async_tasks.TestFunction | None = None,
+    exclude_pids: Collection[int] = (),
 ) -> HangReport:
     """``frame``: where the test's thread is, when the caller knows better than its current stack
-    (a signal handler running in that thread knows the frame it interrupted)."""
+    (a signal handler running in that thread knows the frame it interrupted). ``test``: the test's
+    function, to find its coroutine among an event loop's tasks. ``exclude_pids``: child processes
+    of the plugin's own (not the test's)."""
     frames = sys._current_frames()
     if frame is not None:
         frames[thread_id] = frame
@@ -76,23 +80,33 @@ def build(
     threads = _threads(frames, thread_id, started, cpu_start, cpu_now)
     summary = found.summary
     tasks: list[HangTask] = []
+    chosen: FrameType | None = None
+    locals_from = test_frame
+    descendants = outside.survey(exclude=exclude_pids)
     if test_frame is not None:
-        tasks = _tasks(test_frame)
-        waiting = _waiting_task(tasks)
-        if found.wait_kind in ("select", "asyncio") and waiting is not None:
-            task, at = waiting
-            found.file, found.line, found.function = at.file, at.line, at.function
-            found.kind, found.lines = "blocked", [at.line]
-            found.call = task.awaiting
-            summary = (
-                f"blocked: asyncio task {task.name} awaits {task.awaiting or 'something'} at line "
-                f"{at.line} of {at.function}() ({_short(at.file)}); the event loop is idle"
-            )
+        idle = found.wait_kind in ("select", "asyncio")
+        seen = async_tasks.state(test_frame, test, frames_of=_frames, is_library=is_library) if idle else None
+        future = waits.waited_future(test_frame) if found.kind != "busy" else None
+        if seen is not None:
+            tasks = seen.tasks
+            if seen.blocked is not None:
+                chosen = seen.blocked.frame
+                summary = _async_summary(found, seen.blocked)
+            future = waits.chained_future(seen.leaf)
         elif found.wait_kind == "thread join":
             joined = _joined_thread(test_frame, frames)
             if joined is not None:
                 summary += f"; the joined thread {joined}"
-    variables, children, whose = _locals(test_frame, found)
+        worker = None
+        if future is not None:
+            worker = waits.future_worker(future, frames, {t.ident: t.name for t in threads})
+        if worker is None and found.kind != "busy":
+            worker = waits.waited_child(test_frame, descendants)
+        if worker is not None and worker.found.file:
+            summary = f"waiting on {worker.label}, which is {worker.found.summary}; the test is {summary}"
+            found = worker.found
+            chosen, locals_from = None, worker.frame or test_frame
+    variables, children, whose = _locals(locals_from, found, chosen)
     return HangReport(
         kind=found.kind,
         summary=summary,
@@ -115,6 +129,7 @@ def build(
         locals_frame=whose,
         children=children,
         tasks=tasks,
+        processes=descendants,
         output=_output(output),
         source=_source(found.file, found.line),
     )
@@ -168,14 +183,17 @@ def _threads(
         cpu = None
         if ident == test_id and cpu_start is not None and cpu_now is not None:
             cpu = cpu_now - cpu_start
+        stack = stack_of(frame)
+        mine = ident != test_id and any(not is_library(f[0]) for f in stack)
         out.append(
             HangThread(
                 name=name,
                 ident=ident,
-                frames=_frames(stack_of(frame)),
+                frames=_frames(stack),
                 test=ident == test_id,
                 daemon=bool(thread is not None and thread.daemon),
                 cpu=cpu,
+                summary=waits.where(frame).summary if mine else "",
             )
         )
     out.sort(key=lambda t: not t.test)  # the test's thread first
@@ -183,11 +201,11 @@ def _threads(
 
 
 def _locals(
-    frame: FrameType | None, found: classifier.Classification
+    frame: FrameType | None, found: classifier.Classification, chosen: FrameType | None = None
 ) -> tuple[list[Any], dict[str, list[Any]], str]:
-    """Locals of the frame the hang is in (else the innermost frame of the project)."""
-    chosen = None
-    walk = frame
+    """Locals of the frame the hang is in (else the innermost frame of the project); ``chosen``: a
+    coroutine's frame, not on the thread's stack."""
+    walk = frame if chosen is None else None
     while walk is not None:
         code = walk.f_code
         if code.co_name == found.function and os.path.abspath(code.co_filename) == os.path.abspath(
@@ -220,75 +238,24 @@ def _phase(frame: FrameType | None) -> str:
     return ""
 
 
-def _tasks(frame: FrameType) -> list[HangTask]:
-    """The tasks of an event loop the test's thread is running, and where each one waits."""
-    loop = None
-    walk: FrameType | None = frame
-    while walk is not None:
-        candidate = walk.f_locals.get("self") if walk.f_code.co_name in ("_run_once", "run_forever") else None
-        if isinstance(candidate, asyncio.AbstractEventLoop):
-            loop = candidate
-            break
-        walk = walk.f_back
-    if loop is None:
-        return []
-    for _ in range(3):  # the task set may change under us; try again
-        try:
-            tasks = list(asyncio.all_tasks(loop))
-            break
-        except RuntimeError:
-            continue
-    else:
-        return []
-    out = []
-    for task in tasks[:MAX_TASKS]:
-        chain, awaiting = _await_chain(task)
-        out.append(
-            HangTask(
-                name=task.get_name(),
-                coro=getattr(task.get_coro(), "__qualname__", repr(task.get_coro())),
-                state="done" if task.done() else "pending",
-                awaiting=awaiting,
-                frames=_frames(chain),
-            )
-        )
-    return out
-
-
-def _await_chain(task: asyncio.Task[Any]) -> tuple[tuple[classifier.Frame, ...], str]:
-    """The coroutine frames a task is suspended in (innermost first) and what the innermost awaits."""
-    stack: list[classifier.Frame] = []
-    current: Any = task.get_coro()
-    for _ in range(MAX_FRAMES):
-        frame = getattr(current, "cr_frame", None) or getattr(current, "gi_frame", None)
-        if frame is None:
-            break
-        stack.append((frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name))
-        nxt = getattr(current, "cr_await", None) or getattr(current, "gi_yieldfrom", None)
-        if nxt is None:
-            break
-        current = nxt
-    waiter = getattr(task, "_fut_waiter", None)
-    awaiting = _describe(waiter) if waiter is not None else ""
-    return tuple(reversed(stack)), awaiting
-
-
-def _describe(value: Any) -> str:
-    with contextlib.suppress(Exception):
-        text = repr(value)
-        return text if len(text) <= 200 else text[:200] + "..."
-    return type(value).__name__
-
-
-def _waiting_task(tasks: list[HangTask]) -> tuple[HangTask, HangFrame] | None:
-    """The pending task suspended in the project's code (the test's own coroutine, usually)."""
-    for task in tasks:
-        if task.state != "pending":
-            continue
-        for frame in task.frames:
-            if not frame.library:
-                return task, frame
-    return None
+def _async_summary(found: classifier.Classification, blocked: async_tasks.Blocked) -> str:
+    """ "blocked in `await ...` at line N of test_x() (...)", then the tasks the test's task waits
+    through; ``found`` becomes that place."""
+    frame = blocked.frame
+    file, line, function = frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name
+    since = found.since
+    found.file, found.line, found.function, found.lines = file, line, function, [line]
+    found.kind, found.wait_kind = "blocked", "asyncio"
+    code = classifier.code_of(classifier.source_line(file, line))
+    found.call = blocked.awaiting
+    where = f"`{code}`" if code else "an await"
+    through = " -> ".join(blocked.path)
+    tail = f"asyncio task {through}" if len(blocked.path) == 1 else f"asyncio tasks {through}"
+    return (
+        f"blocked in {where} at line {line} of {function}() ({_short(file)})"
+        + (f" for the last {since:.1f} s" if since >= 0.05 else "")
+        + f"; {tail} awaits {blocked.awaiting or 'something'}, the event loop is idle"
+    )
 
 
 def _joined_thread(frame: FrameType, frames: dict[int, FrameType]) -> str | None:

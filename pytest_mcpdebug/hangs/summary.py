@@ -14,6 +14,7 @@ import pytest
 
 from pytest_mcpdebug import protocol
 from pytest_mcpdebug.hangs import gil_dump
+from pytest_mcpdebug.hangs.leaks import Leaks
 from pytest_mcpdebug.recording.reporter import Reporter, final_outcome
 
 RESENT = 8
@@ -24,8 +25,9 @@ class HangSummary:
     """In the process that prints the terminal summary (no xdist: the only one; xdist: the controller):
     lists the run's hangs, and diagnoses an xdist worker that died hung from its dump file."""
 
-    def __init__(self, *, reporter: Reporter, directory: Path) -> None:
+    def __init__(self, *, reporter: Reporter, directory: Path, leaks: Leaks | None = None) -> None:
         self.reporter = reporter
+        self.leaks = leaks
         self.directory = directory
         self.hangs: list[tuple[str, str]] = []
         self._phases: dict[str, list[tuple[str, str, bool, float, str]]] = {}
@@ -35,13 +37,18 @@ class HangSummary:
         worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", None)
         if worker is not None:
             self._remember(str(worker), report)
-        if not report.failed:
+        outcome: str = report.outcome  # "rerun": pytest-rerunfailures runs this attempt again
+        if not report.failed and outcome != "rerun":
             return
         crash = getattr(report.longrepr, "reprcrash", None)
         message = str(getattr(crash, "message", "") or "")
         for name in ("HangTimeout: ", "HangExit: "):
             if name in message:
-                self.hangs.append((report.nodeid, message.split(name, 1)[1].splitlines()[0]))
+                summary = message.split(name, 1)[1].splitlines()[0]
+                attempt = int(getattr(report, "rerun", None) or 0) + 1
+                if outcome == "rerun" or attempt > 1:
+                    summary = f"(attempt {attempt}) {summary}"
+                self.hangs.append((report.nodeid, summary))
                 return
 
     @pytest.hookimpl(optionalhook=True)
@@ -129,6 +136,8 @@ class HangSummary:
         terminalreporter.section("mcpdebug: hangs", sep="-", yellow=True, bold=True)
         for nodeid, summary in self.hangs:
             terminalreporter.write_line(f"HANG {nodeid}: {summary}")
+        for leak in self.leaks.found if self.leaks is not None else ():
+            terminalreporter.write_line(f"LEFT RUNNING by {leak.nodeid}: {leak.describe()}")
         terminalreporter.write_line(
             f"Inspect: `mcpdebug failure {self.reporter.run_id} <test>`, or the MCP tool get_hang("
             f'run_id="{self.reporter.run_id}", test=...) for every thread\'s stack and the locals.'

@@ -11,6 +11,7 @@ and into a short section of the terminal summary.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import faulthandler
 import os
 import signal
@@ -18,19 +19,20 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_mcpdebug import protocol
-from pytest_mcpdebug.hangs import gil_dump, reaper
+from pytest_mcpdebug.hangs import gil_dump, reaper, resume
 from pytest_mcpdebug.hangs import report as hang_report
 from pytest_mcpdebug.hangs.gil_dump import STUCK
+from pytest_mcpdebug.hangs.leaks import Leaks
+from pytest_mcpdebug.hangs.timer import TestTimer
 from pytest_mcpdebug.hangs.watchdog import Target, Watchdog
 from pytest_mcpdebug.output.tail import OutputTail
-from pytest_mcpdebug.recording.reporter import Reporter
+from pytest_mcpdebug.recording.reporter import Reporter, final_outcome
 from pytest_mcpdebug.recording.sender import Sender
 from pytest_mcpdebug.settings import HangSettings, parse_seconds
 
@@ -54,12 +56,22 @@ class Timeouts:
         tail: OutputTail | None,
         dump_path: Path | None,
         session_started: float | None = None,
+        directory: Path | None = None,
+        generation: int = 0,
     ) -> None:
         self.config = config
         self.settings = settings
         self.reporter = reporter
         self.sender = sender
         self.hangs: list[tuple[str, protocol.HangReport]] = []
+        self.leaks = Leaks()
+        self.directory = directory
+        self.generation = generation
+        self.finished: resume.Finished | None = None
+        """Reports to hand on if this process must be replaced (no xdist, a timed run)."""
+        self.carried: list[pytest.TestReport] = []
+        """Reports handed on by the process this one replaces."""
+        self._location: tuple[str, int | None, str] | None = None
         self._dump: gil_dump.DumpFile | None = None
         if dump_path is not None:
             try:
@@ -85,11 +97,13 @@ class Timeouts:
             output=tail.recent if tail is not None else None,
             dump=self._dump,
         )
+        if self._reaper is not None:
+            self.watchdog.own_pids.add(self._reaper.pid)
         self._started = False
         self._previous: dict[int, Any] = {}
         self._killed = False
         self.current: str | None = None
-        self._timer: _TestTimer | None = None
+        self._timer: TestTimer | None = None
         """The test running now (timed or not), for a report when the run is stopped from outside."""
         if settings.session_timeout is not None:
             started = session_started if session_started is not None else time.time()
@@ -104,6 +118,9 @@ class Timeouts:
         if self._timer is not None:
             self.config.pluginmanager.unregister(self._timer)
             self._timer = None
+        if self.finished is not None:
+            self.config.pluginmanager.unregister(self.finished)
+            self.finished = None
         for signum, previous in self._previous.items():
             with contextlib.suppress(ValueError, OSError, TypeError):
                 signal.signal(signum, previous)
@@ -126,6 +143,8 @@ class Timeouts:
             faulthandler.enable(file=self._dump, all_threads=True)
         if self.reporter.role == "main":
             self._reaper = reaper.start(self._dump.path, self._stderr)
+            if self._reaper is not None and hasattr(self, "watchdog"):
+                self.watchdog.own_pids.add(self._reaper.pid)
 
     # Hooks ----------------------------------------------------------------------------------------
 
@@ -136,11 +155,16 @@ class Timeouts:
             timeout, _ = self._resolve(item)  # a bad marker is an error before anything runs
             timed = timed or timeout is not None
         if timed and self._timer is None:  # a run with no timed test pays for none of its hooks
-            self._timer = _TestTimer(self)
+            self._timer = TestTimer(self)
             self.config.pluginmanager.register(self._timer, "mcpdebug-test-timer")
+            if self.reporter.role == "main" and self.directory is not None:
+                self.finished = resume.Finished(self.config)
+                self.finished.reports.extend(self.carried)
+                self.config.pluginmanager.register(self.finished, "mcpdebug-finished")
 
-    def pytest_runtest_logstart(self, nodeid: str) -> None:
+    def pytest_runtest_logstart(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
         self.current = nodeid
+        self._location = location
         if self._dump is not None:
             with contextlib.suppress(OSError):
                 self._dump.set_test(nodeid)  # a crash's dump, or a vanished process's file, says whose
@@ -180,7 +204,9 @@ class Timeouts:
     def _arm(self, item: pytest.Item, timeout: float) -> None:
         if not self._started:
             self._start_watchdog()
-        self.watchdog.arm(item.nodeid, timeout, self.settings.action)
+        function = getattr(item, "originalname", None)
+        test = (str(item.path), function) if isinstance(function, str) else None
+        self.watchdog.arm(item.nodeid, timeout, self.settings.action, test)
 
     def _start_watchdog(self) -> None:
         self._started = True
@@ -245,6 +271,7 @@ class Timeouts:
             action="exit",
             output=self.watchdog.output,
             frame=frame,
+            exclude_pids=self.watchdog.own_pids,
         )
         nodeid = target.nodeid if target is not None else (self.current or "")
         doing = f" while running {nodeid}: {report.summary}" if nodeid else " between tests"
@@ -280,19 +307,68 @@ class Timeouts:
         )
 
     def _on_stuck(self, target: Target) -> None:
-        """Interrupted, the test did not stop (a call that cannot be interrupted): end the process so
-        the run can go on (xdist starts a new worker) and say why, also in the dump file the
-        controller reads when it reports the crashed worker."""
-        why = (
-            f"{target.report.summary if target.report else 'hung'}; it did not stop within "
-            f"{self.settings.grace:g} s of being interrupted, so its process was ended"
-        )
+        """Interrupted, the test did not stop (a call that cannot be interrupted): without xdist, the
+        rest of the run goes on in a fresh process (`resume`); under xdist (or where that cannot
+        be done) the process ends, xdist starts a new worker, and the dump file says why."""
+        summary = target.report.summary if target.report else "hung"
+        grace = f"it did not stop within {self.settings.grace:g} s of being interrupted"
+        if self.finished is not None and resume.possible(self.config, self.generation):
+            why = f"{summary}; {grace}, so the rest of the run went on in a fresh process"
+            self._say(f"mcpdebug: {target.nodeid}: {why}")
+            with contextlib.suppress(Exception):
+                self._resume(target, why)
+        why = f"{summary}; {grace}, so its process was ended"
         self._say(f"mcpdebug: {target.nodeid}: {why} (exit status {STUCK_EXIT})")
         if self._dump is not None:
             with contextlib.suppress(OSError, ValueError):
                 self._dump.append(f"{STUCK}{why}\n")
         self.sender.close(timeout=2.0)
         os._exit(STUCK_EXIT)
+
+    def _resume(self, target: Target, why: str) -> None:
+        """Record the stuck test as failed and replace this process (`resume.restart`)."""
+        assert self.finished is not None and self.directory is not None
+        duration = time.monotonic() - target.started
+        when = (target.report.phase if target.report else "") or "call"
+        phases = [p[:3] for p in self.reporter._phases.get(target.nodeid, [])]
+        outcome = final_outcome([*phases, (when, "failed", False)])
+        self.reporter.emit(
+            protocol.PhaseFinished, nodeid=target.nodeid, worker=self.reporter.worker, when=when,
+            outcome="failed", duration=duration, message=why, longrepr=why,
+        )  # fmt: skip
+        self.reporter.emit(
+            protocol.TestFinished, nodeid=target.nodeid, worker=self.reporter.worker, outcome=outcome,
+            duration=duration, message=why,
+        )  # fmt: skip
+        summary = self.config.pluginmanager.get_plugin("mcpdebug-hangs")
+        hangs = [*getattr(summary, "hangs", []), (target.nodeid, why)]
+        state = {
+            "run_id": self.reporter.run_id,
+            "generation": self.generation + 1,
+            "started": self.reporter.started,
+            "reports": self.finished.serialized(),
+            "stuck": {
+                "nodeid": target.nodeid,
+                "location": self._location,
+                "when": when,
+                "message": why,
+                "duration": duration,
+            },
+            "hangs": hangs,
+            "leaks": [dataclasses.asdict(leak) for leak in self.leaks.found],
+        }
+        self.sender.close(timeout=2.0)
+        if self._dump is not None:
+            self._dump.close()  # nothing dumped: removed, and the reaper has nothing to say
+            self._dump = None
+        resume.restart(
+            self.config,
+            state=state,
+            directory=self.directory,
+            run_id=self.reporter.run_id,
+            stdout=_saved_fd(self.config, "out"),
+            stderr=_saved_fd(self.config, "err"),
+        )
 
     def _say(self, text: str) -> None:
         with contextlib.suppress(OSError):
@@ -306,55 +382,20 @@ def _thread_hex() -> str:
     return f"{threading.get_ident():#018x}"
 
 
-def _real_stderr(config: pytest.Config) -> int:
-    """The process's stderr before pytest's capture redirected fd 2 (a dup pytest keeps)."""
+def _saved_fd(config: pytest.Config, stream: str) -> int | None:
+    """The process's stdout or stderr before pytest's capture redirected it (a dup pytest keeps)."""
     capman = config.pluginmanager.getplugin("capturemanager")
     capturing = getattr(capman, "_global_capturing", None)
-    err = getattr(capturing, "err", None)
-    saved = getattr(err, "targetfd_save", None)
-    if isinstance(saved, int):
+    saved = getattr(getattr(capturing, stream, None), "targetfd_save", None)
+    return saved if isinstance(saved, int) else None
+
+
+def _real_stderr(config: pytest.Config) -> int:
+    """The process's stderr before pytest's capture redirected fd 2."""
+    saved = _saved_fd(config, "err")
+    if saved is not None:
         return saved
     try:
         return sys.__stderr__.fileno() if sys.__stderr__ is not None else 2
     except (OSError, ValueError):
         return 2
-
-
-class _TestTimer:
-    """The per-test hooks, registered only when some test of the run has a timeout."""
-
-    def __init__(self, owner: Timeouts) -> None:
-        self.owner = owner
-        self.watchdog = owner.watchdog
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: Any) -> Generator[None, Any, Any]:
-        timeout, func_only = self.owner._resolve(item)
-        armed = timeout is not None and not func_only
-        if timeout is not None and armed:
-            self.owner._arm(item, timeout)
-        try:
-            return (yield)
-        finally:
-            if armed:
-                if self.watchdog.hung:
-                    self.owner.sender.drained()  # the diagnosis leaves before a next test takes the GIL
-                self.watchdog.disarm()
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
-        timeout, func_only = self.owner._resolve(item)
-        armed = timeout is not None and func_only
-        if timeout is not None and armed:
-            self.owner._arm(item, timeout)
-        try:
-            return (yield)
-        finally:
-            if armed:
-                self.watchdog.disarm()
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.failed and self.watchdog.hung:
-            crash = getattr(report.longrepr, "reprcrash", None)
-            if "HangTimeout: " in str(getattr(crash, "message", "")):
-                self.watchdog.landed()  # interrupted: the rest of the test gets a fresh timeout

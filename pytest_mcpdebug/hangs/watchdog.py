@@ -35,9 +35,12 @@ from typing import Any, Final
 
 import pytest
 
+from pytest_mcpdebug.hangs import classify as classifier
 from pytest_mcpdebug.hangs import report as hang_report
+from pytest_mcpdebug.hangs import tasks as async_tasks
 from pytest_mcpdebug.hangs.classify import Sample
 from pytest_mcpdebug.hangs.gil_dump import DumpFile
+from pytest_mcpdebug.hangs.test_code import debugger_active, in_test_code
 from pytest_mcpdebug.protocol import HangReport
 
 # Timeouts
@@ -45,8 +48,13 @@ REFRESH: Final = 0.5
 """How often the faulthandler backstop is pushed forward while this thread runs."""
 IDLE_CANCEL: Final = 2.0
 """Between timed tests for this long, the backstop is cancelled (an untimed test may run long)."""
+ASYNC_FALLBACK: Final = 0.5
+"""An exception handed to a test's event loop not taken within this: the thread is interrupted."""
+AGAIN_AFTER: Final = 2
+"""Intervals an interrupted test must sit at a new place before it is interrupted there again."""
 # Limits
 MAX_SAMPLES: Final = 600
+MAX_REPEATS: Final = 10
 INTERRUPT_SIGNAL: Final = getattr(signal, "SIGRTMIN", int(signal.SIGUSR2)) + (
     3 if hasattr(signal, "SIGRTMIN") else 0
 )
@@ -85,8 +93,18 @@ class Target:
     samples: collections.deque[Sample] = field(default_factory=lambda: collections.deque(maxlen=MAX_SAMPLES))
     fired: float | None = None
     report: HangReport | None = None
+    exc: type[BaseException] | None = None
+    """What the test was interrupted with, to raise again at a new blocking point."""
+    interrupted_at: tuple[classifier.Frame, ...] = ()
+    """The test's stack when last interrupted."""
+    seen: tuple[classifier.Frame, ...] = ()
+    still: int = 0
+    """Ticks the test's stack has been ``seen`` unchanged since the interruption."""
+    repeats: int = 0
     hung: bool = False
     """Diagnosed as hung (stays so after the interruption lands and the rest is timed afresh)."""
+    test: async_tasks.TestFunction | None = None
+    """The test's function, to find its coroutine among an event loop's tasks."""
 
     @property
     def deadline(self) -> float:
@@ -131,6 +149,10 @@ class Watchdog:
         """time.monotonic() at which the whole run ends (``--mcp-debug-session-timeout``)."""
         self.on_session_timeout: Callable[[Target | None], None] | None = None
         self._session_fired = False
+        self.own_pids: set[int] = set()
+        """Child processes of the plugin's own (the reaper): not the test's, left out of reports."""
+        self._async_fallback: tuple[float, int, type[BaseException]] | None = None
+        """An exception handed to a test's event loop: when to interrupt the thread instead, and how."""
 
     # Test thread ----------------------------------------------------------------------------------
 
@@ -145,13 +167,15 @@ class Watchdog:
                 pass
         self._thread.start()
 
-    def arm(self, nodeid: str, timeout: float, action: str) -> None:
-        if self._disabled or _debugger_active():
+    def arm(
+        self, nodeid: str, timeout: float, action: str, test: async_tasks.TestFunction | None = None
+    ) -> None:
+        if self._disabled or debugger_active():
             return
         thread = threading.get_ident()
         clock = hang_report.thread_clock(thread)
         cpu = hang_report._cpu(clock)
-        target = Target(nodeid, thread, timeout, action, clock=clock, cpu_start=cpu)
+        target = Target(nodeid, thread, timeout, action, clock=clock, cpu_start=cpu, test=test)
         if self.dump is not None and self._backstop_until < target.deadline + self.grace:
             # The test may take the GIL before this thread runs again (a regex at its first line):
             # the backstop must already cover it. Armed for a while, so this is rarely needed.
@@ -167,6 +191,7 @@ class Watchdog:
     def disarm(self) -> None:
         self._target = None
         self._pending = None  # an interruption the test outran must not hit the next one
+        self._async_fallback = None
 
     def landed(self) -> None:
         """The hang's interruption reached the test: the rest of it (teardown) is timed afresh."""
@@ -210,7 +235,7 @@ class Watchdog:
         pending = self._pending
         if pending is None:
             return
-        if issubclass(pending, HangExit) or _in_test_code(frame):
+        if issubclass(pending, HangExit) or in_test_code(frame):
             self._pending = None
             raise pending()
         # pytest itself is running (the test failed just before its deadline and is being reported):
@@ -244,10 +269,31 @@ class Watchdog:
                     self._target = None
                     self.on_stuck(target)
                     continue
-                if self._pending is not None and self._signal_installed:
+                fallback = self._async_fallback
+                if fallback is not None and now >= fallback[0]:  # the event loop did not take it
+                    self._async_fallback = None
+                    self.interrupt(fallback[1], fallback[2])
+                elif self._pending is not None and self._signal_installed:
                     with contextlib.suppress(OSError, ValueError):
                         signal.pthread_kill(target.thread, INTERRUPT_SIGNAL)  # not delivered yet
+                elif fallback is None:
+                    self._again(target)
                 self._wait(min(target.fired + self.grace - now, self.interval))
+
+    def _again(self, target: Target) -> None:
+        """Interrupted, the test blocks again on its way out (a ``with`` block that joins a stuck
+        worker, a ``finally`` that waits): interrupt it again at each new place it settles in."""
+        frame = sys._current_frames().get(target.thread)
+        stack = hang_report.stack_of(frame)
+        if stack != target.seen:
+            target.seen, target.still = stack, 0
+            return
+        target.still += 1
+        settled = target.still >= AGAIN_AFTER and stack != target.interrupted_at
+        if settled and target.exc is not None and target.repeats < MAX_REPEATS and in_test_code(frame):
+            target.repeats += 1
+            target.interrupted_at = stack
+            self.interrupt(target.thread, target.exc)
 
     def _session_due(self, now: float, target: Target | None) -> bool:
         deadline = self.session_deadline
@@ -282,7 +328,7 @@ class Watchdog:
         the grace period it is reported whatever it runs: pytest's own work may hang too."""
         if now >= target.deadline + self.grace:
             return True
-        return _in_test_code(sys._current_frames().get(target.thread))
+        return in_test_code(sys._current_frames().get(target.thread))
 
     def _fire(self, target: Target) -> None:
         report = hang_report.build(
@@ -295,6 +341,8 @@ class Watchdog:
             clock=target.clock,
             action=target.action,
             output=self.output,
+            test=target.test,
+            exclude_pids=self.own_pids,
         )
         target.report = report
         target.fired = time.monotonic()
@@ -315,7 +363,27 @@ class Watchdog:
         if self._target is not target:
             return
         kind: type[BaseException] = HangExit if target.action == "exit" else HangTimeout
-        self.interrupt(target.thread, type(kind.__name__, (kind,), {"message": message}))
+        exc = type(kind.__name__, (kind,), {"message": message})
+        target.exc, target.seen, target.still, target.repeats = exc, (), 0, 0
+        target.interrupted_at = hang_report.stack_of(sys._current_frames().get(target.thread))
+        if report.wait_kind == "asyncio" and self._interrupt_task(target, exc):
+            return
+        self.interrupt(target.thread, exc)
+
+    def _interrupt_task(self, target: Target, exc: type[BaseException]) -> bool:
+        """An async test waiting in its event loop: the exception is raised at its ``await``, so its
+        failure shows the coroutine's frames; if the loop does not take it soon, the thread is
+        interrupted as any other (`_run` sees to that)."""
+        frame = sys._current_frames().get(target.thread)
+
+        def delivered() -> None:
+            self._async_fallback = None
+
+        self._async_fallback = (time.monotonic() + ASYNC_FALLBACK, target.thread, exc)
+        if async_tasks.interrupt(frame, target.test, exc, delivered):
+            return True
+        self._async_fallback = None
+        return False
 
     def interrupt(self, thread: int, exc: type[BaseException]) -> None:
         if thread == self._main and self._signal_installed:
@@ -351,41 +419,3 @@ class Watchdog:
             self._backstop_refreshed = 0.0
             with contextlib.suppress(Exception):
                 faulthandler.cancel_dump_traceback_later()
-
-
-_OWN: Final = __file__.rsplit("/", 2)[0] + "/"
-"""This plugin's package: a signal arriving in its own code is not in the test."""
-_RUNNER_FILE: Final = ("_pytest/runner.py", "_pytest\\runner.py")
-
-
-def _in_test_code(frame: Any) -> bool:
-    """True if ``frame`` (where the signal arrived) runs a test phase's code: inside pytest's
-    ``CallInfo.from_call``, which turns an exception into the test's failure, and not in this plugin."""
-    if frame is None or frame.f_code.co_filename.startswith(_OWN):
-        return False
-    walk = frame
-    under_pytest = False
-    while walk is not None:
-        code = walk.f_code
-        if code.co_name == "from_call" and code.co_filename.endswith(_RUNNER_FILE):
-            return True
-        if code.co_name in (
-            "pytest_runtest_makereport",
-            "pytest_exception_interact",
-            "pytest_runtest_logreport",
-        ):
-            return False
-        under_pytest = under_pytest or "_pytest" in code.co_filename
-        walk = walk.f_back
-    return not under_pytest  # a program outside pytest (python -m pytest_mcpdebug.hangs.detect): its own code
-
-
-_DEBUGGERS: Final = ("pydevd", "bdb", "pdb", "debugpy", "_pydevd")
-
-
-def _debugger_active() -> bool:
-    trace = sys.gettrace()
-    if trace is None:
-        return False
-    module = getattr(trace, "__module__", "") or type(trace).__module__ or ""
-    return module.split(".")[0] in _DEBUGGERS

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Final
+import re
+from typing import Annotated, Any, Final
 
 import msgspec
 
@@ -23,6 +24,15 @@ MAX_TEXT_CHARS: Final = 1024 * 1024
 """Longest text field (failure text, captured output) a single event carries; see `clip`."""
 
 
+RUN_ID_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z"
+"""A run id names folders and files of the store: letters, digits, ``-_.``, never ``.`` or ``..``."""
+RunId = Annotated[str, msgspec.Meta(pattern=RUN_ID_PATTERN)]
+
+
+def is_run_id(text: str) -> bool:
+    return re.fullmatch(RUN_ID_PATTERN, text) is not None
+
+
 class Frame(msgspec.Struct, tag_field="type", kw_only=True, omit_defaults=True):
     """Base of every frame; the subclass's ``tag`` is the wire ``type``."""
 
@@ -30,7 +40,7 @@ class Frame(msgspec.Struct, tag_field="type", kw_only=True, omit_defaults=True):
 class EventBase(Frame):
     """An event from a test process. ``(run_id, process, seq)`` identifies it for idempotency."""
 
-    run_id: str
+    run_id: RunId
     process: str
     seq: Int
     ts: float
@@ -51,7 +61,7 @@ class Hello(Frame, tag="hello"):
     """First frame a client sends over WebSocket."""
 
     protocol: Int
-    run_id: str
+    run_id: RunId
     process: str
     worker: str
     pid: Int
@@ -236,6 +246,9 @@ class TestFinished(EventBase, tag="test_finished"):
     passed_phases: list[PassedPhase] = []
     """Phases that passed (not xpassed) and so were not sent as `PhaseFinished`: a passing test
     costs two events, not five."""
+    attempt: Int = 1
+    """Which run of the test this was (pytest-rerunfailures runs a failing test again): an attempt
+    that will be run again ends ``rerun``; the last one has the outcome pytest reports."""
 
 
 class Held(EventBase, tag="held"):

@@ -37,6 +37,28 @@ class SnapshotFrame(msgspec.Struct, kw_only=True, omit_defaults=True):
     locals: list[SnapshotVar] = []
 
 
+class DoctestExample(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A doctest example that did not give what its docstring or text file says it should."""
+
+    file: str
+    """Absolute path of the file holding the example."""
+    line: Int = 0
+    """Line of the example's ``>>>`` in ``file`` (1-based; 0 when doctest could not tell)."""
+    name: str
+    """The doctest's name: "mod.add", or a text file's name."""
+    number: Int = 0
+    """Which example of the doctest (1-based), of ``examples``."""
+    examples: Int = 0
+    source: str
+    """The example's code, without prompts."""
+    want: str = ""
+    """The output the example expects."""
+    got: str = ""
+    """The output it gave, for a mismatch."""
+    exception: str = ""
+    """"NameError: name 'x' is not defined" when the example raised unexpectedly."""
+
+
 class Snapshot(msgspec.Struct, kw_only=True, omit_defaults=True):
     exception: SnapshotException
     chain: list[SnapshotException] = []
@@ -49,6 +71,8 @@ class Snapshot(msgspec.Struct, kw_only=True, omit_defaults=True):
     frames_dropped: Int = 0
     children: dict[str, list[SnapshotVar]] = {}
     """Children of expandable variables, by ``ref``."""
+    doctest: list[DoctestExample] = []
+    """The failing examples of a doctest (several with ``--doctest-continue-on-failure``)."""
 
 
 class HangFrame(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -70,6 +94,8 @@ class HangThread(msgspec.Struct, kw_only=True, omit_defaults=True):
     daemon: bool = False
     cpu: float | None = None
     """CPU seconds this thread used while the test ran (where the platform tells)."""
+    summary: str = ""
+    """Where a thread other than the test's is, when it runs the project's code ("blocked in ...")."""
 
 
 class HangTask(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -80,6 +106,23 @@ class HangTask(msgspec.Struct, kw_only=True, omit_defaults=True):
     state: str
     awaiting: str = ""
     frames: list[HangFrame] = []
+
+
+class HangProcess(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A live descendant of the hung process, seen from outside (psutil, and py-spy for Python)."""
+
+    pid: Int
+    ppid: Int = 0
+    command: str = ""
+    """Its command line, cut to a few hundred characters."""
+    status: str = ""
+    """The OS's word for it: sleeping, running, disk-sleep, zombie, stopped..."""
+    python: bool = False
+    summary: str = ""
+    """Where its main thread is, in the words of a hang's headline ("blocked in ... at line 6 of ...")."""
+    error: str = ""
+    """Why its stacks could not be read (py-spy missing, ptrace not permitted, not Python), and what to do."""
+    threads: list[HangThread] = []
 
 
 class HangReport(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -114,4 +157,6 @@ class HangReport(msgspec.Struct, kw_only=True, omit_defaults=True):
     tasks: list[HangTask] = []
     output: list[str] = []
     """The last lines the test wrote before the report."""
+    processes: list[HangProcess] = []
+    """The process's live descendants (child processes, pool workers) and where each one is."""
     source: list[tuple[Int, str]] = []

@@ -6,6 +6,7 @@ and in each xdist worker from what the controller put in ``workerinput``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import shlex
@@ -51,8 +52,12 @@ class Recorder:
         break_timeout: float = DEFAULT_BREAK_TIMEOUT,
         hangs: HangSettings | None = None,
         session_started: float | None = None,
+        resumed: dict[str, Any] | None = None,
     ) -> None:
         self.config = config
+        self.resumed = resumed
+        """What the process this one replaces handed on (`hangs.resume`), or None."""
+        self.generation = int(resumed.get("generation", 0)) if resumed else 0
         self.run_id = run_id
         self.worker = worker
         self.dir = directory
@@ -63,7 +68,9 @@ class Recorder:
         self.break_timeout = break_timeout
         self.hangs = hangs or HangSettings()
         self.session_started = session_started if session_started is not None else time.time()
-        self.process = f"{worker}-{os.getpid()}"
+        # A replacement keeps the pid (execv): its process name must differ for the store to take it.
+        suffix = f"_r{self.generation}" if self.generation else ""
+        self.process = f"{worker}{suffix}-{os.getpid()}"
         ensure_dir(directory)
         self.sender = Sender(
             hello=protocol.Hello(
@@ -83,12 +90,18 @@ class Recorder:
         self.hang_summary: HangSummary | None = None
         self._closed = False
         self._warned = 0
+        self.session: pytest.Session | None = None
+        self._carried_hangs: list[tuple[str, str]] = []
 
     @classmethod
     def for_controller(cls, config: pytest.Config, settings: Settings) -> Recorder:
+        from pytest_mcpdebug.hangs import resume
+
+        resumed = resume.load() if os.environ.get(resume.ENV) else None
         return cls(
             config,
-            run_id=settings.run_id or new_run_id(),
+            resumed=resumed,
+            run_id=(resumed or {}).get("run_id") or settings.run_id or new_run_id(),
             worker="main",
             directory=settings.dir,
             url=settings.url,
@@ -180,10 +193,17 @@ class Recorder:
             tail=self.tail,
             dump_path=dump,
             session_started=self.session_started,
+            directory=self.dir,
+            generation=self.generation,
         )
         self.config.pluginmanager.register(self.timeouts, _TIMEOUTS)
+        if self.resumed is not None and role == "main":
+            self._resume(self.resumed, session)
         if role != "worker":
-            self.hang_summary = HangSummary(reporter=self.reporter, directory=self.dir)
+            self.hang_summary = HangSummary(
+                reporter=self.reporter, directory=self.dir, leaks=self.timeouts.leaks
+            )
+            self.hang_summary.hangs.extend(self._carried_hangs)
             self.config.pluginmanager.register(self.hang_summary, _HANG_SUMMARY)
         pauses = self.hangs.action == "pause"
         if (self.break_on_failure or pauses) and role != "controller":
@@ -218,6 +238,7 @@ class Recorder:
             self.tail.stop()
         terminal = self.config.pluginmanager.get_plugin("terminalreporter")
         self.reporter.emit_finish(exitstatus, getattr(terminal, "stats", None))
+        self.session = session
         self.close()
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
@@ -260,6 +281,37 @@ class Recorder:
             self.config.pluginmanager.unregister(self.timeouts, _TIMEOUTS)
         if self.reporter is not None:
             self.config.pluginmanager.unregister(self.reporter, _REPORTER)
+
+    def _resume(self, state: dict[str, Any], session: pytest.Session) -> None:
+        """This process replaces one whose test could not be stopped: leave out what it ran."""
+        from pytest_mcpdebug.hangs.leaks import Leak
+        from pytest_mcpdebug.hangs.resume import Resumed
+
+        assert self.timeouts is not None
+        resumed = Resumed(self.config, state)
+        self.config.pluginmanager.register(resumed, "mcpdebug-resumed")
+        resumed.start(session)
+        assert self.reporter is not None
+        self.reporter.started = float(state.get("started") or self.reporter.started)
+        self.reporter.collected_before = len(resumed.done)
+        self.timeouts.carried = list(resumed.reports)
+        for leak in state.get("leaks", []):
+            with contextlib.suppress(TypeError):
+                self.timeouts.leaks.found.append(Leak(**leak))
+        self._carried_hangs = [(str(n), str(h)) for n, h in state.get("hangs", [])]
+
+    def exit_if_stuck(self) -> None:
+        """After the session: if threads leaked by hung tests would hold the interpreter at exit
+        (non-daemon, still blocked), end the process now with pytest's exit status."""
+        if self.timeouts is None or self.session is None or self.reporter is None:
+            return
+        if self.reporter.role != "main":
+            return  # an xdist worker's exit belongs to xdist
+        stuck = self.timeouts.leaks.stuck()
+        if stuck:
+            from pytest_mcpdebug.hangs.leaks import exit_now
+
+            exit_now(int(self.session.exitstatus), stuck, 2)
 
     def _pause_hung(self, target: Any) -> str:
         assert self.inspector is not None

@@ -32,7 +32,10 @@ class Reporter:
         self.role = role
         self._seq = 0
         self._lock = threading.Lock()
-        self._started = time.time()
+        self.started = time.time()
+        """When the run started (handed on to a process that replaces this one)."""
+        self.collected_before = 0
+        """Tests a replaced process ran, left out of this one's collection but not of the run's."""
         self._phases: dict[str, list[tuple[str, str, bool, float, str]]] = {}
         self._passed: dict[str, list[protocol.PassedPhase]] = {}
         self._collected_sent = False
@@ -72,7 +75,7 @@ class Reporter:
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         if self.role == "main":
-            self.emit(protocol.CollectionFinished, count=len(session.items))
+            self.emit(protocol.CollectionFinished, count=len(session.items) + self.collected_before)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
@@ -123,7 +126,7 @@ class Reporter:
                 outcome=outcome,
                 duration=report.duration,
                 message=message,
-                longrepr=protocol.clip(str(report.longrepr)) if outcome == "failed" else "",
+                longrepr=protocol.clip(str(report.longrepr)) if outcome in ("failed", "rerun") else "",
                 wasxfail=wasxfail,
             )
         phases = self._phases.setdefault(report.nodeid, [])
@@ -140,6 +143,7 @@ class Reporter:
                 duration=sum(p[3] for p in phases),
                 message=next((p[4] for p in phases if p[4]), ""),
                 passed_phases=self._passed.pop(report.nodeid, []),
+                attempt=getattr(report, "rerun", 0) + 1,  # pytest-rerunfailures numbers its attempts
             )
 
     @pytest.hookimpl(tryfirst=True)
@@ -147,11 +151,12 @@ class Reporter:
         """A failed phase (never a skip or xfail): snapshot its frames while they are alive."""
         if self.role == "controller" or not isinstance(node, pytest.Item) or call.excinfo is None:
             return
+        from pytest_mcpdebug.failures import doctests
         from pytest_mcpdebug.failures.snapshot import take
 
         exc = call.excinfo.value
         try:
-            snapshot = take(
+            snapshot = doctests.take(exc) or take(
                 exc,
                 call.excinfo.tb,
                 first_code=getattr(getattr(node, "obj", None), "__code__", None),
@@ -177,14 +182,17 @@ class Reporter:
             self.emit(
                 protocol.RunFinished,
                 exit_status=int(exitstatus),
-                duration=time.time() - self._started,
+                duration=time.time() - self.started,
                 counts=counts,
             )
         self.emit(protocol.ProcessFinished, events=self._seq + 1)
 
 
 def final_outcome(phases: list[tuple[str, str, bool]]) -> str:
-    """The test's outcome as pytest's summary counts it, from (when, outcome, wasxfail) per phase."""
+    """The test's outcome as pytest's summary counts it, from (when, outcome, wasxfail) per phase
+    ("rerun" for an attempt pytest-rerunfailures runs again)."""
+    if any(o == "rerun" for _, o, _ in phases):
+        return "rerun"  # pytest-rerunfailures runs it again; the next attempt has the outcome
     call_failed = any(w == "call" and o == "failed" for w, o, _ in phases)
     if call_failed:
         return "failed"
@@ -205,7 +213,23 @@ def _message(report: pytest.TestReport | pytest.CollectReport) -> str:
     crash = getattr(longrepr, "reprcrash", None)
     if crash is not None and getattr(crash, "message", None):
         return str(crash.message).splitlines()[0][:500]
-    return _last_line(str(longrepr))
+    return _doctest_message(longrepr) or _last_line(str(longrepr))
+
+
+def _doctest_message(longrepr: Any) -> str:
+    """ "line 4 of mod.py: expected 5, got 4" from pytest's report of a failing doctest example."""
+    located = getattr(longrepr, "reprlocation_lines", None)
+    if not located:
+        return ""
+    location, lines = located[0]
+    where = f"line {location.lineno} of {os.path.basename(location.path)}"
+    rows = [str(line) for line in lines]
+    if "Expected:" in rows and "Got:" in rows:
+        want, got = (([*rows[rows.index(label) + 1 :], ""])[0] for label in ("Expected:", "Got:"))
+        return f"{where}: expected {want.strip()}, got {got.strip()}"[:500]
+    if any(row.startswith("UNEXPECTED EXCEPTION:") for row in rows):
+        return f"{where}: {_last_line(rows[-1])}"[:500]
+    return ""
 
 
 def _last_line(text: str) -> str:

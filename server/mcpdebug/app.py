@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from mcp.server.auth.provider import TokenVerifier
+from mcp.server.auth.settings import AuthSettings
+
 from mcpdebug.live.sessions import Sessions
 from mcpdebug.processes.test_runs import Runner
 from mcpdebug.store import Store
@@ -24,22 +27,49 @@ break_on_failure=True) runs tests and holds the first failing one alive: evaluat
 frame tools then take its session_id. The prompts investigate_failure, diagnose_hang and triage_run
 give these steps with the ids filled in."""
 
+READ_ONLY_NOTE = """
+This server is read-only (`mcpdebug serve --read-only`): it reads recorded runs; nothing that runs
+code or changes a process (run_tests, detect_hang, evaluate_expression, ...) is offered."""
+
 GROUPS: dict[str, type[ToolGroup]] = {
     group.group: group
     for group in (runs.RunTools, failures.FailureTools, hangs.HangTools, live.LiveTools, output.OutputTools)
 }
 """The tool groups by the name `mcpdebug serve --tools` selects them by."""
 
+DebugServer = ToolServer
+"""The server class (`mcpdebug.tools.server`), by the name `serve` knows it."""
+
 
 def build_server(
     store: Store,
     sessions: Sessions | None = None,
     runner: Runner | None = None,
+    *,
     groups: Iterable[str] | None = None,
+    read_only: bool = False,
+    token_verifier: TokenVerifier | None = None,
 ) -> ToolServer:
     """The MCP server over ``store`` with the tools of ``groups`` (default: every group);
-    ``sessions`` and ``runner`` (from `serve`) make the live tools work."""
-    server = ToolServer("mcpdebug", instructions=INSTRUCTIONS, version=_version())
+    ``sessions`` and ``runner`` (from `serve`) make the live tools work.
+
+    ``read_only`` leaves out every tool that runs code or changes a process (a filter on the tools'
+    annotations, beside the choice of groups); ``token_verifier`` makes the HTTP transport require
+    its bearer token on every request (see `mcpdebug.http_auth`).
+    """
+    server = ToolServer(
+        "mcpdebug",
+        read_only=read_only,
+        instructions=INSTRUCTIONS + (READ_ONLY_NOTE if read_only else ""),
+        version=_version(),
+        token_verifier=token_verifier,
+        # The SDK turns its bearer middleware on with auth settings; the token is static, not
+        # issued by OAuth, so no authorization server or resource metadata is advertised and
+        # issuer_url (a required field) is never served.
+        auth=AuthSettings(issuer_url="http://127.0.0.1", resource_server_url=None)  # type: ignore[arg-type]
+        if token_verifier is not None
+        else None,
+    )
     live_sessions = sessions if sessions is not None else Sessions(store)
     context = ToolContext(
         store=store,

@@ -7,29 +7,21 @@ exit code, never a traceback.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
-import shutil
 import sys
-import textwrap
 from pathlib import Path
-from typing import Any
 
-from mcpdebug.store import FINAL_OUTCOMES, PROBLEM_OUTCOMES, Store, StoreError, output_query
+from mcpdebug import terminal
+from mcpdebug.store import Store, StoreError, output_query
 from mcpdebug.store.output_query import ErrorType, OutputError
-from mcpdebug.views import calls, lookup, output_window
+from mcpdebug.views import calls, lookup
 from mcpdebug.views import hang as hang_view
-from mcpdebug.views import output as output_view
-from mcpdebug.views import output_search as search_view
-from mcpdebug.views import runs as runs_view
 from pytest_mcpdebug import __version__, limits
 from pytest_mcpdebug.folder import DIRNAME, find_store, store_in
 
 EXIT_USAGE = 2
-EXIT_NOT_FOUND = 3
-SHOW_TESTS = 50
-"""Tests `mcpdebug show` lists besides the failures, unless asked for more."""
+EXIT_NOT_FOUND = terminal.EXIT_NOT_FOUND
 
 
 def find_dir(given: str | None, *, create: bool) -> Path:
@@ -71,8 +63,37 @@ def _parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run the MCP server (stdio by default) and the live ingest endpoint")
     serve.add_argument("--dir", help=dir_help)
     serve.add_argument("--http", action="store_true", help="serve MCP over streamable HTTP instead of stdio")
-    serve.add_argument("--host", default="127.0.0.1", help="HTTP host (default: 127.0.0.1)")
+    serve.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="HTTP bind address (default: 127.0.0.1; any other needs --allow-remote)",
+    )
     serve.add_argument("--port", type=int, default=8765, help="HTTP port (default: 8765; 0 picks a free one)")
+    serve.add_argument(
+        "--token",
+        help="the HTTP bearer token every request must carry (default: $MCPDEBUG_HTTP_TOKEN, else a "
+        "random one, printed at start and kept in .mcpdebug/server.json)",
+    )
+    serve.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow --host to be an address other machines can reach (needs --tls-cert and --tls-key)",
+    )
+    serve.add_argument("--tls-cert", metavar="PEM", help="TLS certificate (chain) file: serve HTTPS")
+    serve.add_argument("--tls-key", metavar="PEM", help="private key file of --tls-cert")
+    serve.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a further Host name clients reach a remote server by (repeatable; default: this "
+        "machine's names and addresses)",
+    )
+    serve.add_argument(
+        "--read-only",
+        action="store_true",
+        help="offer only the tools that read recorded runs: none that runs code or changes a process",
+    )
     serve.add_argument(
         "--ingest-port",
         type=int,
@@ -119,7 +140,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     show.add_argument("--offset", type=int, default=0, help="tests to skip, for paging (default: 0)")
     show.add_argument(
-        "--limit", type=int, default=SHOW_TESTS, help=f"most tests to list (default: {SHOW_TESTS})"
+        "--limit",
+        type=int,
+        default=terminal.SHOW_TESTS,
+        help=f"most tests to list (default: {terminal.SHOW_TESTS})",
     )
     show.add_argument("--json", action="store_true", help="print JSON")
 
@@ -154,6 +178,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     failure.add_argument("--dir", help=dir_help)
 
+    hang = sub.add_parser("hang", help="sample a running Python process: where it loops or blocks")
+    hang.add_argument("pid", type=int, help="the process id (its child processes are read too)")
+    hang.add_argument("--seconds", type=float, default=2.0, help="how long to sample (default: 2)")
+    hang.add_argument("--interval", type=float, default=0.1, help="seconds between samples (default: 0.1)")
+
     tail = sub.add_parser("tail", help="follow a run's output live, as it is written")
     tail.add_argument("run", nargs="?", default="latest", help='run id or unique prefix (default: "latest")')
     tail.add_argument("--dir", help=dir_help)
@@ -175,20 +204,22 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "serve":
             return _serve(args)
+        if args.command == "hang":
+            return _hang(args)
         calls.for_terminal()
         directory = find_dir(args.dir, create=False)
         store = Store(directory, create=False, limits=_limits(args, directory))
         lookup.refresh(store)
         if args.command == "runs":
-            return _runs(store, args)
+            return terminal.runs(store, args)
         if args.command == "logs":
-            return _logs(store, args)
+            return terminal.logs(store, args)
         if args.command == "tail":
-            return _tail(store, args)
+            return terminal.tail(store, args)
         if args.command == "failure":
             print(hang_view.failure_or_hang(store, lookup.run(store, args.run), args.test).text)
             return 0
-        return _show(store, args)
+        return terminal.show(store, args)
     except (StoreError, limits.LimitsError) as exc:
         print(f"mcpdebug: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -205,9 +236,25 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
 
+def _hang(args: argparse.Namespace) -> int:
+    from mcpdebug.processes.hang_detection import process_text
+    from mcpdebug.processes.test_runs import RunError
+
+    if args.seconds <= 0 or args.interval <= 0:
+        print("mcpdebug hang: --seconds and --interval must be above 0", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        print(process_text(args.pid, args.seconds, min(args.interval, args.seconds)))
+    except RunError as exc:
+        print(f"mcpdebug hang: {exc}", file=sys.stderr)
+        return EXIT_NOT_FOUND
+    return 0
+
+
 def _serve(args: argparse.Namespace) -> int:
     import anyio
 
+    from mcpdebug import http_auth
     from mcpdebug.serve import ServeConfig, run
 
     logging.basicConfig(
@@ -233,6 +280,11 @@ def _serve(args: argparse.Namespace) -> int:
     except (StoreError, limits.LimitsError) as exc:
         print(f"mcpdebug serve: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    try:
+        security = http_auth.from_serve_args(args)
+    except http_auth.HttpConfigError as exc:
+        print(f"mcpdebug serve: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     config = ServeConfig(
         directory=directory,
         limits=found,
@@ -241,6 +293,8 @@ def _serve(args: argparse.Namespace) -> int:
         port=args.port,
         ingest_port=args.ingest_port,
         tools=tuple(groups) if groups is not None else None,
+        read_only=args.read_only,
+        security=security,
     )
     try:
         anyio.run(run, config)
@@ -258,38 +312,6 @@ def _limits(args: argparse.Namespace, directory: Path) -> limits.Limits:
     return limits.load(cli=cli, env=os.environ, pyproject=directory.parent / "pyproject.toml")
 
 
-def _logs(store: Store, args: argparse.Namespace) -> int:
-    run = lookup.run(store, args.run)
-    if args.grep is not None:
-        found = search_view.search_output(
-            store,
-            run,
-            args.grep,
-            args.test,
-            stream=args.stream,
-            context=args.context,
-            occurrence=args.occurrence,
-            ignore_case=args.ignore_case,
-            max_results=args.max_results,
-        )
-        print(found.render())
-        return 0 if found.total else EXIT_NOT_FOUND
-    start, end = _parse_range(args.range)
-    print(
-        output_view.get_output(
-            store,
-            run,
-            args.test,
-            stream=args.stream,
-            phase=args.phase,
-            start=start,
-            end=end,
-            line_numbers=not args.no_line_numbers,
-        ).text
-    )
-    return 0
-
-
 def _glue_negative_range(argv: list[str]) -> list[str]:
     """``--range -50:-1`` would read as an unknown option to argparse: pass it as ``--range=-50:-1``."""
     out: list[str] = []
@@ -301,175 +323,6 @@ def _glue_negative_range(argv: list[str]) -> list[str]:
         else:
             out.append(arg)
     return out
-
-
-def _parse_range(text: str | None) -> tuple[int | None, int | None]:
-    if not text:
-        return None, None
-    head, sep, tail = text.partition(":")
-    try:
-        start = int(head) if head.strip() else None
-        end = int(tail) if tail.strip() else None
-    except ValueError:
-        raise OutputError(
-            ErrorType.INVALID_RANGE, f"--range {text!r} is not START:END; e.g. 1:100, -50:-1 or 10:-10"
-        ) from None
-    if not sep:
-        end = start
-    return start, end
-
-
-def _tail(store: Store, args: argparse.Namespace) -> int:
-    """Print each unit's new lines as they are stored, like ``tail -f`` over every test's output."""
-    import time
-
-    run = lookup.run(store, args.run)
-    rid = run["run_id"]
-    printed: dict[int, int] = {}
-    current: int | None = None
-    first_look = True
-    while True:
-        lookup.refresh(store)
-        run = store.run(rid) or run
-        for unit in output_query.units(store.db, rid):
-            view = output_query.build_view(store.outputs, store.db, rid, unit, stream=args.stream)
-            done = printed.get(unit["id"], 0)
-            if first_look:
-                done = max(view.total - args.lines, 0) if unit is not None else 0
-            if view.total <= done:
-                printed[unit["id"]] = done
-                continue
-            if current != unit["id"]:
-                print(f"\n==> {output_window.describe_unit(unit['unit'])} <==")
-                current = unit["id"]
-            for line in view.lines(done + 1, view.total):
-                prefix = (
-                    "" if args.stream != "combined" or line.stream in ("stdout", "") else f"[{line.stream}] "
-                )
-                print(line.gap_text() if line.number is None else f"{line.number}: {prefix}{line.text}")
-            printed[unit["id"]] = view.total
-        sys.stdout.flush()
-        if first_look and run["status"] != "running":
-            print(f"\n(run {rid} is {runs_view.status_text(run)}; nothing more will come)")
-            return 0
-        first_look = False
-        if run["status"] != "running":
-            print(f"\n(run {rid} ended: {runs_view.status_text(run)})")
-            return 0
-        time.sleep(max(args.interval, 0.05))
-
-
-def _console() -> Any:
-    from rich.console import Console
-
-    return Console(highlight=False, soft_wrap=False)
-
-
-def _runs(store: Store, args: argparse.Namespace) -> int:
-    runs = store.runs(limit=max(1, args.limit))
-    if args.json:
-        print(json.dumps(runs, indent=2))
-        return 0
-    if not runs:
-        print(runs_view.sessions(runs))
-        return 0
-    from rich.table import Table
-
-    table = Table(title=f"Recorded runs in {store.dir}", title_justify="left")
-    for column in ("run", "status", "started", "duration", "tests", "command"):
-        table.add_column(column, overflow="fold")
-    for run in runs:
-        table.add_row(
-            run["run_id"],
-            runs_view.status_text(run),
-            runs_view.when(run["started"]),
-            runs_view.seconds(runs_view.run_duration(run)),
-            runs_view.counts_text(run["counts"]),
-            run["label"],
-        )
-    _console().print(table)
-    return 0
-
-
-def _show(store: Store, args: argparse.Namespace) -> int:
-    run = lookup.run(store, args.run)
-    rid = run["run_id"]
-    if args.test:
-        test = lookup.test(store, run, args.test)
-        phases = store.phases(rid, test["nodeid"])
-        if args.json:
-            print(json.dumps({"run_id": rid, **test, "phases": phases}, indent=2))
-        else:
-            output = output_view.output_tail(store, run, test["nodeid"], max(0, args.tail))
-            print(runs_view.test_detail(run, test, phases, output).text)
-        return 0
-    problems = store.problems(rid)
-    errors = store.collection_errors(rid)
-    if args.json:
-        tests = store.tests(rid, lookup.outcomes(args.outcome))
-        print(
-            json.dumps({**run, "problems": problems, "collection_errors": errors, "tests": tests}, indent=2)
-        )
-        return 0
-    running = store.tests(rid, ("running",))
-    width = shutil.get_terminal_size((120, 24)).columns
-    print(_fit(runs_view.run_summary(run, problems, errors, running, store.hangs(rid)), width))
-    print()
-    _print_tests(store, run, args, width)
-    return 0
-
-
-def _fit(text: str, width: int) -> str:
-    """Lines longer than the terminal wrapped at spaces only, so no node id or command is cut in two."""
-    out: list[str] = []
-    for line in text.splitlines():
-        if len(line) <= width:
-            out.append(line)
-            continue
-        indent = " " * (len(line) - len(line.lstrip()) + 2)
-        out += textwrap.wrap(
-            line, width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False
-        )
-    return "\n".join(out)
-
-
-def _print_tests(store: Store, run: dict[str, Any], args: argparse.Namespace, width: int) -> None:
-    """The run's tests, one a line, paged: by default the ones that did not fail (the summary has
-    those), at most `SHOW_TESTS` of them, and how to see more."""
-    rid = run["run_id"]
-    if args.outcome:
-        wanted = lookup.outcomes(args.outcome)
-    else:
-        wanted = [o for o in (*FINAL_OUTCOMES, "running") if o not in PROBLEM_OUTCOMES]
-    tests = store.tests(rid, wanted)
-    limit = len(tests) if args.all else max(1, args.limit)
-    offset = max(0, args.offset)
-    shown = tests[offset : offset + limit]
-    what = f"with outcome {args.outcome}" if args.outcome else "that did not fail"
-    first = f"{offset + 1}-{offset + len(shown)} of " if len(shown) < len(tests) else ""
-    print(f"Tests of run {rid} {what} ({first}{len(tests)}):" if tests else f"No tests of run {rid} {what}.")
-    for t in shown:
-        print(_test_line(t, width))
-    left = len(tests) - offset - len(shown)
-    if left > 0:
-        page = f"--offset {offset + len(shown)}" + (f" --outcome {args.outcome}" if args.outcome else "")
-        more = (
-            f"... {left} more: `mcpdebug show {rid} {page}` for the next {min(limit, left)}, "
-            f"`--all` for every one, `--outcome passed` (or skipped, xfailed, ...) to filter."
-        )
-        print(_fit(more, width))
-
-
-def _test_line(t: dict[str, Any], width: int) -> str:
-    """``OUTCOME  node id  duration worker - message``: the node id is never cut by the terminal's
-    wrapping; when it does not fit after the outcome it starts its own line."""
-    label = f"{runs_view.LABELS.get(t['status'], t['status']):8} "
-    rest = f"  {runs_view.seconds(t['duration'])} {t['worker'] or '-'}"
-    if t["message"] and t["status"] in runs_view.WITH_MESSAGE:
-        rest += f" - {t['message']}"
-    if len(label) + len(t["nodeid"]) > width:
-        return f"{label.rstrip()}\n{t['nodeid']}\n  {rest.strip()}"
-    return f"{label}{t['nodeid']}{rest}"
 
 
 if __name__ == "__main__":

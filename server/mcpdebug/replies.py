@@ -22,7 +22,11 @@ from typing_extensions import Self
 
 
 class Reply(BaseModel):
-    """What every reply shares: the text content is ``render()``."""
+    """What every reply shares: the text content is ``render()`` (also its ``str()``, so a reply put
+    into a larger text by mistake reads as the reply, not as the model's fields)."""
+
+    def __str__(self) -> str:
+        return self.render()
 
     def render(self) -> str:
         return json.dumps(self.structured(), indent=1, ensure_ascii=False)
@@ -160,7 +164,9 @@ class HangInfo(Report):
 
 
 class Detection(Report):
-    verdict: Literal["HUNG", "COMPLETED"]
+    verdict: Literal["HUNG", "COMPLETED", "SAMPLED"] = Field(
+        description="SAMPLED: a running process (pid) read from outside, hung or not"
+    )
     run_id: str | None = None
     exit_status: int | None = None
     hung_tests: list[str] = Field(default_factory=list)

@@ -1,8 +1,10 @@
 """`mcpdebug serve`: the store, the WebSocket ingest and the MCP server, in one event loop.
 
-Start-up order matters: the store is opened and pending spool ingested first, then the ingest
-endpoint is advertised in ``server.json``, then MCP starts answering. On exit the advertisement is
-removed (a killed server leaves it behind, but naming a dead pid it is ignored by test processes).
+Start-up order matters: the HTTP port (with ``--http``) is taken first, so a busy port fails before
+anything else; then the store is opened and pending spool ingested, then the ingest endpoint (and the
+MCP URL and its bearer token) is advertised in ``server.json``, then MCP starts answering. On exit
+the advertisement is removed (a killed server leaves it behind, but naming a dead pid it is ignored
+by test processes).
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from pathlib import Path
 
 import anyio
 
-from mcpdebug.app import build_server
+from mcpdebug import http_auth
+from mcpdebug.app import DebugServer, build_server
 from mcpdebug.ingest.spool import ingest_spool
 from mcpdebug.ingest.websocket import IngestServer
 from mcpdebug.live.sessions import Sessions
@@ -38,27 +41,33 @@ class ServeConfig:
     port: int = 8765
     ingest_port: int = 0
     limits: Limits = field(default_factory=Limits)
+    read_only: bool = False
+    security: http_auth.HttpSecurity | None = None  # required with http: see `http_auth.resolve`
     tools: tuple[str, ...] | None = None
     """The tool groups to list (`mcpdebug serve --tools`); None: all of them."""
 
 
 async def run(config: ServeConfig) -> None:
-    store = Store(config.directory, limits=config.limits)
-    log.info("store %s (%s)", config.directory, describe(config.limits))
-    report = ingest_spool(store)
-    if report.files:
-        log.info(
-            "ingested %d events of %d run(s) from %d spool file(s)",
-            report.new,
-            len(report.runs),
-            report.files,
-        )
-    evicted = store.enforce_retention()
-    if evicted:
-        log.info("evicted %d run(s) beyond the retention limits", len(evicted))
-    ingest: IngestServer | None = None
+    if config.http and config.security is None:
+        raise ValueError("ServeConfig(http=True) needs security= (see mcpdebug.http_auth.resolve)")
+    listener = _listen(config) if config.http else None
+    try:
+        await _run(config, listener)
+    finally:
+        if listener is not None:
+            listener.close()
+
+
+async def _run(config: ServeConfig, listener: socket.socket | None) -> None:
+    security = config.security if listener is not None else None
+    mcp_url = ""
+    if listener is not None and security is not None:
+        mcp_url = http_auth.public_url(config.host, listener.getsockname()[1], security)
+    store = _open_store(config)
     sessions = Sessions(store)
     runner = Runner(store, sessions, url=None, token=None)
+    ingest: IngestServer | None = None
+    kept_in: Path | None = None
     other = read_server_info(config.directory)
     if other is not None and other.pid != os.getpid():
         log.info(
@@ -70,14 +79,28 @@ async def run(config: ServeConfig) -> None:
         ingest = IngestServer(store, port=config.ingest_port, sessions=sessions)
         url = await ingest.start()
         runner.url, runner.token = url, ingest.token
-        write_server_info(
+        kept_in = write_server_info(
             config.directory,
-            ServerInfo(url=url, token=ingest.token, pid=os.getpid(), host=socket.gethostname()),
+            ServerInfo(
+                url=url,
+                token=ingest.token,
+                pid=os.getpid(),
+                host=socket.gethostname(),
+                mcp_url=mcp_url,
+                mcp_token=security.token if security else "",
+            ),
         )
-    app = build_server(store, sessions, runner, groups=config.tools)
+    verifier = http_auth.StaticTokenVerifier(security.token) if security else None
+    app = build_server(
+        store, sessions, runner, groups=config.tools, read_only=config.read_only, token_verifier=verifier
+    )
+    if config.read_only:
+        log.info("read-only: %s not offered", ", ".join(app.withheld))
     try:
-        if config.http:
-            await _serve_http(app, config)  # uvicorn handles SIGINT/SIGTERM itself
+        if listener is not None and security is not None:
+            for line in http_auth.client_help(mcp_url, security, kept_in):
+                print(line, file=sys.stderr, flush=True)
+            await _serve_http(app, config, security, listener)  # uvicorn handles SIGINT/SIGTERM itself
         else:
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(_stop_on_signal, tasks.cancel_scope)
@@ -91,10 +114,25 @@ async def run(config: ServeConfig) -> None:
         store.close()
 
 
-async def _serve_http(app: object, config: ServeConfig) -> None:
-    import uvicorn
+def _open_store(config: ServeConfig) -> Store:
+    """The store, with pending spool ingested and the retention limits applied."""
+    store = Store(config.directory, limits=config.limits)
+    log.info("store %s (%s)", config.directory, describe(config.limits))
+    report = ingest_spool(store)
+    if report.files:
+        log.info(
+            "ingested %d events of %d run(s) from %d spool file(s)",
+            report.new,
+            len(report.runs),
+            report.files,
+        )
+    evicted = store.enforce_retention()
+    if evicted:
+        log.info("evicted %d run(s) beyond the retention limits", len(evicted))
+    return store
 
-    starlette_app = app.streamable_http_app(host=config.host)  # type: ignore[attr-defined]
+
+def _listen(config: ServeConfig) -> socket.socket:
     # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY on accepted connections only when the listening
     # socket's proto says TCP; with proto 0 every reply waits ~40 ms on Nagle + delayed ACK.
     family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
@@ -102,14 +140,35 @@ async def _serve_http(app: object, config: ServeConfig) -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((config.host, config.port))
+        sock.listen()  # clients that connect once server.json names the port wait, not fail
     except OSError as exc:
+        sock.close()
         raise SystemExit(
             f"mcpdebug serve: cannot listen on {config.host}:{config.port} ({exc.strerror}); "
             "pick another port with --port (0 picks a free one)"
         ) from None
-    port = sock.getsockname()[1]
-    print(f"mcpdebug: MCP (streamable HTTP) at http://{config.host}:{port}/mcp", file=sys.stderr, flush=True)
-    server = uvicorn.Server(uvicorn.Config(starlette_app, log_level="warning", lifespan="on"))
+    return sock
+
+
+async def _serve_http(
+    app: DebugServer, config: ServeConfig, security: http_auth.HttpSecurity, sock: socket.socket
+) -> None:
+    import uvicorn
+
+    checks = http_auth.transport_security(config.host, security)
+    if not http_auth.is_loopback(config.host):
+        names = ", ".join(h for h in checks.allowed_hosts if not h.endswith(":*"))
+        log.info("remote clients may reach MCP as %s (more with --allowed-host)", names)
+    starlette_app = app.streamable_http_app(host=config.host, transport_security=checks)
+    server = uvicorn.Server(
+        uvicorn.Config(
+            http_auth.RefusalLog(starlette_app),
+            log_level="warning",
+            lifespan="on",
+            ssl_certfile=security.tls_cert,
+            ssl_keyfile=security.tls_key,
+        )
+    )
     # uvicorn re-raises the signal it stopped on once it has shut down; with Python-level handlers
     # in place that re-raise is a no-op and our own clean-up still runs.
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -115,7 +115,7 @@ class IngestServer:
             async for message in ws:
                 try:
                     if isinstance(message, str) and message.startswith(protocol.REPLY_PREFIX):
-                        self.sessions.resolve(protocol.decode_reply(message))
+                        self.sessions.resolve(protocol.decode_reply(message), key)
                         continue
                     # In a worker thread: megabytes of output must not hold up other connections
                     # or the MCP server sharing this event loop.

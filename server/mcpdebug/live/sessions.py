@@ -92,6 +92,9 @@ class Sessions:
         interesting = False
         for event in events:
             if isinstance(event, protocol.Held):
+                other = self._live.get(event.session)
+                if other is not None and other.key != (event.run_id, event.process):
+                    continue  # another process's session id: it cannot take that session over
                 self._live[event.session] = LiveSession(
                     id=event.session,
                     run_id=event.run_id,
@@ -114,9 +117,13 @@ class Sessions:
         if interesting:
             self._notify()
 
-    def resolve(self, reply: protocol.Reply) -> None:
-        entry = self._pending.pop(reply.id, None)
-        if entry is not None and not entry[1].done():
+    def resolve(self, reply: protocol.Reply, key: tuple[str, str]) -> None:
+        """A reply from the process of ``key``; one naming a request sent to another process is dropped."""
+        entry = self._pending.get(reply.id)
+        if entry is None or entry[0] != key:
+            return
+        del self._pending[reply.id]
+        if not entry[1].done():
             entry[1].set_result(reply)
 
     # Queries --------------------------------------------------------------------------------------

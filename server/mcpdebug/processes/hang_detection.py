@@ -133,6 +133,36 @@ async def command(command_line: str, cwd: str | None, timeout: float, interval: 
     return Detection(text=text, verdict="COMPLETED", exit_status=code)
 
 
+PID_SAMPLING = 2.0
+"""Seconds a running process is sampled for (or the timeout, if shorter)."""
+
+
+async def process(pid: int, seconds: float, interval: float) -> Detection:
+    """A running process, sampled from outside with py-spy: what it is doing, as a hang's headline."""
+    report, text = await asyncio.to_thread(_sample, pid, seconds, interval)
+    return Detection(
+        text=text, verdict="SAMPLED", kind=report.kind, file=report.file or None, line=report.line or None
+    )
+
+
+def process_text(pid: int, seconds: float, interval: float) -> str:
+    """`mcpdebug hang PID`: the same report, as text."""
+    return _sample(pid, seconds, interval)[1]
+
+
+def _sample(pid: int, seconds: float, interval: float) -> tuple[HangReport, str]:
+    from pytest_mcpdebug.hangs import pid as by_pid
+
+    try:
+        report = by_pid.sample(pid, duration=seconds, interval=interval)
+    except by_pid.NotPython as exc:
+        raise RunError(
+            f"Cannot sample pid {pid}: {exc}. Give the pid of a running Python process "
+            "(`ps -eo pid,args | grep python`)."
+        ) from None
+    return report, hang_view.process_text(report, pid, by_pid.command_of(pid))
+
+
 def _python_program(argv: list[str]) -> list[str] | None:
     """The program part of a Python command line (script.py args / -m module args), or None."""
     first = os.path.basename(argv[0])

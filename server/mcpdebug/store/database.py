@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from mcpdebug.store.events import HANDLERS, touch_run
-from mcpdebug.store.output_files import Outputs, unit_key
+from mcpdebug.store.output_files import Outputs, safe_name, unit_key
 from mcpdebug.store.queries import Queries
 from mcpdebug.store.schema import SCHEMA, SCHEMA_VERSION, migrate, schema_version
 from pytest_mcpdebug import protocol
@@ -202,6 +202,7 @@ class Store(Queries):
                 "failures",
                 "holds",
                 "hangs",
+                "attempts",
             ):
                 db.executemany(f"DELETE FROM {table} WHERE run_id=?", [(r,) for r in run_ids])
             db.executemany("DELETE FROM outputs WHERE run_id=?", [(r,) for r in run_ids])
@@ -209,7 +210,8 @@ class Store(Queries):
         for run_id in run_ids:
             self.outputs.delete_run(run_id)
             self._known_runs.discard(run_id)
-            (self.dir / "processes" / f"{run_id}.log").unlink(missing_ok=True)  # run_tests's terminal output
+            # run_tests's terminal output
+            (self.dir / "processes" / f"{safe_name(run_id)}.log").unlink(missing_ok=True)
         self.db.execute("PRAGMA incremental_vacuum")
 
     def refresh_liveness(self) -> None:

@@ -93,13 +93,48 @@ def _test_finished(db: sqlite3.Connection, e: protocol.TestFinished) -> None:
     _ensure_test(db, e.run_id, e.nodeid, e.worker, e.ts - e.duration)
     if e.passed_phases:
         db.executemany(
-            "INSERT OR IGNORE INTO phases (run_id, nodeid, phase, outcome, duration, finished) "
-            "VALUES (?, ?, ?, 'passed', ?, ?)",
+            "INSERT INTO phases (run_id, nodeid, phase, outcome, duration, finished) "
+            "VALUES (?, ?, ?, 'passed', ?, ?) ON CONFLICT DO UPDATE SET outcome='passed', "
+            "duration=excluded.duration, finished=excluded.finished, message='', longrepr='' "
+            "WHERE phases.outcome='rerun'",
             [(e.run_id, e.nodeid, p.when, p.duration, p.finished) for p in e.passed_phases],
         )
+    if e.attempt > 1 or e.outcome == "rerun":
+        _attempt(db, e)
+    if e.outcome == "rerun":
+        return  # run again: the test's own row waits for its last attempt, whatever the order
     db.execute(
         "UPDATE tests SET status=?, finished=?, duration=?, message=?, worker=? WHERE run_id=? AND nodeid=?",
         (e.outcome, e.ts, e.duration, e.message, e.worker, e.run_id, e.nodeid),
+    )
+
+
+def _attempt(db: sqlite3.Connection, e: protocol.TestFinished) -> None:
+    """One attempt of a rerun test, with its failure and hang as stored when it ended (a process's
+    events arrive in order: the attempt's phases came just before, the next attempt's after)."""
+    started = e.ts - e.duration - 1.0
+    failed = db.execute(
+        "SELECT phase, longrepr FROM phases WHERE run_id=? AND nodeid=? AND outcome IN ('failed', 'rerun') "
+        "AND finished>=? ORDER BY finished DESC LIMIT 1",
+        (e.run_id, e.nodeid, started),
+    ).fetchone()
+    hang = db.execute(
+        "SELECT summary FROM hangs WHERE run_id=? AND nodeid=? AND detected>=?", (e.run_id, e.nodeid, started)
+    ).fetchone()
+    db.execute(
+        "INSERT OR REPLACE INTO attempts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            e.run_id,
+            e.nodeid,
+            e.attempt,
+            e.outcome,
+            e.duration,
+            e.ts,
+            e.message,
+            failed[0] if failed else "",
+            failed[1] if failed else "",
+            hang[0] if hang else "",
+        ),
     )
 
 

@@ -92,7 +92,7 @@ class Outputs:
 
     def path(self, run_id: str, unit_id: int, block: int = 0) -> Path:
         name = f"{unit_id}.log" if block == 0 else f"{unit_id}.tail{block}.log"
-        return self.root / _safe(run_id) / name
+        return self.root / safe_name(run_id) / name
 
     # Writing --------------------------------------------------------------------------------------
 
@@ -333,7 +333,7 @@ class Outputs:
         )
 
     def delete_run(self, run_id: str) -> None:
-        shutil.rmtree(self.root / _safe(run_id), ignore_errors=True)
+        shutil.rmtree(self.root / safe_name(run_id), ignore_errors=True)
 
     # Reading --------------------------------------------------------------------------------------
 
@@ -368,8 +368,13 @@ def _times_blob(times: list[float] | None, count: int) -> bytes | None:
     return array.array("d", times).tobytes()
 
 
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "_"
+def safe_name(name: str) -> str:
+    """``name`` as one plain file name: never empty, never ``.`` or ``..``, no separator.
+
+    Run ids are checked at decode (`protocol.RUN_ID_PATTERN`); this holds for any that got in before.
+    """
+    safe = "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in name)
+    return safe if safe and not safe.startswith(".") else f"_{safe}"
 
 
 def _size(n: float) -> str:

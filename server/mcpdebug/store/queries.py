@@ -119,6 +119,13 @@ class Queries:
         ).fetchone()
         return row is not None
 
+    def attempts(self, run_id: str, nodeid: str) -> list[dict[str, Any]]:
+        """The attempts of a test that was run again (pytest-rerunfailures), first first; [] if once."""
+        rows = self.db.execute(
+            "SELECT * FROM attempts WHERE run_id=? AND nodeid=? ORDER BY attempt", (run_id, nodeid)
+        )
+        return [dict(r) for r in rows]
+
     def hangs(self, run_id: str, nodeid: str | None = None) -> list[dict[str, Any]]:
         """Hang reports of a run (or of one test), in the order they were detected; ``report`` decoded."""
         sql = "SELECT * FROM hangs WHERE run_id=?" + (" AND nodeid=?" if nodeid is not None else "")

@@ -119,6 +119,19 @@ CREATE TABLE IF NOT EXISTS hangs (
     report TEXT NOT NULL,
     PRIMARY KEY (run_id, nodeid)
 );
+CREATE TABLE IF NOT EXISTS attempts (
+    run_id TEXT NOT NULL,
+    nodeid TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    outcome TEXT NOT NULL,
+    duration REAL NOT NULL DEFAULT 0,
+    finished REAL NOT NULL,
+    message TEXT NOT NULL DEFAULT '',
+    phase TEXT NOT NULL DEFAULT '',
+    longrepr TEXT NOT NULL DEFAULT '',
+    hang TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (run_id, nodeid, attempt)
+);
 CREATE TABLE IF NOT EXISTS spool_files (
     name TEXT PRIMARY KEY,
     offset INTEGER NOT NULL DEFAULT 0

@@ -61,15 +61,29 @@ class HangTools(ToolGroup):
             Example("0.1"),
         ] = 0.1,
         cwd: Cwd = None,
+        pid: Annotated[
+            int | None,
+            Field(
+                ge=1,
+                le=4_194_304,
+                description="A running Python process to sample from outside (py-spy) for 2 s instead. "
+                "Default: none.",
+            ),
+            Example("12345"),
+        ] = None,
     ) -> Detection:
         """Run tests or a command under the hang watchdog (runs code) and say whether it hangs.
 
         HUNG with the kind (busy loop and its lines, or the call it blocks in), the location, the
-        source and the stacks; or COMPLETED with the exit status.
+        source and the stacks; or COMPLETED with the exit status. With pid: where each thread of
+        that process is, and its child processes (SAMPLED).
         """
-        if command is not None and tests:
-            raise ToolError("Give either command or tests, not both.")
+        if sum(x is not None and x != [] for x in (command, tests, pid)) > 1:
+            raise ToolError("Give one of command, tests or pid.")
         interval = min(sample_interval, timeout)
+        if pid is not None:
+            seconds = min(timeout, hang_detection.PID_SAMPLING)
+            return await self.asking(hang_detection.process(pid, seconds, min(interval, seconds)))
         if command is not None:
             return await self.asking(hang_detection.command(command, cwd, timeout, interval))
 

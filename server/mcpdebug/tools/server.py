@@ -29,6 +29,7 @@ from pydantic.fields import FieldInfo
 
 from mcpdebug.replies import Reply
 from mcpdebug.tools.args import Example
+from mcpdebug.tools.context import side_effect
 from mcpdebug.views.lookup import quoted
 
 MAX_ERROR_CHARS: Final = 2_000
@@ -45,8 +46,14 @@ class Param:
 
 
 class ToolServer(MCPServer):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    """The server of every tool; a ``read_only`` one does not add a tool whose annotations say it
+    runs code or changes a process (neither listed nor callable), and every other such tool's
+    description begins with what it does (`side_effect`)."""
+
+    def __init__(self, name: str, *, read_only: bool = False, **options: Any) -> None:
+        super().__init__(name, **options)
+        self.read_only = read_only
+        self.withheld: list[str] = []
         self.params: dict[str, dict[str, Param]] = {}
 
     def add_reply_tool(
@@ -65,6 +72,12 @@ class ToolServer(MCPServer):
             def call(*args: Any, **kwargs: Any) -> Any:
                 return _result(method(*args, **kwargs))
 
+        effect = side_effect(annotations)
+        if effect is not None and self.read_only:
+            self.withheld.append(method.__name__)
+            return
+        if effect is not None:
+            description = f"[{effect}] {description}"
         self.params[method.__name__] = _params(method)
         self.add_tool(call, name=method.__name__, description=description, annotations=annotations)
 
@@ -82,6 +95,11 @@ class ToolServer(MCPServer):
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> Any:
+        if name in self.withheld:
+            raise ToolError(
+                f"{name} is not offered: this server is read-only (mcpdebug serve --read-only) and "
+                f"{name} runs code or changes a process; the tools listed by tools/list read recorded runs."
+            )
         params = self.params.get(name)
         if params is None:
             raise ToolError(f"No tool {quoted(name)}; the tools are {', '.join(sorted(self.params))}.")

@@ -11,7 +11,7 @@ from typing import Any, Final
 
 from mcpdebug.replies import FailureReport
 from mcpdebug.store import Store
-from mcpdebug.views import lookup, output_window
+from mcpdebug.views import doctests, lookup, output_window
 from mcpdebug.views import output as output_view
 from mcpdebug.views.calls import call, in_terminal
 from mcpdebug.views.runs import counts_text as runs_counts_text
@@ -103,6 +103,7 @@ def _render(failure: dict[str, Any], run: dict[str, Any], store: Store) -> str:
         lines += ["", f"Assertion (unittest): {unittest_call}"]
     if not snap.assertion and "\n" in exc.message:
         lines += ["", "Message:", _indent(exc.message)]
+    lines += doctests.lines(snap.doctest)
     for link in snap.chain:
         why = "The above was caused by" if link.relation == "cause" else "Raised while handling"
         lines.append(f"{why}: {link.type}: {_first_line(link.message)}")
@@ -112,7 +113,7 @@ def _render(failure: dict[str, Any], run: dict[str, Any], store: Store) -> str:
     hidden = len(snap.frames) - len(user)
     if user:
         top = user[0]
-        lines += ["", f"Raised at {top.file}:{top.line} in {top.function}()"]
+        lines += ["", f"Raised at {top.file}:{top.line} in {_called(top.function)}"]
     lines += [
         "",
         f"Frames, innermost first ({len(user)} of this project"
@@ -125,7 +126,7 @@ def _render(failure: dict[str, Any], run: dict[str, Any], store: Store) -> str:
         if frame.library:
             lines.append(f"#{number} {frame.file}:{frame.line} in {frame.function}() [library]")
             continue
-        lines.append(f"#{number} {frame.file}:{frame.line} in {frame.function}()")
+        lines.append(f"#{number} {frame.file}:{frame.line} in {_called(frame.function)}")
         if id(frame) in with_source:
             lines += _source(frame)
         lines += _locals(frame.locals, snap)
@@ -139,6 +140,11 @@ def _render(failure: dict[str, Any], run: dict[str, Any], store: Store) -> str:
         steps.insert(0, f"{expand} expands a value marked [ref N]{example};")
     lines += ["", "Next: " + " ".join(steps)]
     return "\n".join(lines)
+
+
+def _called(function: str) -> str:
+    """``total()``, but ``<module>`` and ``<doctest mod.add[0]>`` as Python's tracebacks name them."""
+    return function if function.startswith("<") else function + "()"
 
 
 def _source(frame: SnapshotFrame) -> list[str]:

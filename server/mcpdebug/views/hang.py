@@ -16,7 +16,7 @@ from mcpdebug.views import lookup, output_window
 from mcpdebug.views import output as output_view
 from mcpdebug.views import runs as runs_view
 from mcpdebug.views.calls import call
-from pytest_mcpdebug.protocol import HangReport, HangThread
+from pytest_mcpdebug.protocol import HangProcess, HangReport, HangThread
 
 ACTIONS: Final = {
     "fail": "the test was failed and the run went on",
@@ -111,6 +111,7 @@ def render(hang: dict[str, Any], run_id: str, *, full: bool) -> str:
             at = f" at {where.file}:{where.line} in {where.function}()" if where else ""
             waits = f", awaiting {task.awaiting}" if task.awaiting else ""
             lines.append(f"- {task.name} ({task.coro}, {task.state}){at}{waits}")
+    lines += _processes(report.processes, full)
     threads = report.threads if full else [t for t in report.threads if t.test]
     if threads:
         lines += [
@@ -148,7 +149,8 @@ def _thread(thread: HangThread, full: bool) -> list[str]:
     label = "[test] " if thread.test else ""
     extra = " (daemon)" if thread.daemon else ""
     cpu = f", CPU {thread.cpu:.2f} s" if thread.cpu is not None else ""
-    out = [f"  {label}{thread.name}{extra}{cpu}:"]
+    where = f" {thread.summary}" if thread.summary and not thread.test else ""
+    out = [f"  {label}{thread.name}{extra}{cpu}:{where}"]
     for number, frame in enumerate(thread.frames):
         if frame.library and (number > 2 or (number > 0 and not full)):
             out.append(
@@ -167,6 +169,37 @@ def _short_path(path: str) -> str:
             tail = path.split(marker, 1)[1]
             return tail.split("/", 1)[1] if marker == "/lib/python3" and "/" in tail else tail
     return path
+
+
+def _processes(processes: list[HangProcess], full: bool) -> list[str]:
+    """The hung process's descendants: where each Python one is, or why it could not be read."""
+    if not processes:
+        return []
+    out = ["", f"Child processes ({len(processes)}), seen from outside with py-spy:"]
+    for process in processes[: 30 if full else 8]:
+        what = process.summary if process.python else (process.error or "not read")
+        command = (
+            process.command
+            if len(process.command) <= 120
+            else f"{process.command[:40]}...{process.command[-77:]}"
+        )
+        out.append(f"- pid {process.pid} ({process.status}) `{command}`: {what}")
+        if full and process.threads:
+            for thread in process.threads[:4]:
+                out += _thread(thread, full=False)[:8]
+    return out
+
+
+def process_text(report: HangReport, pid: int, command: str) -> str:
+    """`mcpdebug hang PID` and ``detect_hang(pid=...)``: a running process, sampled from outside."""
+    body = render({"nodeid": "", "phase": "", "report": report}, "", full=True).split("\n")
+    seconds = f"{report.elapsed:.1f} s"
+    body[0] = f"PID {pid} `{command[:200]}`: {report.summary}"
+    body[1] = f"Kind: {KINDS.get(report.kind, report.kind)}. Sampled {report.samples} times in {seconds}."
+    text = "\n".join(body).replace("samples of the test's stack", "samples of each thread's stack")
+    text = text.replace("the test's first, innermost", "the one named first, innermost")
+    text = text.replace("  [test] ", "  [named] ")
+    return output_window.bounded(text)
 
 
 def hang_section(store: Store, run_id: str, nodeid: str) -> str:
@@ -215,7 +248,25 @@ def failure_or_hang(store: Store, run: dict[str, Any], test: str | None) -> Fail
     for hung in store.hangs(run["run_id"]):
         if hung["nodeid"] == reply.test:
             reply.text += hang_section(store, run["run_id"], hung["nodeid"])
+    if reply.test:
+        reply.text += attempts_section(store, run["run_id"], reply.test)
     return reply
+
+
+def attempts_section(store: Store, run_id: str, nodeid: str) -> str:
+    """A test run more than once (pytest-rerunfailures): each attempt's outcome, failure and hang."""
+    attempts = store.attempts(run_id, nodeid)
+    if not attempts:
+        return ""
+    lines = ["", "", f"Attempts ({len(attempts)}); the last is the outcome pytest reports:"]
+    for a in attempts:
+        where = f" ({a['phase']})" if a["phase"] else ""
+        lines.append(
+            f"- {a['attempt']}. {a['outcome']}{where} in {a['duration']:.2f}s: {a['message'] or '-'}"
+        )
+        if a["hang"]:
+            lines.append(f"  hung: {a['hang']}")
+    return "\n".join(lines)
 
 
 def _died_while_running(store: Store, run: dict[str, Any], test: str | None) -> FailureReport | None:

@@ -219,7 +219,7 @@ def _finished(store: Store, result: Outcome) -> str:
             "Fix the arguments or the project and call run_tests again."
         )
     rid = run["run_id"]
-    summary = runs_view.summary(store, run)
+    summary = runs_view.summary(store, run).text
     exit_note = ""
     if managed is not None and managed.returncode is not None and run.get("exit_status") is None:
         exit_note = f"\nThe pytest process exited with status {managed.returncode} without finishing its run."

@@ -5,11 +5,14 @@ Shared by the MCP tools and the CLI, so both say the same helpful thing when an 
 
 from __future__ import annotations
 
+import unicodedata
+import warnings
 from typing import Any, Final
 
 from mcpdebug.ingest.hang_dumps import attribute_hang_dumps
 from mcpdebug.ingest.spool import ingest_spool
 from mcpdebug.store import FINAL_OUTCOMES, Store
+from mcpdebug.views.calls import call
 
 QUOTE_CHARS: Final = 200
 """Most characters of a caller's input an error quotes (a 50,000-character id is not echoed back)."""
@@ -55,7 +58,7 @@ def run(store: Store, run_id: str | None) -> dict[str, Any]:
         )
     raise NotFound(
         f"Unknown run {quoted(run_id)}. Recorded runs, newest first: {', '.join(recent)}. "
-        'Use run_id="latest" for the newest, or list_sessions for details.'
+        f'Use run_id="latest" for the newest, or {call("list_sessions")} for details.'
     )
 
 
@@ -63,11 +66,15 @@ def test(store: Store, run_row: dict[str, Any], query: str) -> dict[str, Any]:
     """A test by exact node id, or by a part of it that matches exactly one test."""
     rid = run_row["run_id"]
     if not query:
-        raise NotFound(f'Name a test: a node id from list_tests(run_id="{rid}").')
-    exact = store.test(rid, query)
-    if exact is not None:
-        return exact
-    matches = store.find_tests(rid, query)
+        raise NotFound(f"Name a test: a node id from {call('list_tests', run_id=rid)}.")
+    others = spellings(query)
+    for spelling in (query, *others):
+        exact = store.test(rid, spelling)
+        if exact is not None:
+            return exact
+    matches: list[str] = []
+    for spelling in (query, *others):
+        matches = matches or store.find_tests(rid, spelling)
     if len(matches) > 1:  # "test_total" names test_x.py::test_total, not also test_total_tax
         named = [m for m in matches if m.endswith("::" + query) or m.split("::")[-1].split("[")[0] == query]
         if len(named) == 1:
@@ -88,8 +95,36 @@ def test(store: Store, run_row: dict[str, Any], query: str) -> dict[str, Any]:
     hint = f" Failed or errored tests: {listing(failed, 10)}." if failed else ""
     raise NotFound(
         f"No test matching {quoted(query)} in run {rid} ({total} tests).{hint} "
-        f'list_tests(run_id="{rid}") lists them all.'
+        f"{call('list_tests', run_id=rid)} lists them all."
     )
+
+
+def spellings(query: str) -> list[str]:
+    """Other ways pytest may have written the test the caller named.
+
+    pytest escapes what is not ASCII in parameter ids (``test_odd[ü ñ]`` is shown as
+    ``test_odd[\\xfc \\xf1]``) unless told not to, and people type either form: both are tried,
+    the typed text also in its composed Unicode form (NFC). Only the part from the first ``[`` is
+    respelled (pytest never escapes paths and names); a part of an id without ``[`` is respelled whole.
+    """
+    cut = query.find("[")
+    head, params = (query[:cut], query[cut:]) if cut >= 0 else ("", query)
+    plain = _unescape(params)
+    forms = [plain, unicodedata.normalize("NFC", plain)] if plain is not None else []
+    forms += [f.encode("unicode_escape").decode("ascii") for f in [params, *forms]]
+    return list(dict.fromkeys(head + f for f in forms if f != params))
+
+
+def _unescape(text: str) -> str | None:
+    """``\\xfc`` as ``ü``: the inverse of pytest's escaping, or None if ``text`` has a bad escape."""
+    if "\\" not in text:
+        return text
+    try:
+        with warnings.catch_warnings():  # "invalid escape sequence": kept as typed
+            warnings.simplefilter("ignore")
+            return text.encode("ascii", "backslashreplace").decode("unicode_escape")
+    except UnicodeDecodeError:
+        return None
 
 
 def outcomes(value: str | None) -> list[str] | None:

@@ -1,0 +1,88 @@
+"""Threads and processes a hung test leaves behind, named at the end of the run.
+
+An interrupted test unwinds, but the worker it waited on does not: a thread blocked in
+``queue.get()``, a child deadlocked on a lock. They outlive the test, and a non-daemon thread keeps
+the interpreter from exiting at all (``threading`` joins it, ``concurrent.futures`` too). What a
+hung test started and left running is named in the terminal summary, and `exit_now` ends a process
+whose session is over but whose leaked threads would hold it for ever, with pytest's exit status.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+from collections.abc import Collection
+from dataclasses import dataclass, field
+
+from pytest_mcpdebug.hangs import processes as outside
+from pytest_mcpdebug.hangs import waits
+
+OWN_THREADS = "mcpdebug-"
+
+
+@dataclass
+class Leak:
+    nodeid: str
+    threads: list[tuple[int, str, bool, str]] = field(default_factory=list)
+    """(ident, name, daemon, where it is)."""
+    processes: list[tuple[int, str, str]] = field(default_factory=list)
+    """(pid, command line, where it is or its state)."""
+
+    def describe(self) -> str:
+        parts = [
+            f"thread {name!r}{' (daemon)' if daemon else ''}: {where}"
+            for _, name, daemon, where in self.threads
+        ]
+        parts += [f"child {pid} ({command}): {where}" for pid, command, where in self.processes]
+        return "; ".join(parts)
+
+
+class Leaks:
+    def __init__(self) -> None:
+        self.found: list[Leak] = []
+        self._before: frozenset[int] = frozenset()
+
+    def before(self) -> None:
+        """At the start of a timed test: the threads that are not its own."""
+        self._before = frozenset(t.ident for t in threading.enumerate() if t.ident is not None)
+
+    def after(self, nodeid: str, exclude_pids: Collection[int] = ()) -> Leak | None:
+        """At the end of a test that hung: what it started that still runs."""
+        frames = sys._current_frames()
+        leak = Leak(nodeid)
+        for thread in threading.enumerate():
+            if thread.ident in self._before or thread.ident is None or thread.name.startswith(OWN_THREADS):
+                continue
+            where = waits.where(frames.get(thread.ident)).summary if thread.ident in frames else "running"
+            leak.threads.append((thread.ident, thread.name, thread.daemon, where))
+        for process in outside.survey(exclude=exclude_pids, timeout=2.0):
+            where = process.summary or process.status
+            leak.processes.append((process.pid, process.command[:120], where))
+        if not leak.threads and not leak.processes:
+            return None
+        self.found.append(leak)
+        return leak
+
+    def stuck(self) -> list[threading.Thread]:
+        """Leaked non-daemon threads still alive: the interpreter would wait for them at exit."""
+        leaked = {ident for leak in self.found for ident, _, daemon, _ in leak.threads if not daemon}
+        return [t for t in threading.enumerate() if t.ident in leaked and t.is_alive()]
+
+
+def exit_now(status: int, stuck: list[threading.Thread], stderr: int) -> None:
+    """End the process with ``status``: its session is over, only leaked threads keep it alive."""
+    names = ", ".join(repr(t.name) for t in stuck[:5]) + (
+        f" and {len(stuck) - 5} more" if len(stuck) > 5 else ""
+    )
+    text = (
+        f"mcpdebug: {len(stuck)} thread(s) left running by hung tests ({names}) would keep this process "
+        f"from exiting; it exits now with status {status}\n"
+    )
+    with contextlib.suppress(OSError):
+        os.write(stderr, text.encode("utf-8", "replace"))
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(status)

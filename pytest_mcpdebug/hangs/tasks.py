@@ -1,0 +1,242 @@
+"""The asyncio side of a hang: the test's own task, what it awaits, and how to interrupt it there.
+
+An async test (pytest-asyncio, anyio's plugin, or ``asyncio.run`` in a sync test) that waits leaves
+its thread idle in the event loop's ``select()``: the thread's stack says nothing about the test. The
+test's coroutine is found among the loop's tasks (the one whose await chain runs the test's
+function, else the task the loop was started with), and followed down what it awaits: its own
+coroutines, then a task it awaits, and so on. The hang is at the deepest frame of the project on
+that path, with that coroutine's locals.
+
+Interrupting there, rather than in ``select()``, gives the test's failure the coroutine frames a
+sync test's has: the exception is set on the future the innermost task waits for, from the loop's
+own thread (`interrupt`), and travels up the awaits to the test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any, Final
+
+from pytest_mcpdebug.hangs import classify as classifier
+from pytest_mcpdebug.protocol import HangFrame, HangTask
+
+# Limits
+MAX_TASKS: Final = 30
+MAX_DEPTH: Final = 40
+"""Coroutine frames followed per task, and tasks followed down an await chain."""
+
+TestFunction = tuple[str, str]
+"""(absolute file, function name) of the test being timed."""
+
+
+@dataclass
+class Blocked:
+    """Where the test's task waits: the deepest frame of the project on its await path."""
+
+    frame: FrameType
+    task: str
+    """The task that frame runs in."""
+    path: list[str] = field(default_factory=list)
+    """Tasks followed from the test's own task to the innermost one (names)."""
+    awaiting: str = ""
+    """What the innermost task waits for (a future's repr)."""
+
+
+@dataclass
+class AsyncState:
+    tasks: list[HangTask]
+    blocked: Blocked | None
+    leaf: asyncio.Future[Any] | None = None
+    """The future at the end of the test's await path (it may mirror a ``concurrent.futures`` one)."""
+
+
+def loop_of(frame: FrameType | None) -> asyncio.AbstractEventLoop | None:
+    """The event loop the thread at ``frame`` runs, found on its stack."""
+    walk = frame
+    while walk is not None:
+        if walk.f_code.co_name in ("_run_once", "run_forever"):
+            candidate = walk.f_locals.get("self")
+            if isinstance(candidate, asyncio.AbstractEventLoop):
+                return candidate
+        walk = walk.f_back
+    return None
+
+
+def state(
+    frame: FrameType,
+    test: TestFunction | None,
+    *,
+    frames_of: Callable[[tuple[classifier.Frame, ...]], list[HangFrame]],
+    is_library: Callable[[str], bool],
+) -> AsyncState | None:
+    """The loop's tasks and where the test's task waits; None if the thread runs no event loop."""
+    loop = loop_of(frame)
+    if loop is None:
+        return None
+    tasks = _all_tasks(loop)
+    out = []
+    for task in tasks[:MAX_TASKS]:
+        chain = _coroutine_frames(task)
+        out.append(
+            HangTask(
+                name=task.get_name(),
+                coro=getattr(task.get_coro(), "__qualname__", repr(task.get_coro())),
+                state="done" if task.done() else "pending",
+                awaiting=_describe(getattr(task, "_fut_waiter", None)),
+                frames=frames_of(tuple(_frame_tuple(f) for f in reversed(chain))),
+            )
+        )
+    root = test_task(tasks, frame, test)
+    blocked = _blocked(root, is_library) if root is not None else None
+    return AsyncState(out, blocked, _leaf(root) if root is not None else None)
+
+
+def test_task(
+    tasks: list[asyncio.Task[Any]], frame: FrameType | None, test: TestFunction | None
+) -> asyncio.Task[Any] | None:
+    """The task running the test: the one whose coroutines include the test's function, else the one
+    the loop was started with (``run_until_complete``'s), else the first pending one."""
+    pending = [t for t in tasks if not t.done()]
+    if test is not None:
+        for task in pending:
+            if any(_is_test(f, test) for f in _coroutine_frames(task)):
+                return task
+    walk = frame
+    while walk is not None:
+        if walk.f_code.co_name == "run_until_complete":
+            started = walk.f_locals.get("future")
+            if isinstance(started, asyncio.Task) and not started.done():
+                return started
+        walk = walk.f_back
+    return pending[0] if pending else None
+
+
+def interrupt(
+    frame: FrameType | None,
+    test: TestFunction | None,
+    exc: type[BaseException],
+    delivered: Callable[[], None],
+) -> bool:
+    """Raise ``exc`` where the test's task waits, from the loop's thread: True if it was scheduled (the
+    loop is alive and the test's task waits for a future); ``delivered`` is called once it is.
+    Called from the watchdog's thread."""
+    loop = loop_of(frame)
+    if loop is None or loop.is_closed():
+        return False
+    root = test_task(_all_tasks(loop), frame, test)
+    if root is None or _leaf(root) is None:
+        return False
+
+    def deliver() -> None:  # on the loop's thread: the task may have moved on since
+        leaf = _leaf(root)
+        if leaf is not None and not leaf.done():
+            leaf.set_exception(exc())
+            delivered()
+
+    try:
+        loop.call_soon_threadsafe(deliver)
+    except RuntimeError:  # closed meanwhile
+        return False
+    return True
+
+
+# Internals ----------------------------------------------------------------------------------------
+
+
+def _all_tasks(loop: asyncio.AbstractEventLoop) -> list[asyncio.Task[Any]]:
+    for _ in range(3):  # the task set may change under us (another thread runs the loop): try again
+        try:
+            return list(asyncio.all_tasks(loop))
+        except RuntimeError:
+            continue
+    return []
+
+
+def _coroutine_frames(task: asyncio.Task[Any]) -> list[FrameType]:
+    """The frames a task is suspended in, outermost (the task's coroutine) first."""
+    out: list[FrameType] = []
+    current: Any = task.get_coro()
+    for _ in range(MAX_DEPTH):
+        frame = getattr(current, "cr_frame", None) or getattr(current, "gi_frame", None)
+        if frame is None:
+            break
+        out.append(frame)
+        current = getattr(current, "cr_await", None) or getattr(current, "gi_yieldfrom", None)
+        if current is None:
+            break
+    return out
+
+
+def _awaited_task(task: asyncio.Task[Any]) -> asyncio.Task[Any] | None:
+    """The task ``task`` waits for, if it waits for one (``await task``, or one of a gather's)."""
+    waiter = getattr(task, "_fut_waiter", None)
+    if isinstance(waiter, asyncio.Task):
+        return waiter
+    for child in getattr(waiter, "_children", None) or ():  # asyncio.gather
+        if isinstance(child, asyncio.Task) and not child.done():
+            return child
+    return None
+
+
+def _leaf(task: asyncio.Task[Any]) -> asyncio.Future[Any] | None:
+    """The future at the end of the await path (a plain future, not a task), if it is pending."""
+    seen: set[int] = set()
+    while id(task) not in seen and len(seen) < MAX_DEPTH:
+        seen.add(id(task))
+        nxt = _awaited_task(task)
+        if nxt is None:
+            waiter = getattr(task, "_fut_waiter", None)
+            if isinstance(waiter, asyncio.Future) and not isinstance(waiter, asyncio.Task):
+                return None if waiter.done() else waiter
+            return None
+        task = nxt
+    return None
+
+
+def _blocked(root: asyncio.Task[Any], is_library: Callable[[str], bool]) -> Blocked | None:
+    """The deepest frame of the project on the await path from ``root`` (else the deepest frame)."""
+    project: Blocked | None = None
+    deepest: Blocked | None = None
+    path: list[str] = []
+    task, last = root, root
+    while len(path) < MAX_DEPTH and task.get_name() not in path:
+        path.append(task.get_name())
+        last = task
+        for frame in _coroutine_frames(task):
+            deepest = Blocked(frame, task.get_name())
+            if not is_library(frame.f_code.co_filename):
+                project = deepest
+        nxt = _awaited_task(task)
+        if nxt is None or task.done():
+            break
+        task = nxt
+    found = project or deepest
+    if found is not None:
+        found.path = path
+        found.awaiting = _describe(getattr(last, "_fut_waiter", None))
+    return found
+
+
+def _is_test(frame: FrameType, test: TestFunction) -> bool:
+    code = frame.f_code
+    return code.co_name == test[1] and os.path.abspath(code.co_filename) == test[0]
+
+
+def _frame_tuple(frame: FrameType) -> classifier.Frame:
+    return (frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, asyncio.Task):
+        return f"task {value.get_name()} ({getattr(value.get_coro(), '__qualname__', '?')})"
+    with contextlib.suppress(Exception):
+        text = repr(value)
+        return text if len(text) <= 200 else text[:200] + "..."
+    return type(value).__name__

@@ -1,0 +1,438 @@
+"""Hangs across a boundary, end to end: a child process, a pool worker, an executor's thread, a test
+that cannot be stopped, any process by pid. Real inner pytest runs; py-spy reads the children."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from test_hangs import QUICK, hang_lines, tool_text
+
+from conftest import MCPDEBUG
+from helpers import run_inner
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="py-spy and ptrace as set up on Linux")
+
+
+def line_of(source: str, text: str) -> int:
+    """The line of ``text`` in ``source`` as pytester writes it (dedented, blank lines around cut)."""
+    lines = textwrap.dedent(source).strip("\n").splitlines()
+    return next(n for n, line in enumerate(lines, 1) if text in line)
+
+
+CHILD = """\
+import threading
+
+lock = threading.Lock()
+lock.acquire()
+print("child started", flush=True)
+lock.acquire()
+"""
+
+ACROSS = """
+import multiprocessing
+import queue
+import subprocess
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+
+def test_child_deadlock():
+    subprocess.run([sys.executable, str(Path(__file__).with_name("child.py"))], check=True)
+
+
+def wait_for_go(n):
+    go = multiprocessing.Event()
+    go.wait()  # pool worker
+    return n
+
+
+def test_pool_worker():
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        assert pool.map(wait_for_go, [1]) == [1]
+
+
+jobs = queue.Queue()
+
+
+def work():
+    return jobs.get()  # executor worker
+
+
+def test_executor_in_with():
+    with ThreadPoolExecutor(1) as ex:
+        fut = ex.submit(work)
+        assert fut.result() == 1
+
+
+def upload(stop):
+    stop.wait()  # nothing ever sets it
+
+
+@pytest.fixture
+def uploader():
+    thread = threading.Thread(target=upload, args=(threading.Event(),), name="uploader")
+    thread.start()
+    yield
+    thread.join()  # teardown joins a stuck thread
+
+
+def test_teardown_joins(uploader):
+    pass
+
+
+def test_after():
+    pass
+"""
+
+
+def test_each_worker_is_named_at_its_own_line_and_the_run_goes_on(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(child=CHILD, test_across=ACROSS)
+    result = run_inner(pytester, "--mcp-debug-timeout=1.5", *QUICK, "-p", "no:randomly")
+    result.assert_outcomes(failed=3, passed=2, errors=1)  # every test is in the summary
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    output = result.stdout.str()
+    hangs = hang_lines(output)
+    run = line_of(ACROSS, "subprocess.run(")
+    assert re.match(
+        r"waiting on child \d+ \(child\.py\), which is blocked in `lock\.acquire\(\)` at line 6 of "
+        rf"<module>\(\) \(.*child\.py\); the test is blocked in subprocess\.run at line {run} of "
+        r"test_child_deadlock\(\)",
+        hangs["test_across.py::test_child_deadlock"],
+    ), hangs
+    assert re.match(
+        rf"waiting on child \d+ \(.*\), which is blocked in .* at line {line_of(ACROSS, '# pool worker')} "
+        r"of wait_for_go\(\)",
+        hangs["test_across.py::test_pool_worker"],
+    ), hangs
+    work = line_of(ACROSS, "# executor worker")
+    assert hangs["test_across.py::test_executor_in_with"].startswith(
+        "waiting on thread 'ThreadPoolExecutor-0_0' (running the future's work item), which is blocked in "
+        f"queue.Queue.get at line {work} of work() ("
+    )
+    joins, waits = line_of(ACROSS, "# teardown joins"), line_of(ACROSS, "# nothing ever sets it")
+    assert hangs["test_across.py::test_teardown_joins"].startswith(
+        f"blocked in threading.Thread.join at line {joins} of uploader() ("
+    )
+    assert (
+        f"the joined thread 'uploader' is blocked in threading.Condition.wait / Event.wait at line {waits}"
+        in (hangs["test_across.py::test_teardown_joins"])
+    )
+    # Interrupted in fut.result(), the test blocked again where the with block joins the worker:
+    # interrupted there too, it unwound, and the run went on.
+    assert "in __exit__" in output and "During handling of the above exception" in output
+    assert re.search(
+        r"^LEFT RUNNING by test_across\.py::test_teardown_joins: thread 'uploader'", output, re.M
+    )
+    store = pytester.path / ".mcpdebug"
+    child = pytester.path / "child.py"
+    reply = tool_text(store, "get_hang", test="test_child_deadlock")
+    assert f"Where: {child}:6 in <module>()" in reply
+    assert "  > 6 | lock.acquire()" in reply
+    assert re.search(r"^Child processes \(1\), seen from outside with py-spy:$", reply, re.M)
+    assert re.search(
+        r"^- pid \d+ \([\w-]+\) `.*child\.py`: blocked in `lock\.acquire\(\)` at line 6", reply, re.M
+    ), reply
+    reply = tool_text(store, "get_hang", test="test_executor_in_with")
+    assert "Where: " + str(pytester.path / "test_across.py") + f":{work} in work()" in reply
+    assert f"  ThreadPoolExecutor-0_0: blocked in queue.Queue.get at line {work} of work()" in reply
+
+
+UNKILLABLE = """
+import time
+
+import pytest
+
+
+@pytest.fixture
+def stubborn():
+    yield
+    while True:  # a cleanup that swallows every interruption
+        try:
+            time.sleep(100)
+        except BaseException:
+            pass
+
+
+def test_first():
+    pass
+
+
+def test_stubborn(stubborn):
+    time.sleep(100)
+
+
+def test_after():
+    pass
+
+
+def test_after_fails():
+    assert 1 == 2
+"""
+
+
+def test_a_test_that_cannot_be_stopped_does_not_cost_the_rest_of_the_run(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_u=UNKILLABLE)
+    result = run_inner(pytester, "--mcp-debug-timeout=1", *QUICK, "-rfE")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # as one process would exit, not 3
+    result.assert_outcomes(failed=2, passed=2, errors=1)  # one summary, counting every test
+    output = result.stdout.str()
+    assert output.count("short test summary info") == 1
+    line = line_of(UNKILLABLE, "time.sleep(100)")
+    assert f"ERROR test_u.py::test_stubborn - blocked in `time.sleep(100)` at line {line} of s" in output
+    assert "test_stubborn could not be stopped; the run goes on in a fresh process (2 tests done)" in output
+    text = tool_text(pytester.path / ".mcpdebug", "list_tests")
+    for nodeid in ("test_first", "test_after"):
+        assert re.search(rf"^passed .* test_u\.py::{nodeid}$", text, re.M), text
+    assert re.search(
+        rf"^FAILED .* test_u\.py::test_stubborn - blocked in `time.sleep\(100\)` at line {line} of stubborn\(\)",
+        text,
+        re.M,
+    ), text
+    summary = tool_text(pytester.path / ".mcpdebug", "get_run_summary")
+    assert "exit status 1" in summary and "4 collected" in summary, summary
+
+
+def test_under_xdist_a_stuck_worker_is_replaced(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_u=UNKILLABLE)
+    result = run_inner(pytester, "-n", "1", "--mcp-debug-timeout=1", *QUICK)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.assert_outcomes(failed=3, passed=2)  # the stuck test counts as its worker's crash
+    assert "could not be stopped" not in result.stdout.str()
+
+
+def test_mcpdebug_hang_names_the_line_of_a_deadlocked_process(tmp_path: Path) -> None:
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    process = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None and process.stdout.readline() == "child started\n"
+        started = time.monotonic()
+        done = subprocess.run(
+            [MCPDEBUG, "hang", str(process.pid)], capture_output=True, text=True, timeout=30
+        )
+        took = time.monotonic() - started
+    finally:
+        process.kill()
+        process.wait()
+    assert done.returncode == 0, done.stderr
+    assert took < 5
+    first = done.stdout.splitlines()[0]
+    assert first.startswith(
+        f"PID {process.pid} `{sys.executable} {script}`: blocked in `lock.acquire()` at line 6"
+    )
+    assert f"Where: {script}:6 in <module>()" in done.stdout
+    missing = subprocess.run([MCPDEBUG, "hang", "999999999"], capture_output=True, text=True, timeout=30)
+    assert missing.returncode != 0 and "there is no process 999999999" in missing.stderr
+
+
+def test_detect_hang_by_pid_over_mcp(tmp_path: Path) -> None:
+    from test_hangs import call_tool
+
+    busy = tmp_path / "spin.py"
+    busy.write_text("total = 0\nwhile True:\n    total += 1\n")
+    process = subprocess.Popen([sys.executable, str(busy)])
+    try:
+        time.sleep(0.3)
+        text, is_error = call_tool(tmp_path / ".mcpdebug", "detect_hang", pid=process.pid, timeout=1)
+    finally:
+        process.kill()
+        process.wait()
+    assert not is_error, text
+    assert text.startswith(f"PID {process.pid} ") and "busy loop in lines 2-3 of <module>() (" in text
+    text, is_error = call_tool(tmp_path / ".mcpdebug", "detect_hang", pid=process.pid, timeout=1)
+    assert is_error and "there is no process" in text
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not Path("/usr/bin/setpriv").exists(), reason="needs root and setpriv"
+)
+def test_where_py_spy_may_not_attach_the_report_says_what_to_change(tmp_path: Path) -> None:
+    """As an unprivileged user, the survey of a root process is refused by ptrace: said, with advice."""
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    target = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    probe = (
+        "import sys; from pytest_mcpdebug.hangs import processes; "
+        f"print(processes.spy([{target.pid}])[{target.pid}].error)"
+    )
+    try:
+        assert target.stdout is not None and target.stdout.readline() == "child started\n"
+        done = subprocess.run(
+            [
+                "/usr/bin/setpriv",
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                sys.executable,
+                "-c",
+                probe,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        )
+    finally:
+        target.kill()
+        target.wait()
+    if done.returncode != 0 and "pytest_mcpdebug/" not in done.stderr:
+        pytest.skip(f"this Python cannot run as an unprivileged user here: {done.stderr[-200:]}")
+    error = done.stdout.strip()
+    assert error.startswith(f"py-spy may not attach to pid {target.pid} (ptrace not permitted): "), done
+    assert "CAP_SYS_PTRACE" in error
+
+
+ASYNC = """
+import asyncio
+
+import pytest
+
+
+@pytest.mark.asyncio
+async def test_async_hangs():
+    ev = asyncio.Event()
+    retries = 3
+    await asyncio.wait_for(ev.wait(), 60)
+
+
+async def spin():
+    n = 0
+    while True:
+        n += 1
+
+
+@pytest.mark.asyncio
+async def test_async_busy():
+    await spin()
+
+
+@pytest.mark.anyio
+async def test_anyio_hangs():
+    import anyio
+
+    done = anyio.Event()
+    await done.wait()
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+def test_after():
+    pass
+"""
+
+
+@pytest.mark.parametrize("mode", ["strict", "auto-reruns"])
+def test_an_async_test_is_diagnosed_at_its_await(pytester: pytest.Pytester, mode: str) -> None:
+    pytester.makepyfile(test_co=ASYNC)
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    reruns = ["--asyncio-mode=auto", "-p", "rerunfailures", "--reruns", "1"]
+    args = reruns if mode == "auto-reruns" else ["--asyncio-mode=strict"]
+    result = run_inner(pytester, "--mcp-debug-timeout=1", *QUICK, "-p", "asyncio", *args)
+    result.assert_outcomes(failed=3, passed=1)
+    assert result.parseoutcomes().get("rerun", 0) == (3 if "reruns" in mode else 0)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # the rest of the run completed
+    output = result.stdout.str()
+    hangs = hang_lines(output)
+    prefix = "(attempt 2) " if "reruns" in mode else ""
+    awaits = line_of(ASYNC, "await asyncio.wait_for")
+    assert hangs["test_co.py::test_async_hangs"].startswith(
+        f"{prefix}blocked in `await asyncio.wait_for(ev.wait(), 60)` at line {awaits} of test_async_hangs() ("
+    ), hangs
+    assert hangs["test_co.py::test_anyio_hangs"].startswith(
+        f"{prefix}blocked in `await done.wait()` at line {line_of(ASYNC, 'await done.wait()')} of test_anyio_hangs() ("
+    ), hangs
+    loop = line_of(ASYNC, "while True")
+    assert hangs["test_co.py::test_async_busy"].startswith(
+        f"{prefix}busy loop in lines {loop}-{loop + 1} of spin() ("
+    ), hangs
+    store = pytester.path / ".mcpdebug"
+    failure = tool_text(store, "get_failure", test="test_async_hangs")
+    assert re.search(rf"^#\d+ .*test_co\.py:{awaits} in test_async_hangs\(\)$", failure, re.M), failure
+    assert "      retries (int) = 3" in failure  # the coroutine's locals, as a sync test's
+    hang = tool_text(store, "get_hang", test="test_async_hangs")
+    assert f"Where: {pytester.path / 'test_co.py'}:{awaits} in test_async_hangs()" in hang
+    assert "Locals of test_async_hangs()" in hang
+    if "reruns" in mode:  # every attempt was interrupted, and recorded
+        assert re.search(r"^- 1\. rerun \(call\) in .*HangTimeout", failure, re.M), failure
+        assert re.search(r"^- 2\. failed \(call\) in .*HangTimeout", failure, re.M), failure
+
+
+def test_every_attempt_of_a_rerun_test_is_recorded(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_r="""
+        import time
+        from pathlib import Path
+
+        MARK = Path(__file__).with_name("hung-once")
+
+        def test_hangs_then_passes():
+            if not MARK.exists():
+                MARK.write_text("1")
+                time.sleep(100)
+
+        def test_fails_twice():
+            assert 1 == 2
+        """
+    )
+    result = run_inner(pytester, "--mcp-debug-timeout=1", *QUICK, "-p", "rerunfailures", "--reruns", "1")
+    result.assert_outcomes(failed=1, passed=1)
+    assert result.parseoutcomes()["rerun"] == 2
+    store = pytester.path / ".mcpdebug"
+    tests = tool_text(store, "list_tests")
+    assert re.search(r"^passed .* test_r\.py::test_hangs_then_passes$", tests, re.M), tests
+    reply = tool_text(store, "get_failure", test="test_hangs_then_passes")
+    assert "Attempts (2); the last is the outcome pytest reports:" in reply
+    assert re.search(
+        r"^- 1\. rerun \(call\) in .*: .*HangTimeout: blocked in `time.sleep\(100\)`", reply, re.M
+    )
+    assert re.search(
+        r"^  hung: blocked in `time.sleep\(100\)` at line 9 of test_hangs_then_passes", reply, re.M
+    )
+    assert re.search(r"^- 2\. passed in ", reply, re.M), reply
+    reply = tool_text(store, "get_failure", test="test_fails_twice")
+    assert re.search(r"^- 1\. rerun \(call\) in .*: assert 1 == 2$", reply, re.M), reply
+    assert re.search(r"^- 2\. failed \(call\) in .*: assert 1 == 2$", reply, re.M), reply
+
+
+def test_last_failed_and_stepwise_runs_are_recorded_as_they_ran(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_l="""
+        def test_ok():
+            pass
+
+        def test_bad():
+            assert False
+
+        def test_later():
+            pass
+        """
+    )
+    store = pytester.path / ".mcpdebug"
+
+    def run(*args: str) -> pytest.RunResult:
+        return pytester.runpytest_subprocess(
+            "-p", "no:hypothesispytest", "-p", "no:randomly", "--mcp-debug", *args, timeout=60
+        )
+
+    run("--sw").assert_outcomes(failed=1, passed=1)  # stops at the first failure
+    run("--lf").assert_outcomes(failed=1, passed=0)
+    tests = tool_text(store, "list_tests")
+    assert re.search(r"^FAILED .* test_l\.py::test_bad - assert False$", tests, re.M), tests
+    assert "test_ok" not in tests, tests
+    run("--sw").assert_outcomes(failed=1)  # starts again at the failing test, stops there
+    tests = tool_text(store, "list_tests")
+    assert "test_ok" not in tests and "test_later" not in tests and "test_bad" in tests, tests
