@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import pty
 import re
 import shlex
 import subprocess
@@ -14,15 +16,46 @@ from conftest import MCPDEBUG
 from helpers import run_inner
 
 
-def cli(cwd: Path, *args: str, columns: int = 200) -> subprocess.CompletedProcess[str]:
+def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [MCPDEBUG, *args],
         cwd=cwd,
         capture_output=True,
         text=True,
         timeout=60,
-        env={"PATH": "/usr/bin:/bin", "COLUMNS": str(columns)},
+        env={"PATH": "/usr/bin:/bin", "COLUMNS": "200"},
     )
+
+
+def in_terminal(cwd: Path, *args: str, columns: int = 80) -> str:
+    """What `mcpdebug` prints to a terminal ``columns`` wide (a pseudo-terminal, as a user's)."""
+    leader, follower = pty.openpty()
+    try:
+        done = subprocess.run(
+            [MCPDEBUG, *args],
+            cwd=cwd,
+            stdout=follower,
+            stderr=subprocess.PIPE,
+            timeout=60,
+            env={"PATH": "/usr/bin:/bin", "COLUMNS": str(columns), "TERM": "dumb"},
+        )
+        os.close(follower)
+        follower = -1
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # EIO: the follower side is closed and everything was read
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(leader)
+        if follower >= 0:
+            os.close(follower)
+    assert done.returncode == 0, done.stderr
+    return b"".join(chunks).decode().replace("\r\n", "\n")
 
 
 @pytest.fixture
@@ -109,21 +142,23 @@ def test_show_pages_and_never_breaks_a_node_id_at_80_columns(pytester: pytest.Py
         f"test_long.py::test_every_case_of_a_long_parametrized_name_passes[a-rather-long-parameter-id-number-{i:03d}]"
         for i in range(60)
     ]
-    show = cli(pytester.path, "show", columns=80)
-    assert show.returncode == 0, show.stderr
-    lines = show.stdout.splitlines()
+    shown = in_terminal(pytester.path, "show")
+    lines = shown.splitlines()
     assert "- FAILED test_long.py::test_fails (call): assert 1 == 2" in lines
     listed = [n for n in ids if n in lines]  # each long id alone on its line, whole
     assert listed == ids[:50]
     assert all(
         len(line) <= 80 or line in ids for line in lines if "test_long.py" in line and "FAILED" not in line
     )
-    more = show.stdout[show.stdout.index("... 10 more: ") :]
+    more = shown[shown.index("... 10 more: ") :]
     assert "--offset 50`" in more and "`--all` for every one," in more
     # the hints of a terminal name commands, not MCP tools
-    assert "`mcpdebug failure " in show.stdout and "get_failure(" not in show.stdout
+    assert "`mcpdebug failure " in shown and "get_failure(" not in shown
+    # into a pipe, lines stay whole: one test a line, for grep
+    piped = cli(pytester.path, "show").stdout
+    assert f"passed   {ids[0]}  0.00s main" in piped.splitlines()
 
-    rest = cli(pytester.path, "show", "--offset", "50", columns=80).stdout.splitlines()
+    rest = in_terminal(pytester.path, "show", "--offset", "50").splitlines()
     assert [n for n in ids if n in rest] == ids[50:]
     failed = cli(pytester.path, "show", "--outcome", "failed").stdout
     assert "Tests of run" in failed and "with outcome failed (1):" in failed

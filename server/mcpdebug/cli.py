@@ -275,14 +275,14 @@ def _serve(args: argparse.Namespace) -> int:
         )
         return EXIT_USAGE
     try:
-        directory = find_dir(args.dir, create=True)
-        found = _limits(args, directory)
-    except (StoreError, limits.LimitsError) as exc:
+        security = http_auth.from_serve_args(args)
+    except http_auth.HttpConfigError as exc:
         print(f"mcpdebug serve: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        security = http_auth.from_serve_args(args)
-    except http_auth.HttpConfigError as exc:
+        directory = find_dir(args.dir, create=True)
+        found = _limits(args, directory)
+    except (StoreError, limits.LimitsError) as exc:
         print(f"mcpdebug serve: {exc}", file=sys.stderr)
         return EXIT_USAGE
     config = ServeConfig(

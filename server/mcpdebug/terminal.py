@@ -167,15 +167,23 @@ def show(store: Store, args: argparse.Namespace) -> int:
         )
         return 0
     running = store.tests(rid, ("running",))
-    width = shutil.get_terminal_size((120, 24)).columns
+    width = _terminal_width()
     print(_fit(runs_view.run_summary(run, problems, errors, running, store.hangs(rid)), width))
     print()
     _print_tests(store, run, args, width)
     return 0
 
 
-def _fit(text: str, width: int) -> str:
+def _terminal_width() -> int | None:
+    """The terminal's width when printing to one; None into a pipe or a file, where lines stay whole
+    (a terminal would cut a long line anywhere, a node id included)."""
+    return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+
+
+def _fit(text: str, width: int | None) -> str:
     """Lines longer than the terminal wrapped at spaces only, so no node id or command is cut in two."""
+    if width is None:
+        return text
     out: list[str] = []
     for line in text.splitlines():
         if len(line) <= width:
@@ -188,7 +196,7 @@ def _fit(text: str, width: int) -> str:
     return "\n".join(out)
 
 
-def _print_tests(store: Store, run: dict[str, Any], args: argparse.Namespace, width: int) -> None:
+def _print_tests(store: Store, run: dict[str, Any], args: argparse.Namespace, width: int | None) -> None:
     """The run's tests, one a line, paged: by default the ones that did not fail (the summary has
     those), at most `SHOW_TESTS` of them, and how to see more."""
     rid = run["run_id"]
@@ -215,13 +223,13 @@ def _print_tests(store: Store, run: dict[str, Any], args: argparse.Namespace, wi
         print(_fit(more, width))
 
 
-def _test_line(t: dict[str, Any], width: int) -> str:
+def _test_line(t: dict[str, Any], width: int | None) -> str:
     """``OUTCOME  node id  duration worker - message``: the node id is never cut by the terminal's
     wrapping; when it does not fit after the outcome it starts its own line."""
     label = f"{runs_view.LABELS.get(t['status'], t['status']):8} "
     rest = f"  {runs_view.seconds(t['duration'])} {t['worker'] or '-'}"
     if t["message"] and t["status"] in runs_view.WITH_MESSAGE:
         rest += f" - {t['message']}"
-    if len(label) + len(t["nodeid"]) > width:
+    if width is not None and len(label) + len(t["nodeid"]) > width:
         return f"{label.rstrip()}\n{t['nodeid']}\n  {rest.strip()}"
     return f"{label}{t['nodeid']}{rest}"

@@ -72,7 +72,7 @@ class HangTools(ToolGroup):
             Example("12345"),
         ] = None,
     ) -> Detection:
-        """Run tests or a command under the hang watchdog (runs code) and say whether it hangs.
+        """Run tests or a command under the hang watchdog and say whether it hangs.
 
         HUNG with the kind (busy loop and its lines, or the call it blocks in), the location, the
         source and the stacks; or COMPLETED with the exit status. With pid: where each thread of

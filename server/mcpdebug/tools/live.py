@@ -49,7 +49,7 @@ class LiveTools(ToolGroup):
         ],
         frame_id: OptionalFrameId = None,
     ) -> Evaluation:
-        """Run Python in a held test's frame (runs code) and return the value's repr and type.
+        """Run Python in a held test's frame and return the value's repr and type.
 
         Side effects are real and stay for the rest of the test. The value's variablesReference
         expands it with get_variables. An exception comes back as an error with its traceback; a
@@ -130,7 +130,7 @@ class LiveTools(ToolGroup):
         ] = False,
         timeout: Seconds = None,
     ) -> RunState:
-        """Run `pytest --mcp-debug <args>` (runs code) and return when it finishes or a test is held.
+        """Run `pytest --mcp-debug <args>` and return when it finishes or a test is held.
 
         FINISHED gives the exit status, counts and failures; with break_on_failure, STOPPED gives the
         session_id, the test, the exception and the top frame with its locals; with timeout, RUNNING

@@ -72,14 +72,29 @@ class ToolServer(MCPServer):
             def call(*args: Any, **kwargs: Any) -> Any:
                 return _result(method(*args, **kwargs))
 
+        self.add_tool(call, name=method.__name__, description=description, annotations=annotations)
+
+    def add_tool(  # type: ignore[override]
+        self,
+        fn: Callable[..., Any],
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        annotations: ToolAnnotations | None = None,
+        **options: Any,
+    ) -> None:
+        """Any tool, however added: left out of a read-only server if its annotations say it runs
+        code or changes a process, else described as doing so first."""
+        name = name or fn.__name__
         effect = side_effect(annotations)
         if effect is not None and self.read_only:
-            self.withheld.append(method.__name__)
+            self.withheld.append(name)
             return
-        if effect is not None:
-            description = f"[{effect}] {description}"
-        self.params[method.__name__] = _params(method)
-        self.add_tool(call, name=method.__name__, description=description, annotations=annotations)
+        text = description or inspect.cleandoc(fn.__doc__ or "")
+        if effect is not None and not text.startswith(f"[{effect}]"):
+            text = f"[{effect}] {text}"
+        self.params[name] = _params(fn)
+        super().add_tool(fn, name=name, title=title, description=text, annotations=annotations, **options)
 
     async def list_tools(self) -> list[Tool]:
         return [
