@@ -4,7 +4,8 @@ Shared by the plugin and the server (no pytest import here). The folder holds:
 
 - ``server.json``: the running server's ingest URL, token and pid, and with ``--http`` its MCP URL and
   bearer token (mode 0600, removed on clean exit)
-- ``spool/``: one ``*.jsonl`` file per test process that recorded without a server
+- ``spool/``: one ``*.jsonl`` file per test process that recorded without a server, and the ``*.wal``
+  write-ahead copy of a streaming process (deleted when it ends cleanly, ingested if it died)
 - ``store.sqlite3``: the store, written only by the server and the CLI
 """
 
@@ -21,6 +22,8 @@ DIRNAME: Final = ".mcpdebug"
 SERVER_FILE: Final = "server.json"
 SPOOL_DIR: Final = "spool"
 SPOOL_SUFFIX: Final = ".jsonl"
+WAL_SUFFIX: Final = ".wal"
+"""A streaming process's write-ahead copy of each finished test's events: read only if it died."""
 STORE_FILE: Final = "store.sqlite3"
 IGNORE_HEADER: Final = "# Created by pytest-mcpdebug: recorded test runs, not source."
 

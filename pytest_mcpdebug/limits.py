@@ -182,14 +182,14 @@ def load(
     cli: Mapping[str, object | None] | None = None,
     env: Mapping[str, str] | None = None,
     pyproject: Path | None = None,
-    only: tuple[str, ...] | None = None,
 ) -> Limits:
     """Limits from the command line, then the environment, then pyproject.toml, then defaults.
 
-    ``only`` restricts which limits are read (the plugin needs just the line length). An unknown key
+    The plugin and the server both read every limit this way, so a project's settings are accepted or
+    refused alike by both (and checked against each other as configured). An unknown key
     in ``[tool.mcpdebug]`` is an error, so a misspelt limit does not go unnoticed.
     """
-    names = only or tuple(SPECS)
+    names = tuple(SPECS)
     table = read_pyproject(pyproject) if pyproject is not None else {}
     table = {str(k).replace("-", "_"): v for k, v in table.items()}
     unknown = sorted(set(table) - set(SPECS))

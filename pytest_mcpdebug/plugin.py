@@ -6,6 +6,7 @@ implementations that return at once.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -33,13 +34,30 @@ def pytest_configure(config: pytest.Config) -> None:
         if shared:
             from pytest_mcpdebug.recording.recorder import Recorder
 
-            config.pluginmanager.register(Recorder.for_worker(config, shared), _RECORDER)
+            _register(config, lambda: Recorder.for_worker(config, shared))
         return
     if not settings.is_enabled(config):
         return
     from pytest_mcpdebug.recording.recorder import Recorder
 
-    config.pluginmanager.register(Recorder.for_controller(config, settings.resolve(config)), _RECORDER)
+    resolved = settings.resolve(config)  # a bad setting is the user's to fix: a usage error
+    _register(config, lambda: Recorder.for_controller(config, resolved))
+
+
+def _register(config: pytest.Config, make: Callable[[], object]) -> None:
+    """Recording never changes a run: if the recorder cannot even start, say so and run without it."""
+    try:
+        recorder = make()
+    except Exception as exc:
+        import sys
+
+        print(
+            f"mcpdebug: warning: this run is not recorded: the recorder could not start "
+            f"({type(exc).__name__}: {exc}); please report it",
+            file=sys.stderr,
+        )
+        return
+    config.pluginmanager.register(recorder, _RECORDER)
 
 
 @pytest.hookimpl(trylast=True)

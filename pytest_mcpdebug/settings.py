@@ -267,8 +267,7 @@ def resolve(config: pytest.Config) -> Settings:
             cli={"max_line_length": config.getoption("mcpdebug_max_line_length")},
             env=os.environ,
             pyproject=root / "pyproject.toml",
-            only=("max_line_length",),
-        )
+        )  # every limit, as the server reads them: max_line_length is checked against the configured rest
     except limits.LimitsError as exc:
         raise pytest.UsageError(
             f"mcpdebug: {str(exc).replace('--max-line', '--mcp-debug-max-line')}"

@@ -374,7 +374,11 @@ async def test_a_very_long_line_is_stored_cut_at_64kb(store: Store) -> None:
         assert lines[0] == "1: before the long line" and lines[2] == "3: after the long line"
         # the reply shows the start of the line and says where the rest is
         assert lines[1].startswith("2: " + "x" * 4000 + " [... +")
-        assert lines[1].endswith("characters; the whole line is in the file]")
+        # ... and how much of it the file holds: the line was cut at max_line_length when recorded
+        assert lines[1].endswith(
+            "characters; the file holds its first 65,536 bytes (34,464 more were dropped when it was "
+            "recorded: max_line_length)]"
+        )
         assert len(reply) < 6000
     stored = on_disk(reply).read_text().splitlines()
     assert stored[0] == "before the long line" and stored[2] == "after the long line"

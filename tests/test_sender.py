@@ -22,13 +22,8 @@ from mcpdebug.store import Store
 from pytest_mcpdebug import protocol
 from pytest_mcpdebug.folder import read_server_info, spool_dir
 from pytest_mcpdebug.protocol import Event
-from pytest_mcpdebug.recording.sender import (
-    CLOSE_TIMEOUT,
-    RECONNECT_INTERVAL,
-    Discover,
-    Sender,
-    spool_file_name,
-)
+from pytest_mcpdebug.recording.sender import CLOSE_TIMEOUT, RECONNECT_INTERVAL, Discover, Sender
+from pytest_mcpdebug.recording.spool import spool_file_name
 
 RUN = "run-sender"
 PROCESS = f"main-{os.getpid()}"
@@ -231,6 +226,36 @@ def test_live_server_receives_the_stream(mcpdir: Path, servers: list[RunningServ
     assert sender.spool_path is None and not expected_spool(mcpdir).exists()
     assert stored_seqs(mcpdir) == list(range(1, 3001))
     assert server.process.poll() is None  # the client going away does not bother the server
+
+
+def test_a_checkpoint_puts_the_queue_in_the_spool_at_once(mcpdir: Path) -> None:
+    """No waiting for the sender thread's next flush: what a test queued is on disk when it ends."""
+    sender = new_sender(mcpdir, lambda: None)
+    sender.start()
+    events = make_events(range(1, 7))
+    for event in events:
+        sender.send(event)
+    sender.checkpoint()  # what the reporter does at each test's end, in the test thread
+    assert spooled_events(expected_spool(mcpdir)) == events
+    sender.close()
+    assert sender.spooled == len(events) and sender.dropped == 0
+
+
+def test_a_checkpoint_while_streaming_writes_ahead_and_a_clean_end_deletes_it(
+    mcpdir: Path, servers: list[RunningServer]
+) -> None:
+    servers.append(start_server(mcpdir))
+    sender = new_sender(mcpdir, discover_in(mcpdir))
+    sender.start()
+    events = make_events(range(1, 5))
+    for event in events:
+        sender.send(event)
+    sender.checkpoint()
+    wal = expected_spool(mcpdir).with_suffix(".wal")
+    assert spooled_events(wal) == events  # a copy on disk before the next test starts
+    sender.close()
+    assert not wal.exists() and sender.spool_path is None  # all acknowledged: the copy is not needed
+    assert stored_seqs(mcpdir) == [1, 2, 3, 4] and sender.acked == 4
 
 
 def send_timed(sender: Sender, events: list[Event], durations: list[float], pace: int = 50) -> None:

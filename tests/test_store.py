@@ -649,7 +649,7 @@ def test_a_running_run_whose_process_lives_stays_running(store: Store) -> None:
 def test_liveness_only_judges_runs_of_this_host_that_are_still_running(store: Store) -> None:
     pid = dead_pid()
     elsewhere = [
-        e if not isinstance(e, RunStarted) else RunStarted(**{**_fields(e), "host": "another-host"})
+        type(e)(**{**_fields(e), "host": "another-host"}) if isinstance(e, RunStarted | ProcessStarted) else e
         for e in single_process_run("20250301-000000-0ther1", pid=pid, finish=False)
     ]
     store.apply(elsewhere)

@@ -19,6 +19,15 @@ def cut_marker(limit: int, dropped: int) -> bytes:
     return CUT_MARKER.format(limit=limit, dropped=dropped).encode()
 
 
+_CUT_TEXT: Final = re.compile(r" \[\.\.\. mcpdebug: line cut at (\d+) bytes; (\d+) more bytes dropped\]\Z")
+
+
+def cut_at(text: str) -> tuple[int, int] | None:
+    """(bytes kept, bytes dropped) of a line that was cut when recorded, or None for a whole line."""
+    found = _CUT_TEXT.search(text, max(len(text) - 100, 0))
+    return (int(found.group(1)), int(found.group(2))) if found else None
+
+
 def has_long_line(block: bytes, limit: int) -> bool:
     """Whether some line of ``block`` is longer than ``limit`` bytes.
 

@@ -37,9 +37,9 @@ from pytest_mcpdebug.output.records import (
 from pytest_mcpdebug.output.sources import Source, source
 
 # Timeouts
-TICK: Final = 0.1
-"""How often the thread looks for new output: lines reach the server within about this plus the
-sender's flush interval."""
+TICK: Final = 0.05
+"""How often the thread looks for new output: lines reach the kernel (socket or spool) within this
+plus the sender's flush interval, 100 ms, so a process killed mid-test loses at most that much."""
 # Limits
 READ_BYTES: Final = 1024 * 1024
 """Largest read, and so the largest event's text (plus one held-back line)."""

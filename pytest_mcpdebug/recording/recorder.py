@@ -25,9 +25,12 @@ from pytest_mcpdebug.hangs.summary import HangSummary
 from pytest_mcpdebug.hangs.timeouts import Timeouts
 from pytest_mcpdebug.limits import Limits
 from pytest_mcpdebug.output.tail import OutputTail
+from pytest_mcpdebug.recording.connection import split_token
 from pytest_mcpdebug.recording.reporter import Reporter, Role
 from pytest_mcpdebug.recording.run_id import new_run_id
-from pytest_mcpdebug.recording.sender import Sender, split_token, spool_file_name
+from pytest_mcpdebug.recording.sender import Sender
+from pytest_mcpdebug.recording.spool import RETRIED, describe_failure, spool_file_name
+from pytest_mcpdebug.recording.tally import WORKER_KEY, Tally
 from pytest_mcpdebug.settings import DEFAULT_BREAK_TIMEOUT, HangSettings, Settings
 
 _REPORTER = "mcpdebug-reporter"
@@ -71,7 +74,6 @@ class Recorder:
         # A replacement keeps the pid (execv): its process name must differ for the store to take it.
         suffix = f"_r{self.generation}" if self.generation else ""
         self.process = f"{worker}{suffix}-{os.getpid()}"
-        ensure_dir(directory)
         self.sender = Sender(
             hello=protocol.Hello(
                 protocol=protocol.PROTOCOL_VERSION,
@@ -83,12 +85,19 @@ class Recorder:
             spool_path=spool_dir(directory) / spool_file_name(run_id, self.process),
             discover=self._discover,
         )
+        try:
+            ensure_dir(directory)
+        except OSError as exc:  # a file in the way, no permission, a read-only or full disk
+            if exc.errno not in RETRIED or not directory.is_dir():
+                self.sender.spool.disable(describe_failure(exc, self.sender.spool.path))
+        self.tally = Tally()
         self.reporter: Reporter | None = None
         self.tail: OutputTail | None = None
         self.inspector: Inspector | None = None
         self.timeouts: Timeouts | None = None
         self.hang_summary: HangSummary | None = None
         self._closed = False
+        self._last_url: str | None = None
         self._warned = 0
         self.session: pytest.Session | None = None
         self._carried_hangs: list[tuple[str, str]] = []
@@ -152,6 +161,12 @@ class Recorder:
             "hangs": dataclasses.asdict(self.hangs),
             "session_started": self.session_started,
         }
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """xdist: a worker ended; take the counts it recorded (none if it died)."""
+        output = getattr(node, "workeroutput", None) or {}
+        self.tally.add_worker(str(getattr(node.gateway, "id", "?")), output.get(WORKER_KEY))
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
@@ -221,7 +236,8 @@ class Recorder:
         if role != "worker":
             self._warned = len(self.sender.warnings)
             for warning in self.sender.warnings:
-                self._write_line(f"mcpdebug: warning: {warning}; recording to {self._spool_display()}")
+                fallback = "" if self.sender.spool.problem else f"; recording to {self._spool_display()}"
+                self._write_line(f"mcpdebug: warning: {warning}{fallback}")
             if self.break_on_failure and not self.sender.connected:
                 self._write_line(
                     "mcpdebug: --mcp-debug-break: no mcpdebug server is connected, so failing tests will not "
@@ -240,6 +256,12 @@ class Recorder:
         self.reporter.emit_finish(exitstatus, getattr(terminal, "stats", None))
         self.session = session
         self.close()
+        sender = self.sender
+        counts = {"sent": sender.acked, "spooled": sender.spooled, "dropped": sender.dropped}
+        workeroutput = getattr(self.config, "workeroutput", None)
+        if workeroutput is not None:  # xdist sends it to the controller after this hook
+            workeroutput[WORKER_KEY] = {**counts, "problem": sender.spool.problem}
+        self.tally.add(**counts, problem=sender.spool.problem)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.reporter is None or self.reporter.role == "worker":
@@ -252,23 +274,19 @@ class Recorder:
                 "pytest's capture before they could be recorded (e.g. by --pdb); the rest was recorded",
                 yellow=True,
             )
-        sender = self.sender
-        if not sender.spooled:
-            where = f"streamed to {sender.connected_url or 'the server'}"
-        elif sender.sent:
-            where = f"streamed, with {sender.spooled} events saved to {self._spool_display()}"
-        else:
-            where = f"saved to {self._spool_display()}"
-        dir_arg = self._dir_arg()
-        terminalreporter.write_line(
-            f"mcpdebug: run {self.run_id} {where}; inspect it with `mcpdebug show {self.run_id}{dir_arg}`, "
-            f"or serve it to an agent with `mcpdebug serve{dir_arg}`"
+        line, warn = self.tally.closing_line(
+            self.run_id,
+            url=self.sender.connected_url or self._last_url,
+            spool=self._spool_display(),
+            dir_arg=self._dir_arg(),
         )
+        terminalreporter.write_line(line, yellow=warn)
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        self._last_url = self.sender.connected_url
         if self.tail is not None:
             self.tail.stop()
             self.config.pluginmanager.unregister(self.tail, _TAIL)

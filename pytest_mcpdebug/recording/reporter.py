@@ -76,6 +76,7 @@ class Reporter:
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         if self.role == "main":
             self.emit(protocol.CollectionFinished, count=len(session.items) + self.collected_before)
+        self.sender.checkpoint()  # the run is on disk before its first test can kill the process
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
@@ -145,6 +146,11 @@ class Reporter:
                 passed_phases=self._passed.pop(report.nodeid, []),
                 attempt=getattr(report, "rerun", 0) + 1,  # pytest-rerunfailures numbers its attempts
             )
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_logfinish(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
+        """The test's outcome and its last lines reach the kernel before the next test starts."""
+        self.sender.checkpoint()
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_exception_interact(self, node: Any, call: Any, report: Any) -> None:

@@ -6,6 +6,13 @@ event until the server acknowledges it; if the connection drops, whatever was no
 to the spool file, and the thread keeps retrying the connection. Without a server every batch is
 appended to the spool. Delivery is at-least-once; the server's ingestion is idempotent.
 
+At each test's end the test thread calls `checkpoint`: what is still queued (the test's last lines,
+its outcome) goes to the kernel there and then, in one ``write``, so a process killed during the next
+test has lost nothing of the tests before it. Spooling, the write is to the spool. Streaming, it is
+to a write-ahead copy (``.wal``) that the server reads only if this process dies; the sender thread
+still streams those events in its next batch (a message per test would cost the server a
+transaction and the test process an acknowledgement each), and a clean end deletes the copy.
+
 The same connection carries the server's `Request` frames for a held test (see `inspector.py`):
 the sender thread hands each to ``on_request``, and the held test thread answers with `reply`.
 
@@ -20,21 +27,28 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Final
-from urllib.parse import parse_qs, urlsplit
+from typing import TYPE_CHECKING, Final
 
 from pytest_mcpdebug import protocol
-from pytest_mcpdebug.folder import SPOOL_SUFFIX
-from pytest_mcpdebug.protocol import Ack, Event, Hello, Reply, Request, Welcome
+from pytest_mcpdebug.folder import WAL_SUFFIX
+from pytest_mcpdebug.protocol import Ack, Event, Hello, Reply, Request
+from pytest_mcpdebug.recording.connection import (
+    CONNECT_TIMEOUT,
+    open_connection,
+    socket_has_room,
+)
+from pytest_mcpdebug.recording.connection import describe as _describe
+from pytest_mcpdebug.recording.spool import SpoolFile
 
 if TYPE_CHECKING:
     from websockets.sync.client import ClientConnection
 
 # Timeouts
 FLUSH_INTERVAL: Final = 0.05
-CONNECT_TIMEOUT: Final = 2.0
 RECONNECT_INTERVAL: Final = 2.0
 CLOSE_TIMEOUT: Final = 5.0
+CHECKPOINT_WAIT: Final = 0.05
+"""How long a test's end waits for the sender thread's batch in flight before spooling its own."""
 # Limits
 MAX_PENDING: Final = 50_000
 """Events waiting for the sender thread before the test thread spools them itself."""
@@ -49,13 +63,6 @@ Discover = Callable[[], "tuple[str, str] | None"]
 """Returns the server's (url, token), or None when there is no server to connect to."""
 
 
-def split_token(url: str) -> tuple[str, str]:
-    """Accept ``ws://host:port/?token=T`` as well as a bare URL; returns (url, token)."""
-    parts = urlsplit(url)
-    token = parse_qs(parts.query).get("token", [""])[0]
-    return url, token
-
-
 class Sender:
     def __init__(self, *, hello: Hello, spool_path: Path, discover: Discover) -> None:
         self._hello = hello
@@ -67,8 +74,13 @@ class Sender:
         self._pending_bytes = 0
         self._bytes_lock = threading.Lock()
         self._room = threading.Condition(self._bytes_lock)
-        self._spool: IO[bytes] | None = None
-        self._spool_lock = threading.Lock()
+        self.spool = SpoolFile(spool_path)
+        self.wal = SpoolFile(spool_path.with_suffix(WAL_SUFFIX))
+        self._ready: list[tuple[int, bytes]] = []
+        """Events a checkpoint wrote ahead, (seq, encoded), for the sender thread to stream."""
+        self._flush_lock = threading.Lock()
+        """Held while a batch is drained and delivered, by the sender thread or a test's checkpoint:
+        events leave in ``seq`` order, which the server's acknowledgements rely on."""
         self._ws: ClientConnection | None = None
         self._ws_stack = contextlib.ExitStack()
         self._connected_url: str | None = None
@@ -79,10 +91,10 @@ class Sender:
         self._had_server = False
         self.started = False
         self._close_timeout = CLOSE_TIMEOUT
-        self._spool_closed = False
         self._send_lock = threading.Lock()
         self.sent = 0
-        self.spooled = 0
+        self.acked = 0
+        """Events the server confirmed it stored (the others sent were spooled as well)."""
         self.warnings: list[str] = []
         self.on_request: Callable[[Request], None] | None = None
         """Called in the sender thread for each request of the server (live inspection)."""
@@ -118,6 +130,49 @@ class Sender:
                 return
         self._spool_overflow()
 
+    def checkpoint(self) -> None:
+        """From the test thread at a test's end: put everything queued in the kernel now.
+
+        Spooling, that is one ``write`` to the spool. Streaming, one ``write`` to the write-ahead
+        copy, and the sender thread streams the events in its next batch; if the copy cannot be
+        written, one send on the socket when that cannot block (nothing older waits, the socket's
+        buffer has room). If the sender thread is delivering a batch right now, wait for it briefly.
+        """
+        if not self._pending:
+            return
+        if not self._flush_lock.acquire(timeout=CHECKPOINT_WAIT):
+            self._spool_overflow()  # the sender thread is stuck in a send: never wait on the network
+            return
+        try:
+            batch = self._drain()
+            if not batch:
+                return
+            if self._ws is None:
+                self._append_spool(batch)
+                return
+            items = [(e.seq, protocol.encode(e)) for e in batch]
+            lines = [line for _, line in items]
+            if (
+                not self.wal.write(lines)
+                and not self._ready
+                and socket_has_room(self._ws, sum(map(len, lines)))
+            ):
+                self._send_lines(items)  # no copy possible (disk full?): the socket then, in seq order
+            else:
+                self._ready += items
+        finally:
+            self._flush_lock.release()
+
+    @property
+    def spooled(self) -> int:
+        """Events written to the spool file."""
+        return self.spool.written
+
+    @property
+    def dropped(self) -> int:
+        """Events that could be neither sent nor spooled (see ``spool.problem``)."""
+        return self.spool.dropped
+
     def drained(self, timeout: float = 2 * FLUSH_INTERVAL) -> bool:
         """Wait (briefly) until the sender thread has taken everything queued so far."""
         deadline = time.monotonic() + timeout
@@ -147,7 +202,7 @@ class Sender:
 
     @property
     def spool_path(self) -> Path | None:
-        return self._spool_path if self._spool is not None else None
+        return self._spool_path if self.spool.used else None
 
     def close(self, timeout: float = CLOSE_TIMEOUT) -> None:
         """Deliver everything queued (spooling what the server does not acknowledge in time)."""
@@ -162,10 +217,7 @@ class Sender:
             self._spool_overflow()
             self._write_spool([line for _, line in list(self._unacked)])
             self.warnings.append(f"the server at {self._connected_url} stopped reading; the rest was spooled")
-        with self._spool_lock:
-            if self._spool is not None:
-                self._spool.close()
-                self._spool_closed = True
+        self.spool.close()
 
     # Sender thread ------------------------------------------------------------------------------
 
@@ -201,17 +253,22 @@ class Sender:
         return batch
 
     def _flush(self) -> None:
-        batch = self._drain()
-        if not batch:
-            return
-        if self._ws is not None and self._send_ws(batch):
-            return
-        self._append_spool(batch)
+        with self._flush_lock:
+            ready, self._ready = self._ready, []
+            batch = self._drain()
+            if not batch and not ready:
+                return
+            items = ready + [(e.seq, protocol.encode(e)) for e in batch]  # in seq order: ready came first
+            if self._ws is not None:
+                self._send_lines(items)
+            else:
+                self._write_spool([line for _, line in items])
 
-    def _send_ws(self, batch: list[Event]) -> bool:
-        lines = [protocol.encode(e) for e in batch]
+    def _send_lines(self, items: list[tuple[int, bytes]]) -> None:
+        """Send encoded events; whatever does not make it (the connection lost) ends in the spool."""
         # Held as unacknowledged *before* sending, so a failure half-way spools the whole batch.
-        self._unacked.extend(zip((e.seq for e in batch), lines, strict=True))
+        self._unacked.extend(items)
+        lines = [line for _, line in items]
         self._unacked_bytes += sum(map(len, lines))
         try:
             chunk: list[bytes] = []
@@ -227,12 +284,11 @@ class Sender:
             self.sent += len(lines)
         except Exception as exc:
             self._lost_connection(exc)
-            return True  # the unacked events (this batch included) are now in the spool
+            return  # the unacked events (this batch included) are now in the spool
         while len(self._unacked) > MAX_UNACKED or self._unacked_bytes > MAX_UNACKED_BYTES:
             line = self._unacked.popleft()[1]
             self._unacked_bytes -= len(line)
             self._write_spool([line])
-        return True
 
     def _ws_send(self, lines: list[bytes]) -> None:
         assert self._ws is not None
@@ -250,8 +306,10 @@ class Sender:
                 message = ws.recv(timeout=max(deadline - time.monotonic(), 0))
                 frame = protocol.decode_server_frame(message)
                 if isinstance(frame, Ack):
-                    while self._unacked and self._unacked[0][0] <= frame.seq:
-                        self._unacked_bytes -= len(self._unacked.popleft()[1])
+                    with self._flush_lock:  # a checkpoint may be adding to the unacknowledged
+                        while self._unacked and self._unacked[0][0] <= frame.seq:
+                            self._unacked_bytes -= len(self._unacked.popleft()[1])
+                            self.acked += 1
                     if until_acked and not self._unacked:
                         return
                 elif isinstance(frame, Request):
@@ -259,7 +317,8 @@ class Sender:
         except TimeoutError:
             return
         except Exception as exc:
-            self._lost_connection(exc)
+            with self._flush_lock:
+                self._lost_connection(exc)
 
     def _handle_request(self, request: Request) -> None:
         handler = self.on_request
@@ -280,36 +339,18 @@ class Sender:
         if found is None:
             return
         url, token = found
+        mine = self._hello
+        hello = Hello(
+            protocol=mine.protocol,
+            run_id=mine.run_id,
+            process=mine.process,
+            worker=mine.worker,
+            pid=mine.pid,
+            spool=self._spool_path.name if self.spool.used else None,
+        )
         try:
-            from websockets.sync.client import connect
-
-            stack = contextlib.ExitStack()
-            ws = stack.enter_context(
-                connect(
-                    url,
-                    additional_headers={"Authorization": f"Bearer {token}"},
-                    open_timeout=CONNECT_TIMEOUT,
-                    close_timeout=1.0,
-                    max_size=protocol.MAX_MESSAGE_BYTES,
-                    compression=None,
-                    proxy=None,
-                )
-            )
-            hello = protocol.Hello(
-                protocol=self._hello.protocol,
-                run_id=self._hello.run_id,
-                process=self._hello.process,
-                worker=self._hello.worker,
-                pid=self._hello.pid,
-                spool=self._spool_path.name if self._spool is not None else None,
-            )
-            ws.send(protocol.encode(hello).decode())
-            reply = protocol.decode_server_frame(ws.recv(timeout=CONNECT_TIMEOUT))
-            if not isinstance(reply, Welcome):
-                raise protocol.ProtocolError(f"expected welcome, got {type(reply).__name__}")
+            ws, stack = open_connection(url, token, hello)
         except Exception as exc:
-            with contextlib.suppress(Exception):
-                stack.close()
             if not self._had_server:
                 self.warnings.append(f"server at {url} unreachable ({_describe(exc)})")
             self._had_server = True
@@ -332,18 +373,25 @@ class Sender:
         self._next_connect = time.monotonic() + RECONNECT_INTERVAL
 
     def _finish(self) -> None:
-        if self._ws is None:
-            return
-        deadline = time.monotonic() + self._close_timeout
-        while self._unacked and self._ws is not None and time.monotonic() < deadline:
-            self._receive(0.1, until_acked=True)
-        if self._unacked:  # the server did not confirm in time: keep a copy for later ingestion
-            self._write_spool([line for _, line in self._unacked])
-            self._unacked.clear()
-            self._unacked_bytes = 0
-        self._ws = None
-        with contextlib.suppress(Exception):
-            self._ws_stack.close()
+        if self._ws is not None:
+            deadline = time.monotonic() + self._close_timeout
+            while self._unacked and self._ws is not None and time.monotonic() < deadline:
+                self._receive(0.1, until_acked=True)
+            if self._unacked:  # the server did not confirm in time: keep a copy for later ingestion
+                self._write_spool([line for _, line in self._unacked])
+                self._unacked.clear()
+                self._unacked_bytes = 0
+            self._ws = None
+            with contextlib.suppress(Exception):
+                self._ws_stack.close()
+        self._drop_wal()
+
+    def _drop_wal(self) -> None:
+        """Everything the write-ahead copy holds was acknowledged or spooled: it is not needed."""
+        self.wal.close()
+        if self.wal.used and not self.spool.dropped:
+            with contextlib.suppress(OSError):
+                self.wal.path.unlink()
 
     # Spool ----------------------------------------------------------------------------------------
 
@@ -351,34 +399,8 @@ class Sender:
         self._write_spool([protocol.encode(e) for e in batch])
 
     def _write_spool(self, lines: list[bytes]) -> None:
-        if not lines:
-            return
-        with self._spool_lock:
-            if self._spool_closed:
-                return  # a wedged thread waking up after close(): what it held was spooled then
-            try:
-                if self._spool is None:
-                    self._spool_path.parent.mkdir(parents=True, exist_ok=True)
-                    self._spool = open(self._spool_path, "ab")  # noqa: SIM115 - kept open for the run
-                self._spool.writelines([b"\n".join(lines), b"\n"])  # no copy of a big batch to add "\n"
-                self._spool.flush()
-                self.spooled += len(lines)
-            except (OSError, ValueError) as exc:
-                msg = f"cannot write the spool file {self._spool_path} ({exc}); events were dropped"
-                if msg not in self.warnings:
-                    self.warnings.append(msg)
+        self.spool.write(lines)
 
     def _spool_overflow(self) -> None:
         """The sender thread is not keeping up (or is wedged): the caller writes to the spool itself."""
         self._append_spool(self._drain())
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc) or type(exc).__name__
-    return text.splitlines()[0][:200]
-
-
-def spool_file_name(run_id: str, process: str) -> str:
-    """One spool file per process: ``<run id>.<process>.jsonl``."""
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in process)
-    return f"{run_id}.{safe}{SPOOL_SUFFIX}"

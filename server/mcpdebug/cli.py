@@ -209,6 +209,8 @@ def main(argv: list[str] | None = None) -> int:
         calls.for_terminal()
         directory = find_dir(args.dir, create=False)
         store = Store(directory, create=False, limits=_limits(args, directory))
+        if store.read_only:
+            print(f"mcpdebug: note: {store.path} is read-only here: showing what it holds", file=sys.stderr)
         lookup.refresh(store)
         if args.command == "runs":
             return terminal.runs(store, args)

@@ -22,6 +22,7 @@ import anyio
 
 from mcpdebug import http_auth
 from mcpdebug.app import DebugServer, build_server
+from mcpdebug.ingest.recovery import rebuild
 from mcpdebug.ingest.spool import ingest_spool
 from mcpdebug.ingest.websocket import IngestServer
 from mcpdebug.live.sessions import Sessions
@@ -69,13 +70,13 @@ async def _run(config: ServeConfig, listener: socket.socket | None) -> None:
     ingest: IngestServer | None = None
     kept_in: Path | None = None
     other = read_server_info(config.directory)
-    if other is not None and other.pid != os.getpid():
+    if other is not None and other.pid != os.getpid() and not store.read_only:
         log.info(
             "another mcpdebug serve (pid %d) ingests runs for %s; this one answers MCP from the same store",
             other.pid,
             config.directory,
         )
-    else:
+    elif not store.read_only:  # a store this process cannot write takes in no live runs
         ingest = IngestServer(store, port=config.ingest_port, sessions=sessions)
         url = await ingest.start()
         runner.url, runner.token = url, ingest.token
@@ -115,9 +116,14 @@ async def _run(config: ServeConfig, listener: socket.socket | None) -> None:
 
 
 def _open_store(config: ServeConfig) -> Store:
-    """The store, with pending spool ingested and the retention limits applied."""
+    """The store, rebuilt if it was found corrupted, with pending spool ingested and the retention
+    limits applied; a store this process may not write is served as it is."""
     store = Store(config.directory, limits=config.limits)
     log.info("store %s (%s)", config.directory, describe(config.limits))
+    if store.read_only:
+        log.warning("the store %s is read-only here: serving what it holds; no live runs", store.path)
+        return store
+    rebuild(store)  # logs what was recovered
     report = ingest_spool(store)
     if report.files:
         log.info(

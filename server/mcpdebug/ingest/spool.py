@@ -1,25 +1,37 @@
 """One ingestion path for both transports: lines of frames → validated events → `Store.apply`.
 
 Spool files are read from the offset already ingested up to the last complete line (a writer may
-still be appending), and deleted once their process will write nothing more. A line that does not
-decode is logged and skipped: one bad line never costs the rest of the file.
+still be appending), and deleted once their process will write nothing more. A streaming process's
+write-ahead copy (``*.wal``) is read only once that process is gone without deleting it: while it
+lives, the same events arrive on its connection.
+
+Damage costs little and is said once: a line that does not decode is skipped, bytes that cannot be
+a line (a run of NULs, megabytes without a newline) are stepped over without being held in memory,
+and a file that held such garbage is moved to ``spool/damaged/`` once read, with one warning per
+file that says what was kept. One bad line never costs the rest of the file.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final
 
 from mcpdebug.store import Store
 from pytest_mcpdebug import protocol
-from pytest_mcpdebug.folder import SPOOL_SUFFIX, spool_dir
+from pytest_mcpdebug.folder import SPOOL_SUFFIX, WAL_SUFFIX, spool_dir
 
 log = logging.getLogger("mcpdebug.ingest")
 
-BATCH_EVENTS = 5_000
-BATCH_BYTES = 32 * 1024 * 1024
+BATCH_EVENTS: Final = 5_000
+BATCH_BYTES: Final = 32 * 1024 * 1024
+READ_BYTES: Final = 1024 * 1024
+MAX_LINE: Final = protocol.MAX_MESSAGE_BYTES
+"""No event is longer than the largest message: a longer "line" is garbage."""
+DAMAGED_DIR: Final = "damaged"
 
 
 @dataclass
@@ -29,6 +41,8 @@ class SpoolReport:
     new: int = 0
     bad_lines: int = 0
     runs: set[str] = field(default_factory=set)
+    damaged: list[str] = field(default_factory=list)
+    """One message per damaged file: what was skipped, what was kept, where the file went."""
 
 
 def decode_events(lines: list[bytes]) -> list[protocol.Event]:
@@ -45,20 +59,79 @@ def decode_events(lines: list[bytes]) -> list[protocol.Event]:
     return events
 
 
-def ingest_spool(store: Store, only: str | None = None) -> SpoolReport:
-    """Ingest what is new in every spool file (or just the file named ``only``)."""
+def ingest_spool(store: Store, only: str | None = None, *, live_wal: bool = False) -> SpoolReport:
+    """Ingest what is new in every spool file (or just the file named ``only``); ``live_wal``: the
+    write-ahead copies of live processes too (a rebuilt store lacks what they streamed before)."""
     report = SpoolReport()
     folder = spool_dir(store.dir)
     try:
-        names = [only] if only else sorted(n for n in os.listdir(folder) if n.endswith(SPOOL_SUFFIX))
-    except FileNotFoundError:
+        suffixes = (SPOOL_SUFFIX, WAL_SUFFIX)
+        names = [only] if only else sorted(n for n in os.listdir(folder) if n.endswith(suffixes))
+    except (FileNotFoundError, NotADirectoryError):
         return report
     for name in names:
         if os.sep in name or name.startswith("."):
             log.warning("ignoring spool name %r: not a plain file name", name)
             continue
-        _ingest_file(store, folder / name, report)
+        path = folder / name
+        if name.endswith(WAL_SUFFIX) and not live_wal and _writer_lives(store, path):
+            continue
+        _ingest_file(store, path, report)
     return report
+
+
+def _writer_lives(store: Store, wal: Path) -> bool:
+    """A write-ahead copy's process is known and still running: its events come on its connection."""
+    run_id, _, process = wal.name.removesuffix(WAL_SUFFIX).rpartition(".")
+    return bool(run_id) and store.process_known(run_id, process) and not store.process_done(run_id, process)
+
+
+@dataclass
+class _Scan:
+    """Where reading a file got to: the offset after the last whole line, and what was skipped."""
+
+    offset: int
+    bad_lines: int = 0
+    bad_bytes: int = 0
+    first_bad: str = ""
+
+    def skip(self, size: int, why: str) -> None:
+        self.bad_lines += 1
+        self.bad_bytes += size
+        self.first_bad = self.first_bad or f"at byte {self.offset}: {why}"
+        self.offset += size
+
+
+def _lines(fh: object, scan: _Scan, size: int) -> Iterator[bytes]:
+    """Whole lines from ``scan.offset`` on, read a chunk at a time; garbage is counted, not kept.
+
+    The unfinished last line is left for the next look (its writer may be appending) unless it is
+    already longer than any event can be.
+    """
+    read = fh.read  # type: ignore[attr-defined]
+    buffer = bytearray()
+    overlong = 0  # bytes of a line too long to be an event, being stepped over
+    while chunk := read(READ_BYTES):
+        if overlong:
+            end = chunk.find(b"\n")
+            if end < 0:
+                overlong += len(chunk)
+                continue
+            scan.skip(overlong + end + 1, f"{overlong + end + 1:,} bytes without a line break")
+            overlong, chunk = 0, chunk[end + 1 :]
+        buffer += chunk
+        start = 0
+        while (end := buffer.find(b"\n", start)) >= 0:
+            yield bytes(buffer[start : end + 1])
+            start = end + 1
+        del buffer[:start]
+        if len(buffer) > MAX_LINE:
+            overlong = len(buffer)
+            buffer.clear()
+    if overlong:  # garbage up to the end of the file: no writer appends a line that long
+        scan.skip(overlong, f"{overlong:,} bytes without a line break")
+    elif buffer and not buffer.strip(b"\0"):  # encoded events never hold a NUL: not a line being written
+        scan.skip(len(buffer), "NUL bytes")
 
 
 def _ingest_file(store: Store, path: Path, report: SpoolReport) -> None:
@@ -72,9 +145,11 @@ def _ingest_file(store: Store, path: Path, report: SpoolReport) -> None:
     if size < offset:  # replaced by a different file of the same name: read it all again
         offset = 0
     report.files += 1
+    scan = _Scan(offset)
     last: protocol.Event | None = None
     batch: list[protocol.Event] = []
     batch_bytes = 0
+    kept = 0
 
     def commit() -> None:
         nonlocal batch, batch_bytes
@@ -82,43 +157,93 @@ def _ingest_file(store: Store, path: Path, report: SpoolReport) -> None:
             report.new += store.apply(batch)
             report.events += len(batch)
             report.runs.update(e.run_id for e in batch)
-        store.set_spool_offset(name, offset)
+        store.set_spool_offset(name, scan.offset)
         batch, batch_bytes = [], 0
 
-    with open(path, "rb") as fh:
-        fh.seek(offset)
-        for line in fh:
-            if not line.endswith(b"\n"):
-                break  # a partial last line: its writer is still appending
-            try:
-                frame = protocol.decode_client_frame(line) if line.strip() else None
-            except protocol.ProtocolError as exc:
-                report.bad_lines += 1
-                log.warning("%s: skipped a bad line at byte %d: %s", path, offset, exc)
-                frame = None
-            offset += len(line)
-            if frame is not None and not isinstance(frame, protocol.Hello):
-                batch.append(frame)
-                batch_bytes += len(line)
-                last = frame
-                if len(batch) >= BATCH_EVENTS or batch_bytes >= BATCH_BYTES:
-                    commit()
-        commit()
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            for line in _lines(fh, scan, size):
+                frame: protocol.Hello | protocol.Event | None = None
+                if line.strip(b" \t\r\n"):
+                    try:
+                        frame = _decode(line)
+                    except protocol.ProtocolError as exc:
+                        scan.skip(len(line), "NUL bytes" if not line.strip(b"\0\n") else str(exc)[:200])
+                        continue
+                scan.offset += len(line)
+                if frame is not None and not isinstance(frame, protocol.Hello):
+                    batch.append(frame)
+                    batch_bytes += len(line)
+                    last = frame
+                    kept += 1
+                    if len(batch) >= BATCH_EVENTS or batch_bytes >= BATCH_BYTES:
+                        commit()
+            commit()
+    except OSError as exc:
+        log.warning("mcpdebug: warning: cannot read the spool file %s (%s); it is left as it is", path, exc)
+        return
+    report.bad_lines += scan.bad_lines
     writer = (last.run_id, last.process) if last is not None else _writer(path)
-    if writer is not None and store.process_done(*writer):
-        if offset < size:
+    done = writer is None or store.process_done(*writer)
+    if scan.bad_bytes and (done or writer is None):
+        _set_aside(store, path, scan, kept, report)
+    elif done and writer is not None:
+        if scan.offset < size:
             log.warning(
-                "%s: dropped %d bytes of an unfinished last line (its process has ended)", path, size - offset
+                "mcpdebug: warning: %s ended with an unfinished line (%d bytes: its process died while "
+                "writing it); the events before it were kept",
+                path,
+                size - scan.offset,
             )
         path.unlink(missing_ok=True)
         store.set_spool_offset(name, None)
+    elif scan.bad_bytes:
+        log.warning(
+            "mcpdebug: warning: %s: skipped %d damaged line(s) (%d bytes, first %s); the events around "
+            "them were kept",
+            path,
+            scan.bad_lines,
+            scan.bad_bytes,
+            scan.first_bad,
+        )
+
+
+def _set_aside(store: Store, path: Path, scan: _Scan, kept: int, report: SpoolReport) -> None:
+    """Move a damaged file to ``spool/damaged/`` (it is read once, not at every look), and say so."""
+    target = path.parent / DAMAGED_DIR / path.name
+    try:
+        target.parent.mkdir(exist_ok=True)
+        os.replace(path, target)
+        where = f"moved it to {target}; delete that file once you no longer need it"
+    except OSError as exc:
+        where = f"could not move it aside ({exc.strerror}), so it is read again at each look: delete it"
+    else:
+        store.set_spool_offset(path.name, None)
+    message = (
+        f"mcpdebug: warning: spool file {path.name} is damaged: skipped {scan.bad_lines} bad line(s), "
+        f"{scan.bad_bytes:,} bytes (first {scan.first_bad}); kept its {kept:,} good event(s); {where}"
+    )
+    report.damaged.append(message)
+    log.warning("%s", message)
+
+
+def _decode(line: bytes) -> protocol.Hello | protocol.Event:
+    """A frame; a line whose start was overwritten with NULs (a crash on some file systems) may still
+    hold a whole frame after them."""
+    try:
+        return protocol.decode_client_frame(line)
+    except protocol.ProtocolError:
+        if not line.startswith(b"\0"):
+            raise
+    return protocol.decode_client_frame(line.lstrip(b"\0"))
 
 
 def _writer(path: Path) -> tuple[str, str] | None:
     """The (run, process) that wrote a spool file, from its first line."""
     try:
         with open(path, "rb") as fh:
-            frame = protocol.decode_client_frame(fh.readline())
+            frame = protocol.decode_client_frame(fh.readline(READ_BYTES))
     except (OSError, protocol.ProtocolError):
         return None
     return None if isinstance(frame, protocol.Hello) else (frame.run_id, frame.process)

@@ -16,6 +16,7 @@ import hmac
 import logging
 import os
 import secrets
+import sqlite3
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -54,6 +55,7 @@ class IngestServer:
         self.max_size = max_size
         self.connections: dict[tuple[str, str], ServerConnection] = {}
         self._server: Server | None = None
+        self._closing = False
 
     @property
     def url(self) -> str:
@@ -77,6 +79,7 @@ class IngestServer:
         return self.url
 
     async def close(self) -> None:
+        self._closing = True  # connections cut by our own exit say nothing about their processes
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
@@ -124,6 +127,20 @@ class IngestServer:
                     log.warning("closing %s (%s/%s): %s", peer, key[0], key[1], exc)
                     await ws.close(protocol.CLOSE_MALFORMED, str(exc)[:120])
                     return
+                except (
+                    sqlite3.Error,
+                    OSError,
+                ) as exc:  # a full disk, a read-only store: not the peer's fault
+                    log.warning(
+                        "cannot store the events of run %s (%s): %s; they stay with the test process, which "
+                        "keeps them in its spool file until a server can take them (free some space, or "
+                        "check the store's folder)",
+                        key[0],
+                        key[1],
+                        exc,
+                    )
+                    await ws.close(1011, f"the server cannot store events: {exc}"[:120])
+                    return
                 if notable:
                     self.sessions.observe(notable)
                 if last is not None:
@@ -139,6 +156,11 @@ class IngestServer:
                 del self.connections[key]
             if key is not None:
                 self.sessions.disconnected(key, ws)
+                if not self._closing:  # gone without its goodbye? then its run may have crashed
+                    try:
+                        await asyncio.to_thread(self.store.connection_closed, *key)
+                    except Exception:
+                        log.exception("cannot record the end of %s/%s's connection", *key)
 
     async def _handshake(self, ws: ServerConnection, peer: str) -> protocol.Hello | None:
         try:
@@ -174,6 +196,10 @@ class IngestServer:
                 protocol.Welcome(protocol=protocol.PROTOCOL_VERSION, server_pid=os.getpid())
             ).decode()
         )
+        try:
+            await asyncio.to_thread(self.store.connection_opened, frame.run_id)
+        except sqlite3.Error as exc:
+            log.warning("cannot mark run %s running again: %s", frame.run_id, exc)
         log.info("%s connected: run %s, %s", peer, frame.run_id, frame.process)
         return frame
 

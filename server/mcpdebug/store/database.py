@@ -8,7 +8,9 @@ spool replayed late may deliver ``test_started`` after ``test_finished``).
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import socket
 import sqlite3
 import threading
@@ -17,8 +19,9 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from mcpdebug.store import recovery
 from mcpdebug.store.events import HANDLERS, touch_run
-from mcpdebug.store.output_files import Outputs, safe_name, unit_key
+from mcpdebug.store.output_files import OUTPUT_DIR, Outputs, safe_name, unit_key
 from mcpdebug.store.queries import Queries
 from mcpdebug.store.schema import SCHEMA, SCHEMA_VERSION, migrate, schema_version
 from pytest_mcpdebug import protocol
@@ -27,6 +30,8 @@ from pytest_mcpdebug.limits import Limits
 
 EVENT_BYTES = 200
 """What a stored event costs, roughly (its rows and indexes), for the store-size limit."""
+REMOTE_SILENCE = 3600.0
+"""Seconds without any event of a run from another host after which it is taken for crashed."""
 
 log = logging.getLogger("mcpdebug.store")
 
@@ -54,51 +59,140 @@ class Store(Queries):
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._connections_lock = threading.Lock()
+        self._reopen_lock = threading.Lock()
+        self._generation = 0
         self._known_runs: set[str] = set()
         self.outputs = Outputs(directory, self.limits)
+        self.read_only = False
+        self._uri: str | None = None
+        self.rebuild: tuple[str, Path | None] | None = None
+        """(what happened, the folder it was set aside in) of a store replaced by a fresh one, until the
+        ingest layer has rebuilt it from what still exists (`mcpdebug.ingest.recovery`)."""
         try:
-            ensure_dir(directory)
-            db = self.db
-            fresh = not db.execute("SELECT 1 FROM sqlite_master WHERE name='runs'").fetchone()
-            if fresh:
-                db.execute("PRAGMA auto_vacuum=INCREMENTAL")  # lets eviction give space back
-            version = schema_version(db)
-            if version is not None and version > SCHEMA_VERSION:
-                raise StoreError(
-                    f"{path} was written by a newer pytest-mcpdebug (schema {version}); "
-                    "upgrade pytest-mcpdebug to read it"
-                )
-            db.executescript(SCHEMA)
-            if version is None:
-                db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
-            elif version < SCHEMA_VERSION:
-                with self.transaction() as tx:
-                    migrate(tx, self.outputs, version)
+            try:
+                self._prepare()
+            except sqlite3.DatabaseError as exc:
+                if recovery.is_corruption(exc):
+                    self._start_afresh(f"was corrupted ({exc})")
+                elif recovery.is_read_only(exc) and path.exists():
+                    self._open_read_only()
+                else:
+                    raise
         except (sqlite3.Error, OSError) as exc:
             raise StoreError(f"cannot open the store {path}: {exc}") from exc
         except FolderError as exc:
             raise StoreError(str(exc)) from None
+        self._identity = recovery.identity(path)
+
+    def _prepare(self) -> None:
+        """Create or upgrade the tables."""
+        ensure_dir(self.dir)
+        db = self.db
+        fresh = not db.execute("SELECT 1 FROM sqlite_master WHERE name='runs'").fetchone()
+        if fresh:
+            db.execute("PRAGMA auto_vacuum=INCREMENTAL")  # lets eviction give space back
+        version = schema_version(db)
+        if version is not None and version > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path} was written by a newer pytest-mcpdebug (schema {version}); "
+                "upgrade pytest-mcpdebug to read it"
+            )
+        db.executescript(SCHEMA)
+        if version is None:
+            db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+        elif version < SCHEMA_VERSION:
+            with self.transaction() as tx:
+                migrate(tx, self.outputs, version)
+
+    def _open_read_only(self) -> None:
+        """Read what a store holds that this process may not write (a CI artifact, a shared folder)."""
+        self._drop_connections()
+        self.read_only = True
+        for immutable in (False, True):  # without the right to make its lock file: read it as a snapshot
+            self._uri = recovery.read_only_uri(self.path, immutable=immutable)
+            try:
+                self.db.execute("SELECT count(*) FROM runs").fetchone()
+                return
+            except sqlite3.OperationalError:
+                self._drop_connections()
+        raise StoreError(f"cannot read the store {self.path}: it is read-only and SQLite cannot open it")
 
     @property
     def db(self) -> sqlite3.Connection:
-        """This thread's connection."""
+        """This thread's connection (a new one after the store file was replaced)."""
         db: sqlite3.Connection | None = getattr(self._local, "db", None)
-        if db is None:
+        if db is not None and self._local.generation == self._generation:
+            return db
+        if self._uri is not None:
+            db = sqlite3.connect(
+                self._uri, uri=True, timeout=30.0, isolation_level=None, check_same_thread=False
+            )
+            db.row_factory = sqlite3.Row
+        else:
             db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
             db.row_factory = sqlite3.Row
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
-            self._local.db = db
-            with self._connections_lock:
-                self._connections.append(db)
+        self._local.db, self._local.generation = db, self._generation
+        with self._connections_lock:
+            self._connections.append(db)
         return db
 
-    def close(self) -> None:
+    # Surviving a damaged store ----------------------------------------------------------------------
+
+    def check(self) -> bool:
+        """Whether the store file is still the one opened (a stat); if it was deleted or replaced
+        meanwhile, keep what the open connection still reads and carry on with a new file."""
+        if self.read_only or recovery.identity(self.path) == self._identity:
+            return False
+        with self._reopen_lock:
+            if recovery.identity(self.path) == self._identity:
+                return False  # another thread did it
+            target = self.path.with_name(f".{self.path.name}.rescued")
+            try:  # the deleted file is still open: copy it out whole
+                target.unlink(missing_ok=True)
+                self.db.execute("VACUUM INTO ?", (str(target),))
+            except sqlite3.Error as exc:
+                log.warning("cannot copy the deleted store out (%s): starting a new one", exc)
+                self._start_afresh("was deleted or replaced while in use")
+            else:
+                self._drop_connections()
+                os.replace(target, self.path)
+                self._generation += 1
+                log.warning("mcpdebug: warning: %s was deleted while in use; its content was kept", self.path)
+            self._identity = recovery.identity(self.path)
+        return True
+
+    def recover(self, exc: BaseException) -> bool:
+        """After an error of SQLite: if it says the file is corrupted, set it aside and carry on with a
+        fresh store (rebuilt by the ingest layer). False: not a corruption, nothing done."""
+        if not recovery.is_corruption(exc) or self.read_only:
+            return False
+        with self._reopen_lock:
+            self._start_afresh(f"was found corrupted ({exc})")
+            self._identity = recovery.identity(self.path)
+        return True
+
+    def _start_afresh(self, what: str) -> None:
+        self._drop_connections()
+        self._generation += 1
+        self._known_runs = set()
+        folder: Path | None = None
+        if self.path.exists() or (self.dir / OUTPUT_DIR).exists():
+            folder = recovery.set_aside(self.path)
+        self.rebuild = (what, folder)
+        self._prepare()
+
+    def _drop_connections(self) -> None:
         with self._connections_lock:
             for db in self._connections:
-                db.close()
+                with contextlib.suppress(sqlite3.Error):
+                    db.close()
             self._connections.clear()
         self._local = threading.local()
+
+    def close(self) -> None:
+        self._drop_connections()
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -114,7 +208,20 @@ class Store(Queries):
     # Writing --------------------------------------------------------------------------------------
 
     def apply(self, events: Iterable[protocol.Event]) -> int:
-        """Store a batch of events in one transaction; returns how many were new."""
+        """Store a batch of events in one transaction; returns how many were new.
+
+        A store file deleted or corrupted under us is replaced first (see `check`, `recover`), so the
+        batch is stored all the same."""
+        batch = list(events)
+        self.check()
+        try:
+            return self._apply(batch)
+        except sqlite3.DatabaseError as exc:
+            if not self.recover(exc):
+                raise
+            return self._apply(batch)
+
+    def _apply(self, events: list[protocol.Event]) -> int:
         new = 0
         span: dict[str, tuple[float, float]] = {}  # run -> (first, last) timestamp of its new events
         grown: dict[str, int] = {}  # run -> bytes its new events add to the store
@@ -215,15 +322,86 @@ class Store(Queries):
         self.db.execute("PRAGMA incremental_vacuum")
 
     def refresh_liveness(self) -> None:
-        """Mark runs whose controlling process died on this host without finishing as crashed."""
+        """Mark runs that will never finish as crashed: their controlling process is gone.
+
+        Gone means it said goodbye without finishing the run, or it died on this host, or (on another
+        host, where no pid can be checked) nothing of the run arrived for `REMOTE_SILENCE`: a spool
+        copied from a CI machine whose run crashed. The controlling process is the run's own pid once
+        ``run_started`` is stored; before that (a run killed during start-up, or one whose start is
+        lost), every process of the run must be gone.
+        """
         host = socket.gethostname()
         rows = self.db.execute(
-            "SELECT run_id, pid FROM runs WHERE status='running' AND host=?", (host,)
+            "SELECT r.run_id, r.pid AS run_pid, r.host AS run_host, max(r.last_event, r.stored) AS seen, "
+            "p.worker, p.pid, p.host, p.finished "
+            "FROM runs r LEFT JOIN processes p USING (run_id) WHERE r.status='running'"
         ).fetchall()
-        dead = [r["run_id"] for r in rows if r["pid"] and not pid_alive(r["pid"])]
+        runs: dict[str, list[sqlite3.Row]] = {}
+        for row in rows:
+            runs.setdefault(row["run_id"], []).append(row)
+        silent = time.time() - REMOTE_SILENCE
+        dead = [run_id for run_id, procs in runs.items() if _controller_gone(procs, host, silent)]
         if dead:
-            with self.transaction() as db:
-                db.executemany(
-                    "UPDATE runs SET status='crashed' WHERE run_id=? AND status='running'",
-                    [(r,) for r in dead],
-                )
+            self.mark_crashed(dead)
+
+    def mark_crashed(self, run_ids: list[str]) -> None:
+        with self.transaction() as db:
+            db.executemany(
+                "UPDATE runs SET status='crashed' WHERE run_id=? AND status='running'",
+                [(r,) for r in run_ids],
+            )
+
+    def connection_closed(self, run_id: str, process: str) -> None:
+        """A process's connection ended without its goodbye: if it ran the run from another host, where
+        its pid cannot be checked, the run is taken for crashed (until it connects again)."""
+        row = self.db.execute(
+            "SELECT p.worker, p.host, p.finished, r.pid AS run_pid, p.pid FROM processes p "
+            "JOIN runs r USING (run_id) WHERE p.run_id=? AND p.process=?",
+            (run_id, process),
+        ).fetchone()
+        if row is None or row["finished"] is not None:
+            return
+        controls = row["worker"] in ("main", "controller") or (
+            row["run_pid"] and row["run_pid"] == row["pid"]
+        )
+        local = row["host"] == socket.gethostname()
+        if controls and (not local or not pid_alive(row["pid"] or 0)):
+            self.mark_crashed([run_id])
+
+    def mark_recovered(self, run_id: str, tests: list[tuple[str, str]]) -> None:
+        """A run rebuilt from its output files alone: its tests' outcomes are unknown."""
+        with self.transaction() as db:
+            db.execute(
+                "UPDATE runs SET status='recovered', label='(recovered from output files after the store "
+                "was damaged; outcomes unknown)' WHERE run_id=?",
+                (run_id,),
+            )
+            db.executemany(
+                "INSERT OR IGNORE INTO tests (run_id, nodeid, worker, status) VALUES (?, ?, ?, 'unknown')",
+                [(run_id, nodeid, worker) for nodeid, worker in tests],
+            )
+
+    def connection_opened(self, run_id: str) -> None:
+        """A process of the run is back (it had lost the server, not died): it is running again."""
+        self.db.execute("UPDATE runs SET status='running' WHERE run_id=? AND status='crashed'", (run_id,))
+
+
+def _controller_gone(procs: list[sqlite3.Row], host: str, silent: float) -> bool:
+    first = procs[0]
+    controllers = [p for p in procs if p["worker"] in ("main", "controller")]
+    if first["run_pid"] and not controllers:  # its start is stored, its process events are not
+        if first["run_host"] != host:
+            return bool(first["seen"] < silent)
+        return not pid_alive(first["run_pid"])
+    watched = controllers or [p for p in procs if p["worker"] is not None]
+    if not watched and not first["run_pid"]:
+        return True  # no process of it was ever heard of: only the dump of a dead one, say
+
+    def gone(p: sqlite3.Row) -> bool:
+        if p["finished"] is not None:
+            return True
+        if p["host"] == host:
+            return bool(p["pid"]) and not pid_alive(p["pid"])
+        return bool(first["seen"] < silent)
+
+    return all(gone(p) for p in watched)

@@ -29,6 +29,9 @@ from pytest_mcpdebug.limits import Limits
 from pytest_mcpdebug.output.lines import cut_long_lines
 
 OUTPUT_DIR: Final = "output"
+UNITS_FILE: Final = "units.jsonl"
+"""Beside a run's output files: ``[id, worker, unit]`` per unit, so they can be read without the
+database (a store rebuilt after corruption recovers them)."""
 MAX_BLOCK_BYTES: Final = 4 * 1024 * 1024
 
 
@@ -156,8 +159,7 @@ class Outputs:
             dropped += self._drop_old_tail(db, e.run_id, unit_id)
         return stored - dropped
 
-    @staticmethod
-    def _unit_row(db: sqlite3.Connection, e: protocol.Output) -> sqlite3.Row:
+    def _unit_row(self, db: sqlite3.Connection, e: protocol.Output) -> sqlite3.Row:
         """The unit's row in ``outputs``, created (with the run's next id) on its first lines."""
         key = unit_key(e.nodeid, e.worker)
         row: sqlite3.Row | None = db.execute(
@@ -171,6 +173,10 @@ class Outputs:
                 "INSERT INTO outputs (run_id, unit, id, worker, first_ts, last_ts) VALUES (?,?,?,?,?,?)",
                 (e.run_id, key, unit_id, e.worker, e.ts, e.ts),
             )
+            folder = self.root / safe_name(e.run_id)
+            folder.mkdir(parents=True, exist_ok=True)
+            with open(folder / UNITS_FILE, "a", encoding="utf-8") as index:
+                index.write(json.dumps([unit_id, e.worker, key]) + "\n")
             row = db.execute("SELECT * FROM outputs WHERE run_id=? AND unit=?", (e.run_id, key)).fetchone()
         assert row is not None
         return row
@@ -234,10 +240,20 @@ class Outputs:
         return len(lines) + 1
 
     def _write(self, path: Path, data: bytes) -> int:
+        """Append; a write cut short (a full disk) is taken back, so the file keeps whole lines only."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "ab") as f:
-            offset = f.tell()
-            f.write(data + b"\n")
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            offset = os.lseek(fd, 0, os.SEEK_END)
+            try:
+                view, done = memoryview(data + b"\n"), 0
+                while done < len(view):
+                    done += os.write(fd, view[done:])
+            except OSError:
+                os.ftruncate(fd, offset)
+                raise
+        finally:
+            os.close(fd)
         return offset
 
     def _drop_old_tail(self, db: sqlite3.Connection, run_id: str, unit_id: int) -> int:

@@ -177,6 +177,12 @@ class Queries:
                 (name, offset),
             )
 
+    def process_known(self, run_id: str, process: str) -> bool:
+        row = self.db.execute(
+            "SELECT 1 FROM processes WHERE run_id=? AND process=?", (run_id, process)
+        ).fetchone()
+        return row is not None
+
     def process_done(self, run_id: str, process: str) -> bool:
         """Whether a process will send nothing more: it said goodbye, or it died on this host."""
         row = self.db.execute(

@@ -106,9 +106,8 @@ class ToolGroup:
         """A stored-data reply, computed in a worker thread (SQLite and files)."""
 
         def call() -> T:
-            lookup.refresh(self.store)
             try:
-                return fn()
+                return lookup.reading(self.store, fn)
             except (lookup.NotFound, OutputError) as exc:
                 raise ToolError(str(exc)) from None
 
@@ -126,9 +125,8 @@ def _reads_store(error: type[Exception]) -> Callable[[M], M]:
     def decorate(fn: M) -> M:
         @wraps(fn)
         def wrapper(self: ToolGroup, *args: Any, **kwargs: Any) -> Any:
-            lookup.refresh(self.store)
             try:
-                return fn(self, *args, **kwargs)
+                return lookup.reading(self.store, lambda: fn(self, *args, **kwargs))
             except (lookup.NotFound, OutputError) as exc:
                 raise error(str(exc)) from None
 

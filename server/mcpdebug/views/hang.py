@@ -215,36 +215,20 @@ def hang_section(store: Store, run_id: str, nodeid: str) -> str:
 
 
 def failure_or_hang(store: Store, run: dict[str, Any], test: str | None) -> FailureReport:
-    """get_failure's reply: the failure snapshot, with the hang diagnosis of a test that hung; the
-    hang alone for a test whose process died hung (it left no snapshot); for a run without any
-    failure, a normal reply saying so."""
+    """get_failure's reply: the failure snapshot, with the hang diagnosis of a test that hung; for a
+    test whose process died (no snapshot could be taken), what is known: the crash, the hang report
+    or sampled stack if any, and its last output; for a run without any failure, a normal reply
+    saying so."""
     try:
         reply = failure_view.get_failure(store, run, test)
     except failure_view.NoFailures as exc:
-        if store.hangs(run["run_id"]):
-            hang = get_hang(store, run, test)
-            return FailureReport(
-                text=hang.text,
-                run_id=hang.run_id,
-                test=hang.test,
-                kind="hang",
-                file=hang.file,
-                line=hang.line,
-                function=hang.function,
-                exception=hang.summary,
-                next_call=hang.next_call,
-            )
-        died = _died_while_running(store, run, test)
-        if died is not None:
-            return died
+        crash = _crash(store, run, test)
+        if crash is not None:
+            return crash
         if test is not None:
             raise
-        return FailureReport(
-            text=str(exc),
-            run_id=run["run_id"],
-            kind="none",
-            next_call=call("list_tests", run_id=run["run_id"]),
-        )
+        rid = run["run_id"]
+        return FailureReport(text=str(exc), run_id=rid, kind="none", next_call=call("list_tests", run_id=rid))
     for hung in store.hangs(run["run_id"]):
         if hung["nodeid"] == reply.test:
             reply.text += hang_section(store, run["run_id"], hung["nodeid"])
@@ -269,20 +253,62 @@ def attempts_section(store: Store, run_id: str, nodeid: str) -> str:
     return "\n".join(lines)
 
 
-def _died_while_running(store: Store, run: dict[str, Any], test: str | None) -> FailureReport | None:
-    """A process that vanished without a trace (os._exit, SIGKILL): what the store still knows."""
-    if run["status"] not in ("crashed", "killed"):
+def _crash(store: Store, run: dict[str, Any], test: str | None) -> FailureReport | None:
+    """The reply for a test without a snapshot that hung or died, or None if it simply did not fail."""
+    rid = run["run_id"]
+    if test is None:
+        if store.hangs(rid):
+            return _as_failure(get_hang(store, run, None))
+        running = store.tests(rid, ("running",)) if run["status"] in ("crashed", "killed") else []
+        return _died(store, run, running[0]) if running else None
+    row = lookup.test(store, run, test)
+    if store.hangs(rid, row["nodeid"]):
+        return _as_failure(get_hang(store, run, row["nodeid"]))
+    if row["status"] == "running" and run["status"] in ("crashed", "killed"):
+        return _died(store, run, row)
+    failed = [p for p in store.phases(rid, row["nodeid"]) if p["outcome"] == "failed"]
+    if not failed or store.failures(rid, row["nodeid"]):
         return None
-    running = store.tests(run["run_id"], ("running",))
-    if test is not None:
-        nodeid = lookup.test(store, run, test)["nodeid"]
-        running = [t for t in running if t["nodeid"] == nodeid]
-    if not running:
-        return None
-    first = running[0]
-    output = output_view.output_tail(store, run, first["nodeid"], 30)
+    phase = failed[0]
+    more = call("get_output", run_id=rid, test=row["nodeid"])
     text = output_window.bounded(
-        f"CRASHED {first['nodeid']} in run {run['run_id']}: its process (worker {first['worker']}) ended "
+        f"FAILED {row['nodeid']} ({phase['phase']}) in run {rid}: {phase['message'] or '(no message)'}\n"
+        "No snapshot of its frames: its process ended before it could take one (a crashed xdist worker, "
+        "os._exit, a signal), so there are no locals to show.\n\n"
+        f"pytest's report:\n{phase['longrepr'][-4000:]}\n\n"
+        f"{output_view.output_tail(store, run, row['nodeid'], 30)}\n\n"
+        f"Next: {more} reads all it wrote."
+    )
+    return FailureReport(
+        text=text,
+        run_id=rid,
+        test=row["nodeid"],
+        kind="failed" if phase["phase"] == "call" else "error",
+        phase=phase["phase"],
+        exception=phase["message"] or None,
+        next_call=more,
+    )
+
+
+def _as_failure(hang: HangInfo) -> FailureReport:
+    return FailureReport(
+        text=hang.text,
+        run_id=hang.run_id,
+        test=hang.test,
+        kind="hang",
+        file=hang.file,
+        line=hang.line,
+        function=hang.function,
+        exception=hang.summary,
+        next_call=hang.next_call,
+    )
+
+
+def _died(store: Store, run: dict[str, Any], test: dict[str, Any]) -> FailureReport:
+    """A process that vanished without a trace (os._exit, SIGKILL): what the store still knows."""
+    output = output_view.output_tail(store, run, test["nodeid"], 30)
+    text = output_window.bounded(
+        f"CRASHED {test['nodeid']} in run {run['run_id']}: its process (worker {test['worker']}) ended "
         "while the test ran, without a traceback or a hang report: it exited without a fatal signal "
         "Python could catch (os._exit, SIGKILL, the OOM killer) or before it could write one.\n\n"
         f"{output}"
@@ -290,7 +316,7 @@ def _died_while_running(store: Store, run: dict[str, Any], test: str | None) -> 
     return FailureReport(
         text=text,
         run_id=run["run_id"],
-        test=first["nodeid"],
+        test=test["nodeid"],
         kind="crashed",
-        next_call=call("get_output", run_id=run["run_id"], test=first["nodeid"]),
+        next_call=call("get_output", run_id=run["run_id"], test=test["nodeid"]),
     )

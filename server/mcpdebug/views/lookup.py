@@ -5,10 +5,13 @@ Shared by the MCP tools and the CLI, so both say the same helpful thing when an 
 
 from __future__ import annotations
 
+import sqlite3
 import unicodedata
 import warnings
-from typing import Any, Final
+from collections.abc import Callable
+from typing import Any, Final, TypeVar
 
+from mcpdebug.ingest import recovery
 from mcpdebug.ingest.hang_dumps import attribute_hang_dumps
 from mcpdebug.ingest.spool import ingest_spool
 from mcpdebug.store import FINAL_OUTCOMES, Store
@@ -18,6 +21,8 @@ QUOTE_CHARS: Final = 200
 """Most characters of a caller's input an error quotes (a 50,000-character id is not echoed back)."""
 LISTED: Final = 20
 """Most valid ids an error lists."""
+
+T = TypeVar("T")
 
 
 class NotFound(LookupError):
@@ -40,7 +45,33 @@ def listing(items: list[str], limit: int = LISTED) -> str:
 
 def refresh(store: Store) -> None:
     """Take in spool files written since the last look, and the hang dumps of processes that died
-    (cheap when there are none)."""
+    (cheap when there are none). A store file deleted or corrupted meanwhile is replaced and rebuilt
+    first; a read-only store is read as it is."""
+    if store.read_only:
+        return
+    store.check()
+    try:
+        _take_in(store)
+    except sqlite3.DatabaseError as exc:
+        if not store.recover(exc):
+            raise
+        _take_in(store)
+
+
+def reading(store: Store, read: Callable[[], T]) -> T:
+    """``read()`` after a refresh; if it finds the store corrupted, once more on the rebuilt store."""
+    refresh(store)
+    try:
+        return read()
+    except sqlite3.DatabaseError as exc:
+        if not store.recover(exc):
+            raise
+        refresh(store)
+        return read()
+
+
+def _take_in(store: Store) -> None:
+    recovery.rebuild(store)
     ingest_spool(store)
     attribute_hang_dumps(store)
 

@@ -58,6 +58,7 @@ def search_output(
     total, hits = _find(store, rid, units, stream, finder, occurrence, occurrence + max_results - 1)
     flags = ", ignore_case=True" if ignore_case else ""
     reply = SearchResult(pattern=pattern, scope=scope, total=total, matches=[])
+    dropped = sum(int(u.get("dropped_lines") or 0) for u in units)
     if total == 0:
         reply.hint = (
             "Try a different pattern (a Python regex, matched against each line)"
@@ -65,7 +66,13 @@ def search_output(
             + f", or read the output: {call('get_output', run_id=rid, test=test)}"
         )
         on = f" on {stream}" if stream != COMBINED else ""
-        return reply.with_text(f"No lines match {quoted(pattern)} in {scope}{on}.\n{reply.hint}.")
+        lost = (
+            f" {dropped:,} line{'s' if dropped != 1 else ''} in the middle of the output were dropped "
+            "when recorded (over max_test_output) and could not be searched."
+            if dropped
+            else ""
+        )
+        return reply.with_text(f"No lines match {quoted(pattern)} in {scope}{on}.{lost}\n{reply.hint}.")
     if occurrence > total:
         raise OutputError(
             ErrorType.INVALID_OCCURRENCE,
@@ -74,6 +81,8 @@ def search_output(
         )
     plural = "s" if total != 1 else ""
     lines = [f'Search: "{pattern}" found {total} occurrence{plural} in {scope}{flags}']
+    if dropped:
+        lines[0] += f" ({dropped:,} dropped middle line{'s' if dropped != 1 else ''} could not be searched)"
     shown_last = occurrence + len(hits) - 1
     if len(hits) == 1:
         lines.append(f"Showing occurrence {occurrence} of {total} at line {hits[0].number}:")

@@ -19,6 +19,7 @@ from mcpdebug.store.output_files import is_run_unit
 from mcpdebug.store.output_query import COMBINED, ErrorType, Line, OutputError, View
 from mcpdebug.views import lookup
 from mcpdebug.views.calls import call
+from pytest_mcpdebug.output.lines import cut_at
 
 MAX_REPLY_CHARS: Final = 30_000
 LINE_CHARS: Final = 4_000
@@ -210,9 +211,14 @@ def render_line(line: Line, view: View, line_numbers: bool) -> str:
         return line.gap_text()
     text = line.text
     if len(text) > LINE_CHARS:
-        text = (
-            f"{text[:LINE_CHARS]} [... +{len(text) - LINE_CHARS} characters; the whole line is in the file]"
+        cut = cut_at(text)
+        held = (
+            f"the file holds its first {cut[0]:,} bytes ({cut[1]:,} more were dropped when it was recorded: "
+            "max_line_length)"
+            if cut
+            else "the whole line is in the file"
         )
+        text = f"{text[:LINE_CHARS]} [... +{len(text) - LINE_CHARS} characters; {held}]"
     if view.stream == COMBINED and line.stream != "stdout":
         text = f"[{line.stream}] {text}"
     return f"{line.number}: {text}" if line_numbers else text

@@ -1,0 +1,85 @@
+"""The sender's WebSocket to the server: opening it (hello, welcome) and what it can take now.
+
+Separate from `sender` so that module keeps to delivery: what goes where, in which order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import struct
+import sys
+from typing import TYPE_CHECKING, Final
+from urllib.parse import parse_qs, urlsplit
+
+from pytest_mcpdebug import protocol
+from pytest_mcpdebug.protocol import Hello, Welcome
+
+if sys.platform != "win32":
+    import fcntl
+    import termios
+
+if TYPE_CHECKING:
+    from websockets.sync.client import ClientConnection
+
+# Timeouts
+CONNECT_TIMEOUT: Final = 2.0
+# Limits
+INLINE_SEND_BYTES: Final = 256 * 1024
+"""Largest batch the test thread sends itself; a bigger one is left to the sender thread."""
+
+
+def split_token(url: str) -> tuple[str, str]:
+    """Accept ``ws://host:port/?token=T`` as well as a bare URL; returns (url, token)."""
+    parts = urlsplit(url)
+    token = parse_qs(parts.query).get("token", [""])[0]
+    return url, token
+
+
+def open_connection(url: str, token: str, hello: Hello) -> tuple[ClientConnection, contextlib.ExitStack]:
+    """Connect and shake hands; raises whatever went wrong (the caller turns it into a warning)."""
+    from websockets.sync.client import connect
+
+    stack = contextlib.ExitStack()
+    try:
+        ws = stack.enter_context(
+            connect(
+                url,
+                additional_headers={"Authorization": f"Bearer {token}"},
+                open_timeout=CONNECT_TIMEOUT,
+                close_timeout=1.0,
+                max_size=protocol.MAX_MESSAGE_BYTES,
+                compression=None,
+                proxy=None,
+            )
+        )
+        ws.send(protocol.encode(hello).decode())
+        reply = protocol.decode_server_frame(ws.recv(timeout=CONNECT_TIMEOUT))
+        if not isinstance(reply, Welcome):
+            raise protocol.ProtocolError(f"expected welcome, got {type(reply).__name__}")
+    except BaseException:
+        with contextlib.suppress(Exception):
+            stack.close()
+        raise
+    return ws, stack
+
+
+def socket_has_room(ws: ClientConnection, size: int) -> bool:
+    """Whether ``size`` more bytes fit in the socket's send buffer now, so a send cannot block.
+
+    Linux tells how much is still unsent (``TIOCOUTQ``); elsewhere the answer is no.
+    """
+    if size > INLINE_SEND_BYTES or sys.platform == "win32":
+        return False
+    try:
+        sock = ws.socket
+        unsent = struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0"))[0]
+        room = int(sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)) // 2 - int(unsent)
+    except (OSError, AttributeError):
+        return False
+    return size < room
+
+
+def describe(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return text.splitlines()[0][:200]

@@ -1,0 +1,83 @@
+"""What a run recorded, counted over its processes, and the closing line that says so.
+
+Each process counts the events it streamed, spooled and dropped; an xdist worker hands its counts to
+the controller in ``workeroutput`` (pytest-xdist's channel back), and the controller prints one
+line for the whole run. A drop is never silent: the line becomes a warning that says what was not
+recorded, why, and what to do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+WORKER_KEY = "mcpdebug"
+"""The key of a worker's counts in ``workeroutput``."""
+
+
+@dataclass
+class Tally:
+    sent: int = 0
+    spooled: int = 0
+    dropped: int = 0
+    processes: int = 0
+    problems: list[str] = field(default_factory=list)
+    """Why events were dropped, once each."""
+    silent: list[str] = field(default_factory=list)
+    """Workers that ended without handing over their counts (crashed)."""
+
+    def add(self, *, sent: int, spooled: int, dropped: int, problem: str | None) -> None:
+        self.sent += sent
+        self.spooled += spooled
+        self.dropped += dropped
+        self.processes += 1
+        if problem and problem not in self.problems:
+            self.problems.append(problem)
+
+    def add_worker(self, worker: str, counts: Any) -> None:
+        """A worker's ``workeroutput`` entry (or None: it died first)."""
+        if not isinstance(counts, dict):
+            self.silent.append(worker)
+            return
+        self.add(
+            sent=int(counts.get("sent", 0)),
+            spooled=int(counts.get("spooled", 0)),
+            dropped=int(counts.get("dropped", 0)),
+            problem=counts.get("problem"),
+        )
+
+    def closing_line(self, run_id: str, *, url: str | None, spool: str, dir_arg: str) -> tuple[str, bool]:
+        """The run's last line, and whether it is a warning; ``dir_arg`` (`` --dir X`` or "") makes its
+        commands work as pasted where pytest was started."""
+        inspect = (
+            f"inspect it with `mcpdebug show {run_id}{dir_arg}`, "
+            f"or serve it to an agent with `mcpdebug serve{dir_arg}`"
+        )
+        died = (
+            f"; worker{'s' if len(self.silent) > 1 else ''} {', '.join(self.silent)} died before "
+            "reporting (what it recorded until then is kept)"
+            if self.silent
+            else ""
+        )
+        recorded = self.sent + self.spooled
+        if self.dropped:
+            why = "; ".join(self.problems) or "the spool could not be written"
+            fix = f"{why}, or pass --mcp-debug-dir DIR to record elsewhere"
+            if not recorded:
+                return f"mcpdebug: warning: run {run_id} was not recorded: {fix}{died}", True
+            return (
+                f"mcpdebug: warning: run {run_id}: {self.dropped:,} of {recorded + self.dropped:,} events "
+                f"were not recorded: {fix}; what was recorded ({self._where(url, spool)}) is kept: "
+                f"{inspect}{died}",
+                True,
+            )
+        return f"mcpdebug: run {run_id} {self._where(url, spool)}; {inspect}{died}", False
+
+    def _where(self, url: str | None, spool: str) -> str:
+        by = f" from {self.processes} processes" if self.processes > 1 else ""
+        streamed = f"streamed to {url or 'the server'}"
+        if not self.spooled:
+            return f"{streamed} ({self.sent:,} events{by})"
+        if not self.sent:
+            return f"saved to {spool} ({self.spooled:,} events{by})"
+        return f"{streamed} ({self.sent:,} events) and saved to {spool} ({self.spooled:,} events){by}"
