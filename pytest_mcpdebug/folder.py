@@ -33,10 +33,16 @@ class FolderError(ValueError):
 
 
 def is_store(path: Path) -> bool:
-    """Whether ``path`` is a store this project made: it has our ``.gitignore`` (written first, always)
-    or a store database. A project's own ``output/`` or ``spool/`` folder proves nothing."""
+    """Whether ``path`` is a store this project made: it has our ``.gitignore`` (written first, unless
+    the disk was full), a store database, or spool files (``spool/*.jsonl``). A project's own
+    ``output/`` folder, or a ``spool/`` folder of other files, proves nothing."""
     if (path / STORE_FILE).is_file():
         return True
+    try:
+        if any((path / SPOOL_DIR).glob(f"*{SPOOL_SUFFIX}")):
+            return True
+    except OSError:
+        pass
     try:
         return (path / ".gitignore").read_text().startswith(IGNORE_HEADER)
     except (OSError, UnicodeDecodeError):
