@@ -67,6 +67,12 @@ def find_store(start: Path) -> Path | None:
     return None
 
 
+PARENT_RUN_ENV: Final = "MCPDEBUG_PARENT_RUN"
+PARENT_WORKER_ENV: Final = "MCPDEBUG_PARENT_WORKER"
+"""Set by a recording test process for the processes its tests start: a `mcpdebug run` session
+started by a test is linked to its run, and its lines are shown with that run's failures."""
+
+
 def ensure_dir(path: Path) -> Path:
     """Create the store folder with a `.gitignore` that keeps it out of version control.
 

@@ -6,10 +6,13 @@ implementations that return at once.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from pytest_mcpdebug.services import Services
 
 from pytest_mcpdebug import settings
 
@@ -67,3 +70,19 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         recorder.close()
         config.pluginmanager.unregister(recorder, _RECORDER)
         recorder.exit_if_stuck()
+
+
+@pytest.fixture
+def mcpdebug_process(request: pytest.FixtureRequest) -> Iterator[Services]:
+    """Start a service the test talks to, recorded as a process session (`mcpdebug run`).
+
+    ``mcpdebug_process("python server.py --port 8000", label="api", ready="Listening")`` starts it
+    and waits for a line matching ``ready``; the returned service has ``wait_for(pattern)``,
+    ``signal(signum)``, ``stop()`` and ``lines``. Its lines are linked to this run: a failing test's
+    `get_failure` shows what the service wrote while the test ran. Stopped after the test.
+    """
+    from pytest_mcpdebug.services import services_for
+
+    services = services_for(request.config)
+    yield services
+    services.close()

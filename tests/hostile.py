@@ -28,15 +28,18 @@ VALID: dict[str, Any] = {  # a value every required argument may take while anot
     "labels": ["latest"],
     "expression": "1 + 1",
     "id": "latest",
+    "label": "no-such-service",
+    "action": "restart",
+    "input": "hello\n",
 }
-CODE = {"command", "expression", "args", "tests", "env"}
+CODE = {"command", "expression", "args", "tests", "env", "input"}
 """Free-form arguments of the tools that run code: only wrong types are sent (a well-typed value
 would run it)."""
 CLEAN = re.compile(
     r"must be|is required|has no argument|Unknown (run|outcome)|No test matching|No session|No live session|"
     r"No frame|No variablesReference|outside|not a directory|Invalid|is empty|past the end|"
     r"is not (a time|valid|a file path)|has lines|no failure|catastrophically|did not fail|matches several|"
-    r"does not ingest runs"
+    r"does not ingest runs|No process session|not a process session|process session"
 )
 """What an error says about what is valid (checked on every reply)."""
 HUGE = (10**30, -(10**30), 2**63, -(2**63))

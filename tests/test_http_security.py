@@ -27,7 +27,16 @@ from mcpdebug.app import build_server
 from mcpdebug.store import Store
 from mcpdebug.tools.context import READ_ONLY, RUNS_CODE
 
-RUNS_CODE_TOOLS = {"run_tests", "detect_hang", "evaluate_expression", "continue_execution", "close_session"}
+RUNS_CODE_TOOLS = {
+    "run_tests",
+    "detect_hang",
+    "evaluate_expression",
+    "continue_execution",
+    "close_session",
+    "start_process",
+    "control_process",
+    "send_stdin",
+}
 INITIALIZE = {
     "jsonrpc": "2.0",
     "id": 1,

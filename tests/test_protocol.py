@@ -31,7 +31,7 @@ from pytest_mcpdebug.protocol import (
 
 EVENT_CLASSES = protocol.Event.__args__  # type: ignore[attr-defined]
 CLIENT_CLASSES = (Hello, *EVENT_CLASSES)
-SERVER_CLASSES = (Welcome, Ack, protocol.Request)
+SERVER_CLASSES = (Welcome, Ack, protocol.Request, protocol.Registered)
 ALL_TAGS = sorted({c.__struct_config__.tag for c in (*CLIENT_CLASSES, *SERVER_CLASSES)})
 
 # Strategies -----------------------------------------------------------------------------------------
@@ -162,6 +162,28 @@ EVENT_STRATEGIES: dict[type, st.SearchStrategy[Any]] = {
     RunFinished: _event(
         RunFinished, exit_status=ints, duration=floats, counts=st.dictionaries(texts, ints, max_size=5)
     ),
+    protocol.SessionStarted: _event(
+        protocol.SessionStarted,
+        mode=st.sampled_from(protocol.SESSION_MODES),
+        label=texts,
+        command=st.lists(texts, max_size=4),
+        cwd=texts,
+        source=texts,
+        capabilities=st.lists(st.sampled_from(["process_control", "stdin"]), max_size=2),
+        restart=st.sampled_from(["no", "on-failure", "always"]),
+        host=texts,
+        pid=ints,
+        parent_run=texts,
+        parent_worker=texts,
+    ),
+    protocol.ProcessStatus: _event(
+        protocol.ProcessStatus,
+        status=st.sampled_from(protocol.PROCESS_STATES),
+        pid=st.none() | ints,
+        exit_code=st.none() | ints,
+        message=texts,
+        ended=st.booleans(),
+    ),
     ProcessFinished: _event(ProcessFinished, events=ints),
 }
 events = st.one_of(*EVENT_STRATEGIES.values())
@@ -170,13 +192,14 @@ hellos = st.builds(
 )
 client_frames = st.one_of(hellos, events)
 server_frames = st.one_of(
-    st.builds(Welcome, protocol=ints, server_pid=ints),
+    st.builds(Welcome, protocol=ints, server_pid=ints, label=texts, spool_read=st.booleans()),
+    st.builds(protocol.Registered, run_id=texts, label=texts),
     st.builds(Ack, seq=ints),
     st.builds(
         protocol.Request,
         id=ints,
         session=texts,
-        command=st.sampled_from(protocol.REQUEST_COMMANDS),
+        command=st.sampled_from(protocol.REQUEST_COMMANDS + protocol.PROCESS_COMMANDS),
         arguments=st.dictionaries(texts, ints | texts | st.booleans(), max_size=3),
     ),
 )
@@ -317,6 +340,28 @@ def test_handshake_frames_on_the_wire() -> None:
     assert protocol.decode_server_frame(b'{"type":"ack","seq":41}') == Ack(seq=41)
 
 
+def test_process_session_frames_on_the_wire() -> None:
+    """Seed 004's registration and status, as a runner sends them and an older client ignores."""
+    registered = protocol.decode_server_frame(b'{"type":"registered","run_id":"r1","label":"backend-2"}')
+    assert registered == protocol.Registered(run_id="r1", label="backend-2")
+    welcome = protocol.decode_server_frame(
+        b'{"type":"welcome","protocol":1,"server_pid":9,"label":"backend"}'
+    )
+    assert welcome == Welcome(protocol=1, server_pid=9, label="backend", spool_read=False)
+    status = protocol.ProcessStatus(
+        run_id="r1", process="run-7", seq=4, ts=1.0, status="crashed", exit_code=-11
+    )
+    assert json.loads(protocol.encode(status)) == {
+        "type": "process_status",
+        "run_id": "r1",
+        "process": "run-7",
+        "seq": 4,
+        "ts": 1.0,
+        "status": "crashed",
+        "exit_code": -11,
+    }
+
+
 def test_optional_fields_take_their_defaults_when_absent() -> None:
     line = b'{"type":"run_finished","run_id":"r","process":"p","seq":3,"ts":1.5,"exit_status":1,"duration":2}'
     frame = protocol.decode_client_frame(line)
@@ -329,7 +374,7 @@ def test_optional_fields_take_their_defaults_when_absent() -> None:
 
 def test_event_types_lists_every_event_tag() -> None:
     assert set(protocol.EVENT_TYPES) == {c.__struct_config__.tag for c in EVENT_CLASSES}
-    assert len(protocol.EVENT_TYPES) == 14
+    assert len(protocol.EVENT_TYPES) == 16
     assert "output" in protocol.EVENT_TYPES
     assert "hello" not in protocol.EVENT_TYPES
 

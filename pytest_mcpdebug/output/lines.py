@@ -108,6 +108,11 @@ class LineSplitter:
             return (head + b"\n" + block, count + 1) if count else (head, 1)
         return block, count
 
+    @property
+    def holding(self) -> bool:
+        """Whether an unfinished line is held back, waiting for its newline."""
+        return bool(self._rest) or self._dropped >= 0
+
     def flush(self) -> tuple[bytes, int]:
         """The unfinished last line, as a line of its own (at the end of a phase)."""
         if self._dropped >= 0:

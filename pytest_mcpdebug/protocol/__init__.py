@@ -15,6 +15,11 @@ the upgrade), sends a ``hello`` frame, and the server answers ``welcome`` or clo
 with a close code and a reason. After that the server sends ``ack`` frames naming the highest ``seq``
 it has committed, so the client knows what it may forget.
 
+Process sessions (`mcpdebug run`, `mcpdebug forward`, processes the server manages) speak the same
+protocol: a `SessionStarted` event asks for a label and the server answers `Registered`; lines are
+`Output` events outside any test; `ProcessStatus` events report the process's state; control comes
+back as `Request` frames (restart, signal, stdin) answered by `Reply`.
+
 The package is one I/O-free module split in three for reading: `frames` (what is sent), `payloads`
 (what a failure snapshot and a hang report carry) and `codec` (encoding and decoding).
 """
@@ -43,9 +48,13 @@ from pytest_mcpdebug.protocol.frames import (
     EVENT_TYPES,
     MAX_MESSAGE_BYTES,
     MAX_TEXT_CHARS,
+    PROCESS_COMMANDS,
+    PROCESS_SIGNALS,
+    PROCESS_STATES,
     PROTOCOL_VERSION,
     REQUEST_COMMANDS,
     RUN_ID_PATTERN,
+    SESSION_MODES,
     STREAMS,
     Ack,
     ClientFrame,
@@ -63,12 +72,15 @@ from pytest_mcpdebug.protocol.frames import (
     PhaseFinished,
     ProcessFinished,
     ProcessStarted,
+    ProcessStatus,
+    Registered,
     Reply,
     Request,
     Resumed,
     RunFinished,
     RunStarted,
     ServerFrame,
+    SessionStarted,
     TestFinished,
     TestStarted,
     Welcome,
@@ -95,10 +107,14 @@ __all__ = [
     "EVENT_TYPES",
     "MAX_MESSAGE_BYTES",
     "MAX_TEXT_CHARS",
+    "PROCESS_COMMANDS",
+    "PROCESS_SIGNALS",
+    "PROCESS_STATES",
     "PROTOCOL_VERSION",
     "REPLY_PREFIX",
     "REQUEST_COMMANDS",
     "RUN_ID_PATTERN",
+    "SESSION_MODES",
     "STREAMS",
     "Ack",
     "ClientFrame",
@@ -123,13 +139,16 @@ __all__ = [
     "PhaseFinished",
     "ProcessFinished",
     "ProcessStarted",
+    "ProcessStatus",
     "ProtocolError",
+    "Registered",
     "Reply",
     "Request",
     "Resumed",
     "RunFinished",
     "RunStarted",
     "ServerFrame",
+    "SessionStarted",
     "Snapshot",
     "SnapshotException",
     "SnapshotFrame",

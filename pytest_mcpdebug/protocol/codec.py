@@ -13,6 +13,7 @@ from pytest_mcpdebug.protocol.frames import (
     Event,
     Frame,
     Hello,
+    Registered,
     Reply,
     Request,
     ServerFrame,
@@ -76,9 +77,9 @@ def hello_version(line: bytes | str) -> int | None:
     return probe.protocol if probe.type == "hello" else None
 
 
-def decode_server_frame(line: bytes | str) -> Welcome | Ack | Request:
+def decode_server_frame(line: bytes | str) -> Welcome | Ack | Request | Registered:
     try:
-        frame: Welcome | Ack | Request = _server_decoder.decode(line)
+        frame: Welcome | Ack | Request | Registered = _server_decoder.decode(line)
         return frame
     except msgspec.DecodeError as exc:  # ValidationError is a DecodeError
         raise ProtocolError(f"invalid server frame: {exc}") from None

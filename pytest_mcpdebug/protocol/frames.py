@@ -72,6 +72,11 @@ class Hello(Frame, tag="hello"):
 class Welcome(Frame, tag="welcome"):
     protocol: Int
     server_pid: int
+    label: str = ""
+    """A process session's label, when the server already assigned one (a runner reconnecting)."""
+    spool_read: bool = False
+    """The server read the spool file the hello named. When it could not (it keeps its store in
+    another folder), the client sends the spool's events over the connection instead."""
 
 
 class Ack(Frame, tag="ack"):
@@ -103,9 +108,19 @@ class Reply(Frame, tag="reply"):
 
 
 REQUEST_COMMANDS: Final = ("stack", "scopes", "variables", "locals", "evaluate", "continue", "close")
+PROCESS_COMMANDS: Final = ("restart", "signal", "stdin")
+"""Requests to a process session's runner (seed 004's command and stdin messages); the `Reply`
+is seed 004's acknowledgment: ``ok`` with ``result`` (``pid``, ``old_pid``, ``bytes``) or an ``error``."""
+PROCESS_SIGNALS: Final = ("SIGTERM", "SIGKILL", "SIGINT", "SIGHUP", "SIGUSR1", "SIGUSR2")
 
 
-# Events -----------------------------------------------------------------------------------------
+class Registered(Frame, tag="registered"):
+    """The server's answer to a `SessionStarted`: the label it assigned (seed 004's connection flow)."""
+
+    run_id: str
+    label: str
+
+
 # Events -----------------------------------------------------------------------------------------
 
 
@@ -280,6 +295,53 @@ class RunFinished(EventBase, tag="run_finished"):
     counts: dict[str, Int] = {}
 
 
+SESSION_MODES: Final = ("run", "forward", "managed")
+PROCESS_STATES: Final = ("running", "stopped", "crashed", "restarting")
+
+
+class SessionStarted(EventBase, tag="session_started"):
+    """A process session announces itself (seed 004's registration): `mcpdebug run`, `mcpdebug
+    forward`, or a process the server manages. Its run id is the session's; its lines are `Output`
+    events outside any test (``nodeid`` ""), its process's changes `ProcessStatus` events.
+
+    The server assigns the label: the one asked for, or with ``-2``, ``-3``, ... when a live session
+    holds it, and answers with `Registered`.
+    """
+
+    mode: str
+    """run, forward or managed."""
+    label: str = ""
+    """The label asked for ("" lets the server name it after the command or source)."""
+    command: list[str] = []
+    cwd: str = ""
+    source: str = ""
+    """What a forwarder reads: a file, a named pipe, or "-" for its stdin."""
+    capabilities: list[str] = []
+    """What the runner answers: process_control, stdin (seed 004's capability announcement)."""
+    restart: str = "no"
+    """no, on-failure or always."""
+    host: str = ""
+    pid: Int = 0
+    """The runner's own pid (the command's is in `ProcessStatus`)."""
+    parent_run: str = ""
+    """The test run whose test started it (``MCPDEBUG_PARENT_RUN``): its lines are shown with that
+    run's failures."""
+    parent_worker: str = ""
+
+
+class ProcessStatus(EventBase, tag="process_status"):
+    """A process session's process changed state (seed 004's status message)."""
+
+    status: str
+    """running, stopped, crashed or restarting."""
+    pid: Int | None = None
+    exit_code: Int | None = None
+    """The last exit status; -N when signal N ended the process."""
+    message: str = ""
+    ended: bool = False
+    """The session ends with this state: its runner stops."""
+
+
 class ProcessFinished(EventBase, tag="process_finished"):
     """The last frame a process sends; a spool file ending with it is complete."""
 
@@ -300,9 +362,11 @@ Event = (
     | Resumed
     | HangDetected
     | RunFinished
+    | SessionStarted
+    | ProcessStatus
     | ProcessFinished
 )
 ClientFrame = Hello | Event
-ServerFrame = Welcome | Ack | Request
+ServerFrame = Welcome | Ack | Request | Registered
 
 EVENT_TYPES: Final = tuple(t.__struct_config__.tag for t in Event.__args__)  # type: ignore[attr-defined]

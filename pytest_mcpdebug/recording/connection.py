@@ -36,7 +36,9 @@ def split_token(url: str) -> tuple[str, str]:
     return url, token
 
 
-def open_connection(url: str, token: str, hello: Hello) -> tuple[ClientConnection, contextlib.ExitStack]:
+def open_connection(
+    url: str, token: str, hello: Hello
+) -> tuple[ClientConnection, contextlib.ExitStack, Welcome]:
     """Connect and shake hands; raises whatever went wrong (the caller turns it into a warning)."""
     from websockets.sync.client import connect
 
@@ -61,7 +63,7 @@ def open_connection(url: str, token: str, hello: Hello) -> tuple[ClientConnectio
         with contextlib.suppress(Exception):
             stack.close()
         raise
-    return ws, stack
+    return ws, stack, reply
 
 
 def socket_has_room(ws: ClientConnection, size: int) -> bool:

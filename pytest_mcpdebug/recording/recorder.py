@@ -19,7 +19,15 @@ import pytest
 
 from pytest_mcpdebug import protocol
 from pytest_mcpdebug.failures.hold import Inspector
-from pytest_mcpdebug.folder import DIRNAME, ensure_dir, find_store, read_server_info, spool_dir
+from pytest_mcpdebug.folder import (
+    DIRNAME,
+    PARENT_RUN_ENV,
+    PARENT_WORKER_ENV,
+    ensure_dir,
+    find_store,
+    read_server_info,
+    spool_dir,
+)
 from pytest_mcpdebug.hangs import gil_dump
 from pytest_mcpdebug.hangs.summary import HangSummary
 from pytest_mcpdebug.hangs.timeouts import Timeouts
@@ -101,6 +109,9 @@ class Recorder:
         self._warned = 0
         self.session: pytest.Session | None = None
         self._carried_hangs: list[tuple[str, str]] = []
+        # A service a test starts with `mcpdebug run` (or mcpdebug_process) is linked to this run.
+        self._environ = {name: os.environ.get(name) for name in (PARENT_RUN_ENV, PARENT_WORKER_ENV)}
+        os.environ[PARENT_RUN_ENV], os.environ[PARENT_WORKER_ENV] = run_id, worker
 
     @classmethod
     def for_controller(cls, config: pytest.Config, settings: Settings) -> Recorder:
@@ -287,6 +298,11 @@ class Recorder:
             return
         self._closed = True
         self._last_url = self.sender.connected_url
+        for name, value in self._environ.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
         if self.tail is not None:
             self.tail.stop()
             self.config.pluginmanager.unregister(self.tail, _TAIL)

@@ -29,9 +29,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
+import msgspec
+
 from pytest_mcpdebug import protocol
 from pytest_mcpdebug.folder import WAL_SUFFIX
-from pytest_mcpdebug.protocol import Ack, Event, Hello, Reply, Request
+from pytest_mcpdebug.protocol import Ack, Event, Hello, Reply, Request, ServerFrame
 from pytest_mcpdebug.recording.connection import (
     CONNECT_TIMEOUT,
     open_connection,
@@ -64,8 +66,22 @@ Discover = Callable[[], "tuple[str, str] | None"]
 
 
 class Sender:
-    def __init__(self, *, hello: Hello, spool_path: Path, discover: Discover) -> None:
+    def __init__(
+        self,
+        *,
+        hello: Hello,
+        spool_path: Path,
+        discover: Discover,
+        reconnect: tuple[float, float] = (RECONNECT_INTERVAL, RECONNECT_INTERVAL),
+    ) -> None:
+        """``reconnect``: the first and the longest wait between connection attempts; each failed
+        attempt doubles the wait (a test process retries every 2 s; a process session backs off from
+        1 s to 30 s, as seed 004 says)."""
         self._hello = hello
+        self._reconnect = reconnect
+        self._retry_delay = reconnect[0]
+        self._replayed = 0
+        """Bytes of the spool file already sent over a connection (to a server that could not read it)."""
         self._spool_path = spool_path
         self._discover = discover
         self._pending: collections.deque[Event] = collections.deque()
@@ -99,6 +115,9 @@ class Sender:
         self.on_request: Callable[[Request], None] | None = None
         """Called in the sender thread for each request of the server (live inspection)."""
         self.on_disconnect: Callable[[], None] | None = None
+        self.on_frame: Callable[[ServerFrame], None] | None = None
+        """Called in the sender thread with each `Welcome` and each server frame that is neither an
+        ack nor a request (a process session's `Registered`)."""
 
     # Called from the test process's threads ---------------------------------------------------
 
@@ -314,6 +333,8 @@ class Sender:
                         return
                 elif isinstance(frame, Request):
                     self._handle_request(frame)
+                elif self.on_frame is not None:
+                    self.on_frame(frame)
         except TimeoutError:
             return
         except Exception as exc:
@@ -334,7 +355,8 @@ class Sender:
         now = time.monotonic()
         if now < self._next_connect:
             return
-        self._next_connect = now + RECONNECT_INTERVAL
+        self._next_connect = now + self._retry_delay
+        self._retry_delay = min(self._retry_delay * 2, self._reconnect[1])
         found = self._discover()
         if found is None:
             return
@@ -349,7 +371,7 @@ class Sender:
             spool=self._spool_path.name if self.spool.used else None,
         )
         try:
-            ws, stack = open_connection(url, token, hello)
+            ws, stack, welcome = open_connection(url, token, hello)
         except Exception as exc:
             if not self._had_server:
                 self.warnings.append(f"server at {url} unreachable ({_describe(exc)})")
@@ -359,6 +381,11 @@ class Sender:
         self._ws_stack = stack
         self._connected_url = url
         self._had_server = True
+        self._retry_delay = self._reconnect[0]
+        if self.on_frame is not None:
+            self.on_frame(welcome)
+        if not welcome.spool_read and self.spool.used:
+            self._replay_spool()
 
     def _lost_connection(self, exc: BaseException) -> None:
         url, self._ws, self._connected_url = self._connected_url, None, None
@@ -370,7 +397,8 @@ class Sender:
         self._write_spool([line for _, line in self._unacked])
         self._unacked.clear()
         self._unacked_bytes = 0
-        self._next_connect = time.monotonic() + RECONNECT_INTERVAL
+        self._next_connect = time.monotonic() + self._reconnect[0]
+        self._retry_delay = min(self._reconnect[0] * 2, self._reconnect[1])
 
     def _finish(self) -> None:
         if self._ws is not None:
@@ -393,6 +421,28 @@ class Sender:
             with contextlib.suppress(OSError):
                 self.wal.path.unlink()
 
+    def _replay_spool(self) -> None:
+        """Send what the spool file holds past `_replayed` over the new connection, a batch at a time,
+        each acknowledged before the next, so memory stays bounded. Replayed events are unacknowledged
+        like fresh ones: if the connection drops they go back to the spool and are replayed again."""
+        try:
+            end = self.spool.path.stat().st_size
+            with open(self.spool.path, "rb") as spool:
+                spool.seek(self._replayed)
+                while self._ws is not None and spool.tell() < end:
+                    lines = [
+                        line.rstrip(b"\n") for line in spool.readlines(BATCH_BYTES) if line.endswith(b"\n")
+                    ]
+                    if not lines:
+                        break
+                    with self._flush_lock:
+                        self._send_lines([(_seq_of(line), line) for line in lines])
+                    self._receive(CLOSE_TIMEOUT, until_acked=True)
+            if self._ws is not None:
+                self._replayed = end
+        except OSError as exc:
+            self.warnings.append(f"cannot replay the spool file {self.spool.path} ({exc})")
+
     # Spool ----------------------------------------------------------------------------------------
 
     def _append_spool(self, batch: list[Event]) -> None:
@@ -404,3 +454,17 @@ class Sender:
     def _spool_overflow(self) -> None:
         """The sender thread is not keeping up (or is wedged): the caller writes to the spool itself."""
         self._append_spool(self._drain())
+
+
+class _SeqProbe(msgspec.Struct):
+    seq: int = 0
+
+
+_seq_decoder = msgspec.json.Decoder(_SeqProbe)
+
+
+def _seq_of(line: bytes) -> int:
+    try:
+        return _seq_decoder.decode(line).seq
+    except msgspec.DecodeError:
+        return 0

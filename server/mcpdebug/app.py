@@ -12,9 +12,10 @@ from mcp.server.auth.provider import TokenVerifier
 from mcp.server.auth.settings import AuthSettings
 
 from mcpdebug.live.sessions import Sessions
+from mcpdebug.processes.managed import ProcessManager
 from mcpdebug.processes.test_runs import Runner
 from mcpdebug.store import Store
-from mcpdebug.tools import failures, guide, hangs, live, output, runs
+from mcpdebug.tools import failures, guide, hangs, live, output, processes, runs
 from mcpdebug.tools.context import ToolContext, ToolGroup
 from mcpdebug.tools.server import ToolServer
 
@@ -25,15 +26,25 @@ get_run_summary (or list_sessions), then get_failure for a failure's frames and 
 a test that hung; get_output and search_output read a test's output. run_tests(args=[...],
 break_on_failure=True) runs tests and holds the first failing one alive: evaluate_expression and the
 frame tools then take its session_id. The prompts investigate_failure, diagnose_hang and triage_run
-give these steps with the ids filled in."""
+give these steps with the ids filled in. Services a test talks to can be process sessions:
+start_process runs one (or `mcpdebug run -- cmd` in a shell); get_logs(labels=[its label, a run id])
+merges its lines with a run's in time order; control_process restarts or signals it, send_stdin
+writes to it."""
 
 READ_ONLY_NOTE = """
 This server is read-only (`mcpdebug serve --read-only`): it reads recorded runs; nothing that runs
-code or changes a process (run_tests, detect_hang, evaluate_expression, ...) is offered."""
+code or changes a process (run_tests, detect_hang, evaluate_expression, start_process, ...) is offered."""
 
 GROUPS: dict[str, type[ToolGroup]] = {
     group.group: group
-    for group in (runs.RunTools, failures.FailureTools, hangs.HangTools, live.LiveTools, output.OutputTools)
+    for group in (
+        runs.RunTools,
+        failures.FailureTools,
+        hangs.HangTools,
+        live.LiveTools,
+        output.OutputTools,
+        processes.ProcessTools,
+    )
 }
 """The tool groups by the name `mcpdebug serve --tools` selects them by."""
 
@@ -45,13 +56,14 @@ def build_server(
     store: Store,
     sessions: Sessions | None = None,
     runner: Runner | None = None,
+    processes: ProcessManager | None = None,
     *,
     groups: Iterable[str] | None = None,
     read_only: bool = False,
     token_verifier: TokenVerifier | None = None,
 ) -> ToolServer:
     """The MCP server over ``store`` with the tools of ``groups`` (default: every group);
-    ``sessions`` and ``runner`` (from `serve`) make the live tools work.
+    ``sessions``, ``runner`` and ``processes`` (from `serve`) make the live tools work.
 
     ``read_only`` leaves out every tool that runs code or changes a process (a filter on the tools'
     annotations, beside the choice of groups); ``token_verifier`` makes the HTTP transport require
@@ -75,6 +87,9 @@ def build_server(
         store=store,
         sessions=live_sessions,
         runner=runner if runner is not None else Runner(store, live_sessions, url=None, token=None),
+        processes=processes
+        if processes is not None
+        else ProcessManager(store, live_sessions, url=None, token=None),
     )
     chosen = list(GROUPS) if groups is None else list(groups)
     unknown = [g for g in chosen if g not in GROUPS]

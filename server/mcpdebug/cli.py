@@ -193,6 +193,45 @@ def _parser() -> argparse.ArgumentParser:
         "--stream", default="combined", choices=output_query.STREAM_CHOICES, help="default: combined"
     )
     tail.add_argument("--interval", type=float, default=0.25, help="seconds between looks (default: 0.25)")
+
+    # Process sessions (implemented in mcpdebug.processes.runner and .forwarder)
+    label_help = (
+        "the session's label (default: the command's or file's name; a label in use gets -2, -3, ...)"
+    )
+    url_help = (
+        "the server's ingest URL, ws://127.0.0.1:PORT/?token=T (default: $MCPDEBUG_URL, else the server "
+        "found through the .mcpdebug folder's server.json, looked up again after a server restart)"
+    )
+    run = sub.add_parser(
+        "run", help="run a command as a live process session: output streamed, process controllable over MCP"
+    )
+    run.add_argument("--label", help=label_help)
+    run.add_argument("--server-url", metavar="URL", help=url_help)
+    run.add_argument(
+        "--restart",
+        choices=["no", "on-failure", "always"],
+        default="no",
+        help="start the command again when it exits: on-failure after a non-zero status or a crash, "
+        "always after any exit (default: no)",
+    )
+    run.add_argument("-q", "--quiet", action="store_true", help="record the output without printing it here")
+    run.add_argument("--dir", help=dir_help)
+    run.add_argument("--run-id", help=argparse.SUPPRESS)
+    run.add_argument("--watch-fd", type=int, help=argparse.SUPPRESS)  # stop when this pipe closes
+    run.add_argument("--managed", action="store_true", help=argparse.SUPPRESS)  # started by start_process
+    run.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS]", help="the command")
+
+    forward = sub.add_parser(
+        "forward", help="forward a log file (followed like tail -F), a named pipe or stdin (-) as a session"
+    )
+    forward.add_argument("source", metavar="SOURCE", help="a file, a named pipe, or - for stdin")
+    forward.add_argument("--label", help=label_help)
+    forward.add_argument("--server-url", metavar="URL", help=url_help)
+    forward.add_argument(
+        "-n", "--lines", type=int, metavar="N", help="start with the file's last N lines (default: all of it)"
+    )
+    forward.add_argument("-q", "--quiet", action="store_true", help="print nothing about the session")
+    forward.add_argument("--dir", help=dir_help)
     return parser
 
 
@@ -206,6 +245,8 @@ def main(argv: list[str] | None = None) -> int:
             return _serve(args)
         if args.command == "hang":
             return _hang(args)
+        if args.command in ("run", "forward"):
+            return _process_session(args)
         calls.for_terminal()
         directory = find_dir(args.dir, create=False)
         store = Store(directory, create=False, limits=_limits(args, directory))
@@ -308,6 +349,17 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _process_session(args: argparse.Namespace) -> int:
+    directory = find_dir(args.dir, create=True)
+    if args.command == "run":
+        from mcpdebug.processes import runner
+
+        return runner.main(args, directory)
+    from mcpdebug.processes import forwarder
+
+    return forwarder.main(args, directory)
+
+
 def _limits(args: argparse.Namespace, directory: Path) -> limits.Limits:
     """Limits from the serve flags, the environment and the project's pyproject.toml."""
     cli = {name: getattr(args, name, None) for name in limits.SPECS}
@@ -316,6 +368,8 @@ def _limits(args: argparse.Namespace, directory: Path) -> limits.Limits:
 
 def _glue_negative_range(argv: list[str]) -> list[str]:
     """``--range -50:-1`` would read as an unknown option to argparse: pass it as ``--range=-50:-1``."""
+    if next((a for a in argv if not a.startswith("-")), None) != "logs":
+        return argv  # never rewrite the command of `mcpdebug run`
     out: list[str] = []
     args = iter(argv)
     for arg in args:

@@ -94,9 +94,64 @@ class HeldSession(BaseModel):
     resumes_in: float | None = Field(default=None, description="seconds until it resumes by itself")
 
 
+# Process sessions (seed 004) ----------------------------------------------------------------------
+
+
+class ProcessSession(BaseModel):
+    """One process session, with seed 004's fields."""
+
+    label: str
+    run_id: str = Field(description="The session's id: get_output(run_id=...) reads its output")
+    mode: str = Field(description="managed (started by start_process), run (mcpdebug run) or forward")
+    status: str = Field(description="running, stopped, crashed, restarting or disconnected")
+    pid: int | None = Field(default=None, description="The command's pid (a forward session has none)")
+    exit_code: int | None = Field(default=None, description="Its last exit status; -N when signal N ended it")
+    command: list[str]
+    source: str | None = Field(default=None, description="What a forward session reads")
+    cwd: str
+    restart: str = Field(description="Restart policy: no, on-failure or always")
+    restarts: int
+    started: str | None = None
+    exited: str | None = Field(default=None, description="When the process last exited")
+    ended: str | None = Field(default=None, description="When the session ended (its runner stopped)")
+    lines: int = Field(description="Lines stored")
+    bytes: int = Field(description="Bytes stored")
+    message: str = Field(description="What its last state change said")
+    test_run: str | None = Field(default=None, description="The test run whose test started it, if one did")
+
+
+class StartedProcess(Report):
+    session: ProcessSession
+    output: str = Field(
+        description="Its output so far: the last 20 lines, and when there are more, how many were left "
+        "out and the call (and resource) that reads them"
+    )
+
+
+class ProcessControl(Data):
+    success: bool
+    message: str
+    action: str
+    signal: str | None = None
+    pid: int | None = Field(
+        default=None, description="The process signalled, or the new process after a restart"
+    )
+    old_pid: int | None = Field(default=None, description="After a restart: the process that was replaced")
+    session: ProcessSession
+
+
+class StdinSent(Data):
+    success: bool
+    message: str
+    bytes_sent: int
+    label: str
+    pid: int | None
+
+
 class SessionList(Data):
     held: list[HeldSession] = Field(description="tests held alive right now")
-    sessions: list[SessionRow] = Field(description="recorded runs, newest first")
+    processes: list[ProcessSession] = Field(default_factory=list, description="process sessions (seed 004)")
+    sessions: list[SessionRow] = Field(description="recorded test runs, newest first")
 
 
 class TestRow(BaseModel):
@@ -320,10 +375,11 @@ class SearchResult(Data):
 
 class LogLine(BaseModel):
     time: str
-    session: str
+    session: str = Field(description="a run id, or a process session's label")
     test: str | None = None
     stream: str
     text: str
+    process: bool = Field(default=False, description="a line of a process session")
 
 
 class Logs(Data):

@@ -26,6 +26,7 @@ from mcpdebug.ingest.recovery import rebuild
 from mcpdebug.ingest.spool import ingest_spool
 from mcpdebug.ingest.websocket import IngestServer
 from mcpdebug.live.sessions import Sessions
+from mcpdebug.processes.managed import ProcessManager
 from mcpdebug.processes.test_runs import Runner
 from mcpdebug.store import Store
 from pytest_mcpdebug.folder import SERVER_FILE, ServerInfo, read_server_info, write_server_info
@@ -67,6 +68,7 @@ async def _run(config: ServeConfig, listener: socket.socket | None) -> None:
     store = _open_store(config)
     sessions = Sessions(store)
     runner = Runner(store, sessions, url=None, token=None)
+    processes = ProcessManager(store, sessions, url=None, token=None)
     ingest: IngestServer | None = None
     kept_in: Path | None = None
     other = read_server_info(config.directory)
@@ -80,6 +82,7 @@ async def _run(config: ServeConfig, listener: socket.socket | None) -> None:
         ingest = IngestServer(store, port=config.ingest_port, sessions=sessions)
         url = await ingest.start()
         runner.url, runner.token = url, ingest.token
+        processes.url, processes.token = url, ingest.token
         kept_in = write_server_info(
             config.directory,
             ServerInfo(
@@ -93,7 +96,13 @@ async def _run(config: ServeConfig, listener: socket.socket | None) -> None:
         )
     verifier = http_auth.StaticTokenVerifier(security.token) if security else None
     app = build_server(
-        store, sessions, runner, groups=config.tools, read_only=config.read_only, token_verifier=verifier
+        store,
+        sessions,
+        runner,
+        processes,
+        groups=config.tools,
+        read_only=config.read_only,
+        token_verifier=verifier,
     )
     if config.read_only:
         log.info("read-only: %s not offered", ", ".join(app.withheld))
@@ -109,6 +118,7 @@ async def _run(config: ServeConfig, listener: socket.socket | None) -> None:
                 tasks.cancel_scope.cancel()
     finally:
         await runner.close()
+        await processes.close()  # while ingest still takes the last lines and states they send
         if ingest is not None:
             await ingest.close()
             _remove_server_file(config.directory)

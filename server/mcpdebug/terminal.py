@@ -95,7 +95,10 @@ def tail(store: Store, args: argparse.Namespace) -> int:
                 printed[unit["id"]] = done
                 continue
             if current != unit["id"]:
-                print(f"\n==> {output_window.describe_unit(unit['unit'])} <==")
+                name = output_window.describe_unit(unit["unit"])
+                if run["kind"] == "process" and unit["unit"] == "":
+                    name = f"process session {run['label']}"
+                print(f"\n==> {name} <==")
                 current = unit["id"]
             for line in view.lines(done + 1, view.total):
                 prefix = (
@@ -104,11 +107,12 @@ def tail(store: Store, args: argparse.Namespace) -> int:
                 print(line.gap_text() if line.number is None else f"{line.number}: {prefix}{line.text}")
             printed[unit["id"]] = view.total
         sys.stdout.flush()
-        if first_look and run["status"] != "running":
+        ended = run["status"] != "running" and (run["kind"] != "process" or run["finished"] is not None)
+        if first_look and ended:
             print(f"\n(run {rid} is {runs_view.status_text(run)}; nothing more will come)")
             return 0
         first_look = False
-        if run["status"] != "running":
+        if ended:  # a process session that crashed and restarts has not ended
             print(f"\n(run {rid} ended: {runs_view.status_text(run)})")
             return 0
         time.sleep(max(args.interval, 0.05))

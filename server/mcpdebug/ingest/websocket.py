@@ -143,6 +143,9 @@ class IngestServer:
                     return
                 if notable:
                     self.sessions.observe(notable)
+                if any(isinstance(e, protocol.SessionStarted) for e in notable):  # before the ack, so
+                    registered = protocol.Registered(run_id=key[0], label=self._label(key[0]))  # a runner
+                    await ws.send(protocol.encode(registered).decode())  # closing at once still hears it
                 if last is not None:
                     await ws.send(protocol.encode(protocol.Ack(seq=last)).decode())
         except ConnectionClosed as exc:
@@ -189,19 +192,30 @@ class IngestServer:
             log.warning("closing %s: first frame was %s, not hello", peer, type(frame).__name__)
             await ws.close(protocol.CLOSE_POLICY, "the first frame must be a hello")
             return None
+        spool_read = False
         if frame.spool:  # it recorded offline before: take that in first, so the store is in order
-            await asyncio.to_thread(ingest_spool, self.store, only=os.path.basename(frame.spool))
-        await ws.send(
-            protocol.encode(
-                protocol.Welcome(protocol=protocol.PROTOCOL_VERSION, server_pid=os.getpid())
-            ).decode()
+            report = await asyncio.to_thread(ingest_spool, self.store, only=os.path.basename(frame.spool))
+            spool_read = report.files > 0  # else it is in another folder: the client replays it
+        welcome = protocol.Welcome(
+            protocol=protocol.PROTOCOL_VERSION,
+            server_pid=os.getpid(),
+            label=self._label(frame.run_id),
+            spool_read=spool_read,
         )
+        await ws.send(protocol.encode(welcome).decode())
         try:
             await asyncio.to_thread(self.store.connection_opened, frame.run_id)
         except sqlite3.Error as exc:
             log.warning("cannot mark run %s running again: %s", frame.run_id, exc)
         log.info("%s connected: run %s, %s", peer, frame.run_id, frame.process)
         return frame
+
+    def _label(self, run_id: str) -> str:
+        """A process session's assigned label ("" for a test run, or before it registered)."""
+        row = self.store.db.execute(
+            "SELECT label FROM runs WHERE run_id=? AND kind='process'", (run_id,)
+        ).fetchone()
+        return str(row[0]) if row else ""
 
     def _ingest(self, message: str | bytes, key: tuple[str, str]) -> tuple[int | None, list[protocol.Event]]:
         """Decode and store one message of a connection; returns the highest seq, to acknowledge, and
@@ -225,6 +239,8 @@ _NOTABLE = (
     protocol.TestFinished,
     protocol.RunFinished,
     protocol.ProcessFinished,
+    protocol.SessionStarted,
+    protocol.ProcessStatus,
 )
 
 

@@ -112,7 +112,16 @@ class Sessions:
                 if session is not None:
                     self._end(session, event.reason)
                 interesting = True
-            elif isinstance(event, (protocol.RunFinished, protocol.ProcessFinished, protocol.TestFinished)):
+            elif isinstance(
+                event,
+                (
+                    protocol.RunFinished,
+                    protocol.ProcessFinished,
+                    protocol.TestFinished,
+                    protocol.SessionStarted,
+                    protocol.ProcessStatus,
+                ),
+            ):
                 interesting = True
         if interesting:
             self._notify()
@@ -188,6 +197,37 @@ class Sessions:
             self._end(session, command)
             self._notify()
         return reply.result
+
+    def connected_runs(self) -> set[str]:
+        """Runs with a process connected to this server right now (a process session's runner)."""
+        return {run_id for run_id, _ in list(self._connections)}
+
+    async def ask(
+        self, run_id: str, command: str, arguments: dict[str, Any], timeout: float = REQUEST_TIMEOUT
+    ) -> protocol.Reply:
+        """Send a request to the process of ``run_id`` connected now (a process session's runner) and
+        return its reply; raises SessionError when it is not connected or does not answer in time."""
+        key = next((k for k in list(self._connections) if k[0] == run_id), None)
+        connection = self._connections.get(key) if key is not None else None
+        if key is None or connection is None:
+            raise SessionError(f"the runner of {run_id} is not connected to this server")
+        request_id = next(self._ids)
+        future: asyncio.Future[protocol.Reply] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = (key, future)
+        frame = protocol.Request(id=request_id, session=run_id, command=command, arguments=arguments)
+        try:
+            await connection.send(protocol.encode(frame).decode())
+            return await asyncio.wait_for(future, timeout)
+        except (TimeoutError, asyncio.TimeoutError):
+            raise SessionError(
+                f"the runner of {run_id} did not answer {command} within {timeout:g} s"
+            ) from None
+        except SessionError:
+            raise
+        except Exception as exc:
+            raise SessionError(f"could not reach the runner of {run_id}: {exc}") from None
+        finally:
+            self._pending.pop(request_id, None)
 
     async def changed(self, timeout: float) -> None:
         """Wait until something a waiter may care about happens (or ``timeout`` passes)."""

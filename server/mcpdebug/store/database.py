@@ -310,6 +310,8 @@ class Store(Queries):
                 "holds",
                 "hangs",
                 "attempts",
+                "process_sessions",
+                "process_states",
             ):
                 db.executemany(f"DELETE FROM {table} WHERE run_id=?", [(r,) for r in run_ids])
             db.executemany("DELETE FROM outputs WHERE run_id=?", [(r,) for r in run_ids])

@@ -12,6 +12,7 @@ import sqlite3
 import time
 from typing import Any
 
+from mcpdebug.store.process_events import PROCESS_HANDLERS
 from pytest_mcpdebug import protocol
 
 
@@ -215,4 +216,5 @@ HANDLERS: dict[type, Any] = {
     protocol.HangDetected: _hang,
     protocol.RunFinished: _run_finished,
     protocol.ProcessFinished: _process_finished,
+    **PROCESS_HANDLERS,
 }

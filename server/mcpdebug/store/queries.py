@@ -43,14 +43,21 @@ class Queries:
         ]
 
     def resolve_run(self, run_id: str | None) -> str | None:
-        """``latest`` (or nothing) means the newest run; a unique prefix of an id is accepted too."""
+        """``latest`` (or nothing) means the newest test run; a session's label means its newest
+        session with that label (a process session's, such as "backend"); a unique prefix of an id
+        is accepted too."""
         if not run_id or run_id == "latest":
             row = self.db.execute(
-                "SELECT run_id FROM runs ORDER BY started DESC, run_id DESC LIMIT 1"
+                "SELECT run_id FROM runs WHERE kind != 'process' ORDER BY started DESC, run_id DESC LIMIT 1"
             ).fetchone()
             return row[0] if row else None
         if self.db.execute("SELECT 1 FROM runs WHERE run_id=?", (run_id,)).fetchone():
             return run_id
+        row = self.db.execute(
+            "SELECT run_id FROM runs WHERE label=? ORDER BY started DESC, run_id DESC LIMIT 1", (run_id,)
+        ).fetchone()
+        if row is not None:
+            return str(row[0])
         if len(run_id) > MAX_ID_QUERY:  # no run id is this long (and SQLite refuses LIKE patterns over 50 KB)
             return None
         rows = self.db.execute(
@@ -161,6 +168,40 @@ class Queries:
         return [
             dict(r)
             for r in self.db.execute("SELECT * FROM processes WHERE run_id=? ORDER BY worker", (run_id,))
+        ]
+
+    def process_sessions(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        """Process sessions (`mcpdebug run`, `mcpdebug forward`, managed), newest first: the run's
+        columns, the process's (``mode``, ``pid`` of the command, ``exit_code``, ...), ``restarts``
+        and the lines and bytes stored."""
+        self.refresh_liveness()
+        rows = self.db.execute(
+            "SELECT r.run_id, r.label, r.status AS run_status, r.host, r.pid AS runner_pid, r.started, "
+            "r.finished, r.last_event, p.*, coalesce(o.lines, 0) AS lines, "
+            "coalesce(o.bytes_stored, 0) AS bytes, coalesce(o.dropped_lines, 0) AS dropped_lines, "
+            "(SELECT count(*) FROM process_states s WHERE s.run_id = r.run_id AND s.status = 'restarting') "
+            "AS restarts FROM runs r JOIN process_sessions p USING (run_id) "
+            "LEFT JOIN outputs o ON o.run_id = r.run_id AND o.unit = '' "
+            + ("WHERE r.run_id=? " if run_id else "")
+            + "ORDER BY r.started DESC, r.run_id DESC",
+            (run_id,) if run_id else (),
+        ).fetchall()
+        sessions = []
+        for row in rows:
+            session = dict(row)
+            session["command"] = json.loads(session["command"])
+            session["capabilities"] = json.loads(session["capabilities"])
+            if session["run_status"] == "crashed" and session["status"] == "running":
+                session["status"] = "crashed"  # its runner died without a word (see refresh_liveness)
+                session["message"] = session["message"] or "its runner process ended without reporting"
+            sessions.append(session)
+        return sessions
+
+    def process_states(self, run_id: str) -> list[dict[str, Any]]:
+        """A process session's state changes, oldest first."""
+        return [
+            dict(r)
+            for r in self.db.execute("SELECT * FROM process_states WHERE run_id=? ORDER BY seq", (run_id,))
         ]
 
     def spool_offset(self, name: str) -> int:

@@ -136,7 +136,38 @@ CREATE TABLE IF NOT EXISTS spool_files (
     name TEXT PRIMARY KEY,
     offset INTEGER NOT NULL DEFAULT 0
 );
+-- Process sessions (`mcpdebug run`, `mcpdebug forward`, managed processes): runs of kind 'process'
+-- whose output is their unit "" and whose process's state changes are kept in `process_states`.
+CREATE TABLE IF NOT EXISTS process_sessions (
+    run_id TEXT PRIMARY KEY,
+    mode TEXT NOT NULL DEFAULT 'run',
+    requested TEXT NOT NULL DEFAULT '',
+    command TEXT NOT NULL DEFAULT '[]',
+    cwd TEXT NOT NULL DEFAULT '',
+    source TEXT NOT NULL DEFAULT '',
+    capabilities TEXT NOT NULL DEFAULT '[]',
+    restart TEXT NOT NULL DEFAULT 'no',
+    parent_run TEXT NOT NULL DEFAULT '',
+    parent_worker TEXT NOT NULL DEFAULT '',
+    status TEXT NOT NULL DEFAULT 'running',
+    status_seq INTEGER NOT NULL DEFAULT 0,
+    pid INTEGER,
+    exit_code INTEGER,
+    message TEXT NOT NULL DEFAULT '',
+    exited REAL
+);
+CREATE TABLE IF NOT EXISTS process_states (
+    run_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    ts REAL NOT NULL,
+    status TEXT NOT NULL,
+    pid INTEGER,
+    exit_code INTEGER,
+    message TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS runs_by_start ON runs (started);
+CREATE INDEX IF NOT EXISTS runs_by_label ON runs (label);
 -- Captured output: one row per unit (a test, or a process's output outside tests), one per segment.
 CREATE TABLE IF NOT EXISTS outputs (
     run_id TEXT NOT NULL,

@@ -21,6 +21,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.types import ToolAnnotations
 
 from mcpdebug.live.sessions import SessionError, Sessions
+from mcpdebug.processes.managed import ProcessManager
 from mcpdebug.processes.test_runs import RunError, Runner
 from mcpdebug.store import Store
 from mcpdebug.store.output_query import OutputError
@@ -60,6 +61,7 @@ class ToolContext:
     store: Store
     sessions: Sessions
     runner: Runner
+    processes: ProcessManager
 
 
 def tool(annotations: ToolAnnotations) -> Callable[[M], M]:

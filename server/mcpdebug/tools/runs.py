@@ -6,13 +6,14 @@ from typing import Annotated
 
 from pydantic import Field
 
-from mcpdebug.replies import RunSummary, SessionList, TestDetail, TestList
+from mcpdebug.replies import ProcessSession, RunSummary, SessionList, TestDetail, TestList
 from mcpdebug.tools.args import Example, RunId, Test
 from mcpdebug.tools.context import READ_ONLY, ToolGroup, reads_store, reads_store_resource, tool
 from mcpdebug.tools.server import ToolServer
 from mcpdebug.views import live as live_view
 from mcpdebug.views import lookup
 from mcpdebug.views import output as output_view
+from mcpdebug.views import processes as processes_view
 from mcpdebug.views import runs as runs_view
 
 
@@ -22,19 +23,25 @@ class RunTools(ToolGroup):
     @tool(READ_ONLY)
     @reads_store
     def list_sessions(self) -> SessionList:
-        """Every recorded run (session) and every test held alive right now, newest first.
+        """Every recorded session, newest first: test runs, process sessions and held tests.
 
-        Per run: id, kind, label (its command), status (running, finished, interrupted, crashed),
-        exit status, start, duration, counts. Held tests come with the session_id the live tools
-        take.
+        Per test run: id, kind, label (its command), status (running, finished, interrupted,
+        crashed), exit status, start, duration, counts. Held tests come with the session_id the live
+        tools take; process sessions (services, log sources) with their label, mode, status, pid,
+        exit code, command and lines stored.
         """
         held = self.sessions.held()
-        runs = self.store.runs()
-        listed = live_view.held_sessions(held)
-        text = (listed + "\n\n" if listed else "") + runs_view.sessions(runs)
-        return SessionList(held=live_view.held_rows(held), sessions=runs_view.session_rows(runs)).with_text(
-            text
+        connected = self.sessions.connected_runs()
+        process_sessions = self.store.process_sessions()
+        runs = [r for r in self.store.runs() if r["kind"] != "process"]
+        parts = (live_view.held_sessions(held), processes_view.sessions_text(process_sessions, connected))
+        text = "".join(part + "\n\n" for part in parts if part) + runs_view.sessions(runs)
+        reply = SessionList(
+            held=live_view.held_rows(held),
+            processes=[ProcessSession(**processes_view.row(s, connected)) for s in process_sessions],
+            sessions=runs_view.session_rows(runs),
         )
+        return reply.with_text(text)
 
     @tool(READ_ONLY)
     @reads_store

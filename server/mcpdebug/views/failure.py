@@ -13,6 +13,7 @@ from mcpdebug.replies import FailureReport
 from mcpdebug.store import Store
 from mcpdebug.views import doctests, lookup, output_window
 from mcpdebug.views import output as output_view
+from mcpdebug.views import processes as processes_view
 from mcpdebug.views.calls import call, in_terminal
 from mcpdebug.views.runs import counts_text as runs_counts_text
 from pytest_mcpdebug.protocol import Snapshot, SnapshotFrame, SnapshotVar
@@ -133,6 +134,16 @@ def _render(failure: dict[str, Any], run: dict[str, Any], store: Store) -> str:
     refs = [v.ref for f in user for v in f.locals if v.ref]
     output = output_view.output_tail(store, run, nodeid, OUTPUT_LINES)
     lines += ["", output]
+    test = store.test(rid, nodeid) or {}
+    services = processes_view.service_lines(
+        store,
+        rid,
+        nodeid,
+        test.get("started") or failure["finished"],
+        test.get("finished") or failure["finished"],
+    )
+    if services:  # the logs of the service an integration test talks to, from the seconds it ran
+        lines += ["", services]
     steps = [f"{call('get_output', run_id=rid, test=nodeid)} reads the whole output."]
     if not in_terminal():  # values expand over MCP only
         expand = call("get_variables", run_id=rid, test=nodeid, variables_reference="N").replace('"N"', "N")

@@ -49,19 +49,28 @@ def get_logs(
     entries: list[
         tuple[float, int, int, str, str, str, str]
     ] = []  # ts, unit, line, session, test, stream, text
+    names: dict[str, str] = {}  # run id -> how its lines are tagged: a process session's label
     for label in labels:
-        run_id = _resolve_label(store, label)
+        run_id = store.resolve_run(label)
         if run_id is None:
             missing.append(label)
             continue
         queried.append(label)
-        entries += _session_lines(store, run_id, lines, start_time, stream, finder)
+        process = store.process_sessions(run_id)
+        if process:
+            names[run_id] = process[0]["label"]
+        found = session_lines(store, run_id, lines, start_time, stream, finder)
+        if not process and stream == "both":  # its failures count among its newest lines
+            found = sorted(found + failure_entries(store, run_id, start_time, finder))[-lines:]
+        entries += found
+    processes = list(dict.fromkeys(s["label"] for s in store.process_sessions()))[:10]
+    known = [*store.run_ids(10), *processes]
     if not queried:
         raise OutputError(
             ErrorType.LOG_NOT_FOUND,
             f"No session matches {lookup.listing([lookup.quoted(label) for label in labels], 5)}; known "
-            f"sessions (newest first): {', '.join(store.run_ids(10)) or 'none yet'}. Labels are run ids, "
-            '"latest", or a run\'s command as list_sessions shows it.',
+            f"sessions (newest first): {', '.join(known) or 'none yet'}. Labels are run ids, "
+            "\"latest\", a run's command or a process session's label, as list_sessions shows them.",
         )
     entries.sort(key=lambda e: e[:3])  # time, then unit and line: a batch shares one timestamp
     total = len(entries)
@@ -73,7 +82,7 @@ def get_logs(
         sessions_queried=queried,
         sessions_not_found=missing,
         time_range=f"oldest {_iso(entries[0][0])}, newest {_iso(entries[-1][0])}" if entries else None,
-        known_sessions=store.run_ids(10) if missing else None,
+        known_sessions=known if missing else None,
         lines=[],
     )
     budget = MAX_REPLY_CHARS - 2_000
@@ -81,7 +90,14 @@ def get_logs(
     cut = False
     for ts, _, _, session, test, st, text in reversed(entries):
         text = text if len(text) <= LINE_CHARS else text[:LINE_CHARS] + " [...]"
-        line = LogLine(time=_iso(ts), session=session, test=test or None, stream=st, text=text)
+        line = LogLine(
+            time=_iso(ts),
+            session=names.get(session, session),
+            test=test or None,
+            stream=st,
+            text=text,
+            process=session in names,
+        )
         size += len(text) + len(test) + len(session) + 100  # its line in the JSON, the larger form
         if size > budget:
             reply.truncated = cut = True
@@ -107,7 +123,9 @@ def get_logs(
     if reply.known_sessions:
         meta.append("known sessions (newest first): " + ", ".join(reply.known_sessions))
     body = [
-        f"{ln.time} [{ln.session}] {ln.test or '(outside tests)'} {ln.stream}| {ln.text}"
+        f"{ln.time} [{ln.session}] {ln.stream}| {ln.text}"
+        if ln.process
+        else f"{ln.time} [{ln.session}] {ln.test or '(outside tests)'} {ln.stream}| {ln.text}"
         for ln in reply.lines
     ]
     if not entries and not missing:
@@ -119,25 +137,18 @@ def _iso(ts: float) -> str:
     return dt.datetime.fromtimestamp(ts).isoformat(timespec="milliseconds")
 
 
-def _resolve_label(store: Store, label: str) -> str | None:
-    run_id = store.resolve_run(label)
-    if run_id is not None:
-        return run_id
-    row = store.db.execute(
-        "SELECT run_id FROM runs WHERE label=? ORDER BY started DESC LIMIT 1", (label,)
-    ).fetchone()
-    return row[0] if row else None
-
-
-def _session_lines(
+def session_lines(
     store: Store,
     run_id: str,
     wanted: int,
     since: float | None,
     stream: str,
     finder: output_query.Finder | None,
+    *,
+    until: float | None = None,
 ) -> list[tuple[float, int, int, str, str, str, str]]:
-    """The newest ``wanted`` matching lines of a run, from all its units, newest segments first."""
+    """The newest ``wanted`` matching lines of a run (written between ``since`` and ``until``), from
+    all its units, newest segments first."""
     db = store.db
     units = {u["id"]: u for u in output_query.units(db, run_id)}
     sql = (
@@ -151,6 +162,9 @@ def _session_lines(
     if since is not None:
         sql += " AND ts >= ?"
         params.append(since)
+    if until is not None:
+        sql += " AND ts <= ?"
+        params.append(until)
     sql += " ORDER BY ts DESC, first DESC"
     found: list[tuple[float, int, int, str, str, str, str]] = []
     for row in db.execute(sql, params):
@@ -170,6 +184,23 @@ def _session_lines(
             found.append((ts, unit["id"], seg.first + index, run_id, unit["unit"], seg.stream, text))
             if len(found) >= wanted:
                 return found
+    return found
+
+
+def failure_entries(
+    store: Store, run_id: str, since: float | None, finder: output_query.Finder | None
+) -> list[tuple[float, int, int, str, str, str, str]]:
+    """A test run's failed phases as lines of its log, at the time each failed (stream "failure"),
+    so a service's error and the test that saw it line up in one timeline."""
+    found = []
+    for problem in store.problems(run_id):
+        if since is not None and problem["finished"] < since:
+            continue
+        kind = "FAILED" if problem["phase"] == "call" else "ERROR"
+        text = f"{kind} {problem['nodeid']} ({problem['phase']}): {problem['message'] or '(no message)'}"
+        if finder is not None and not any(True for _ in finder(text.encode())):
+            continue
+        found.append((problem["finished"], 1 << 30, 0, run_id, problem["nodeid"], "failure", text))
     return found
 
 

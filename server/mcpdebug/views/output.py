@@ -55,7 +55,7 @@ def get_output(
         until=parse_time(until, "until"),
     )
     addr = Addr(run["run_id"], unit["unit"], stream, phase)
-    described = what(view)
+    described = what(view, run["label"] if run.get("kind") == "process" and unit["unit"] == "" else None)
     reply = OutputWindow(
         text="",
         run_id=run["run_id"],

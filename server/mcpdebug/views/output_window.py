@@ -115,8 +115,10 @@ class Addr:
         return call(name, run_id=self.run_id, test=test, stream=stream, phase=self.phase, **args)
 
 
-def what(view: View) -> str:
-    parts = [describe_unit(view.unit["unit"]), f"run {view.run_id}"]
+def what(view: View, session: str | None = None) -> str:
+    """``session``: the label of a process session, whose output is its run's output outside tests."""
+    unit = f"output of process session {session}" if session else describe_unit(view.unit["unit"])
+    parts = [unit, f"run {view.run_id}"]
     parts.append("stdout, stderr, log and warnings interleaved" if view.stream == COMBINED else view.stream)
     if view.phase:
         parts.append(f"{view.phase} phase only")

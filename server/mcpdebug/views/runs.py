@@ -62,6 +62,10 @@ def counts_text(counts: dict[str, int]) -> str:
 
 def status_text(run: dict[str, Any]) -> str:
     status = str(run["status"])
+    if run.get("kind") == "process":  # a process session: its command's status, not pytest's
+        return status + (
+            f", last exit status {run['exit_status']}" if run.get("exit_status") is not None else ""
+        )
     if run.get("exit_status") is not None:
         meaning = _EXIT_MEANINGS.get(run["exit_status"], "")
         status += f", exit status {run['exit_status']}" + (f" ({meaning})" if meaning else "")
@@ -115,7 +119,20 @@ def sessions(runs: list[dict[str, Any]]) -> str:
 
 
 def summary(store: Store, run: dict[str, Any]) -> RunSummary:
-    """The run's summary, with its failures, collection errors, running tests and hangs."""
+    """The run's summary, with its failures, collection errors, running tests and hangs; a process
+    session's speaks of its process."""
+    if run.get("kind") == "process":
+        from mcpdebug.views import processes  # imports this module
+
+        return RunSummary(
+            text=processes.summary(store, run),
+            run_id=run["run_id"],
+            status=run["status"],
+            exit_status=run.get("exit_status"),
+            counts=run["counts"],
+            failures=[],
+            next_call=call("get_logs", labels=[run["label"] or run["run_id"]]),
+        )
     rid = run["run_id"]
     problems = store.problems(rid)
     text = run_summary(
