@@ -29,6 +29,7 @@ VALID: dict[str, Any] = {  # a value every required argument may take while anot
     "expression": "1 + 1",
     "id": "latest",
     "label": "no-such-service",
+    "command": "/no/such/program --serve",  # start_process fails to start it, whatever else is wrong
     "action": "restart",
     "input": "hello\n",
 }
@@ -39,7 +40,7 @@ CLEAN = re.compile(
     r"must be|is required|has no argument|Unknown (run|outcome)|No test matching|No session|No live session|"
     r"No frame|No variablesReference|outside|not a directory|Invalid|is empty|past the end|"
     r"is not (a time|valid|a file path)|has lines|no failure|catastrophically|did not fail|matches several|"
-    r"does not ingest runs|No process session|not a process session|process session"
+    r"does not ingest (runs|live sessions)|No process session|not a process session|process session"
 )
 """What an error says about what is valid (checked on every reply)."""
 HUGE = (10**30, -(10**30), 2**63, -(2**63))

@@ -21,6 +21,7 @@ from helpers import FAST, recorded
 from mcpdebug.app import GROUPS, build_server
 from mcpdebug.ingest.websocket import IngestServer
 from mcpdebug.live.sessions import Sessions
+from mcpdebug.processes.managed import ProcessManager
 from mcpdebug.processes.test_runs import Runner
 from mcpdebug.store import Store
 
@@ -157,6 +158,7 @@ async def test_every_tool_is_described_typed_and_its_replies_validate(recorded_d
         called |= {"get_source_context", "get_hang", "get_output", "search_output", "get_logs"}
         live = {"detect_hang", "evaluate_expression", "continue_execution", "close_session"}
         live |= {"run_tests", "wait_for_stop"}  # called on a live run in test_live_tools_replies_validate
+        live |= {"start_process", "control_process", "send_stdin"}  # and on a live process there
         assert called | live == set(tools)
 
 
@@ -236,7 +238,7 @@ async def test_tool_groups_list_only_what_was_chosen(recorded_dir: Path, tmp_pat
     async with Client(build_server(store, groups=["hangs", "output"])) as client:
         names = {t.name for t in (await client.list_tools()).tools}
     assert names == {"get_hang", "detect_hang", "get_output", "search_output", "get_logs"}
-    assert set(GROUPS) == {"runs", "failures", "hangs", "live", "output"}
+    assert set(GROUPS) == {"runs", "failures", "hangs", "live", "output", "processes"}
     bad = subprocess.run(
         [MCPDEBUG, "serve", "--dir", str(recorded_dir), "--tools", "runs,nope"],
         capture_output=True,
@@ -246,7 +248,8 @@ async def test_tool_groups_list_only_what_was_chosen(recorded_dir: Path, tmp_pat
     )
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines()[-1] == (
-        "mcpdebug serve: unknown tool group 'nope'; the groups are runs, failures, hangs, live, output"
+        "mcpdebug serve: unknown tool group 'nope'; the groups are runs, failures, hangs, live, output, "
+        "processes"
     )
 
 
@@ -276,8 +279,9 @@ async def test_live_tools_replies_validate(pytester: pytest.Pytester) -> None:
     ingest = IngestServer(store, sessions=sessions)
     url = await ingest.start()
     runner = Runner(store, sessions, url=url, token=ingest.token)
+    processes = ProcessManager(store, sessions, url=url, token=ingest.token)
     try:
-        async with Client(build_server(store, sessions, runner)) as client:
+        async with Client(build_server(store, sessions, runner, processes)) as client:
             schema = {t.name: t.output_schema for t in (await client.list_tools()).tools}
 
             async def call(name: str, **arguments: Any) -> dict[str, Any]:

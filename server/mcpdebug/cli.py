@@ -103,8 +103,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--tools",
         metavar="GROUPS",
-        help="list only these tool groups, comma-separated: runs, failures, hangs, live, output "
-        "(default: all)",
+        help="list only these tool groups, comma-separated: runs, failures, hangs, live, output, "
+        "processes (default: all)",
     )
     serve.add_argument(
         "--log-level",

@@ -15,7 +15,7 @@ Views build these; tools return them; the CLI prints ``render()``. Field names o
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field, PrivateAttr
 from typing_extensions import Self
@@ -31,9 +31,12 @@ class Reply(BaseModel):
     def render(self) -> str:
         return json.dumps(self.structured(), indent=1, ensure_ascii=False)
 
+    keeps_none: ClassVar[bool] = False
+    """Seed 004's replies list every field, null or not; the others leave out what does not apply."""
+
     def structured(self) -> dict[str, Any]:
         """The ``structuredContent``: the model's JSON, without the fields that do not apply."""
-        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return self.model_dump(mode="json", by_alias=True, exclude_none=not self.keeps_none)
 
 
 class Report(Reply):
@@ -121,6 +124,8 @@ class ProcessSession(BaseModel):
 
 
 class StartedProcess(Report):
+    keeps_none: ClassVar[bool] = True
+
     session: ProcessSession
     output: str = Field(
         description="Its output so far: the last 20 lines, and when there are more, how many were left "
@@ -129,6 +134,8 @@ class StartedProcess(Report):
 
 
 class ProcessControl(Data):
+    keeps_none: ClassVar[bool] = True
+
     success: bool
     message: str
     action: str
@@ -141,6 +148,8 @@ class ProcessControl(Data):
 
 
 class StdinSent(Data):
+    keeps_none: ClassVar[bool] = True
+
     success: bool
     message: str
     bytes_sent: int
