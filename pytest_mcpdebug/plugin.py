@@ -6,6 +6,7 @@ implementations that return at once.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,7 @@ MARKER_HELP = (
 )
 
 _RECORDER = "mcpdebug-recorder"
+_DEBUG = "mcpdebug-debug"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -45,6 +47,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
     resolved = settings.resolve(config)  # a bad setting is the user's to fix: a usage error
     _register(config, lambda: Recorder.for_controller(config, resolved))
+    if os.environ.get("MCPDEBUG_DEBUG"):  # a debug run started by `mcpdebug serve` (run_tests(debug=True))
+        from pytest_mcpdebug.debug import in_tests
+
+        debug = in_tests.from_environment()
+        if debug is not None:
+            config.pluginmanager.register(in_tests.DebugRun(config, *debug), _DEBUG)
 
 
 def _register(config: pytest.Config, make: Callable[[], object]) -> None:

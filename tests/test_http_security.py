@@ -36,6 +36,20 @@ RUNS_CODE_TOOLS = {
     "start_process",
     "control_process",
     "send_stdin",
+    # debug sessions: what starts, steps or stops a debuggee, or runs code in it (conditions, watches)
+    "create_debug_session",
+    "start_debugging",
+    "close_debug_session",
+    "set_breakpoint",
+    "remove_breakpoint",
+    "toggle_breakpoint",
+    "set_exception_breakpoints",
+    "step_over",
+    "step_into",
+    "step_out",
+    "pause_execution",
+    "add_watch",
+    "remove_watch",
 }
 INITIALIZE = {
     "jsonrpc": "2.0",

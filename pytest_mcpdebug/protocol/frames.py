@@ -137,6 +137,8 @@ class RunStarted(EventBase, tag="run_started"):
     pid: Int
     label: str = ""
     workers: Int = 0
+    kind: str = "pytest"
+    """pytest, or debug: a script run by the server's debugger (start_debugging)."""
 
 
 class ProcessStarted(EventBase, tag="process_started"):

@@ -11,11 +11,12 @@ from collections.abc import Iterable
 from mcp.server.auth.provider import TokenVerifier
 from mcp.server.auth.settings import AuthSettings
 
+from mcpdebug.debug.manager import Debugger
 from mcpdebug.live.sessions import Sessions
 from mcpdebug.processes.managed import ProcessManager
 from mcpdebug.processes.test_runs import Runner
 from mcpdebug.store import Store
-from mcpdebug.tools import failures, guide, hangs, live, output, processes, runs
+from mcpdebug.tools import debug, failures, guide, hangs, live, output, processes, runs
 from mcpdebug.tools.context import ToolContext, ToolGroup
 from mcpdebug.tools.server import ToolServer
 
@@ -29,7 +30,11 @@ frame tools then take its session_id. The prompts investigate_failure, diagnose_
 give these steps with the ids filled in. Services a test talks to can be process sessions:
 start_process runs one (or `mcpdebug run -- cmd` in a shell); get_logs(labels=[its label, a run id])
 merges its lines with a run's in time order; control_process restarts or signals it, send_stdin
-writes to it."""
+writes to it. To debug (debugpy): run_tests(args=[...], debug=True, breakpoints=[{"file", "line",
+"condition"}]) or, for a script, create_debug_session + set_breakpoint + start_debugging; each returns
+at the first stop with its session_id. step_over / step_into / step_out / continue_execution /
+pause_execution return the next stop; the inspection tools and evaluate_expression take the same
+session_id."""
 
 READ_ONLY_NOTE = """
 This server is read-only (`mcpdebug serve --read-only`): it reads recorded runs; nothing that runs
@@ -44,6 +49,7 @@ GROUPS: dict[str, type[ToolGroup]] = {
         live.LiveTools,
         output.OutputTools,
         processes.ProcessTools,
+        debug.DebugTools,
     )
 }
 """The tool groups by the name `mcpdebug serve --tools` selects them by."""
@@ -57,13 +63,15 @@ def build_server(
     sessions: Sessions | None = None,
     runner: Runner | None = None,
     processes: ProcessManager | None = None,
+    debugger: Debugger | None = None,
     *,
     groups: Iterable[str] | None = None,
     read_only: bool = False,
     token_verifier: TokenVerifier | None = None,
 ) -> ToolServer:
     """The MCP server over ``store`` with the tools of ``groups`` (default: every group);
-    ``sessions``, ``runner`` and ``processes`` (from `serve`) make the live tools work.
+    ``sessions``, ``runner``, ``processes`` and ``debugger`` (from `serve`) make the live, process and
+    debug tools work.
 
     ``read_only`` leaves out every tool that runs code or changes a process (a filter on the tools'
     annotations, beside the choice of groups); ``token_verifier`` makes the HTTP transport require
@@ -83,13 +91,15 @@ def build_server(
         else None,
     )
     live_sessions = sessions if sessions is not None else Sessions(store)
+    test_runner = runner if runner is not None else Runner(store, live_sessions, url=None, token=None)
     context = ToolContext(
         store=store,
         sessions=live_sessions,
-        runner=runner if runner is not None else Runner(store, live_sessions, url=None, token=None),
+        runner=test_runner,
         processes=processes
         if processes is not None
         else ProcessManager(store, live_sessions, url=None, token=None),
+        debugger=debugger if debugger is not None else Debugger(store, live_sessions, test_runner),
     )
     chosen = list(GROUPS) if groups is None else list(groups)
     unknown = [g for g in chosen if g not in GROUPS]

@@ -104,7 +104,15 @@ def _parser() -> argparse.ArgumentParser:
         "--tools",
         metavar="GROUPS",
         help="list only these tool groups, comma-separated: runs, failures, hangs, live, output, "
-        "processes (default: all)",
+        "processes, debug (default: all)",
+    )
+    serve.add_argument(
+        "--debug-idle-timeout",
+        type=_duration,
+        default=1800.0,
+        metavar="DURATION",
+        help="close a debug session after this long without a tool call about it: seconds, or 30m, 2h "
+        "(default: 30m)",
     )
     serve.add_argument(
         "--log-level",
@@ -294,6 +302,19 @@ def _hang(args: argparse.Namespace) -> int:
     return 0
 
 
+def _duration(text: str) -> float:
+    """Seconds from "90", "90s", "30m" or "2h" (argparse turns a ValueError into a usage error)."""
+    raw = text.strip().lower()
+    scale = {"s": 1, "m": 60, "h": 3600}.get(raw[-1:], 0)
+    value = float(raw[:-1] if scale else raw) * (scale or 1)
+    if not 0 < value < 1e9:
+        raise ValueError(text)
+    return value
+
+
+_duration.__name__ = "duration"  # argparse's message: "invalid duration value: 'x'"
+
+
 def _serve(args: argparse.Namespace) -> int:
     import anyio
 
@@ -336,6 +357,7 @@ def _serve(args: argparse.Namespace) -> int:
         port=args.port,
         ingest_port=args.ingest_port,
         tools=tuple(groups) if groups is not None else None,
+        debug_idle_timeout=args.debug_idle_timeout,
         read_only=args.read_only,
         security=security,
     )

@@ -157,8 +157,55 @@ class StdinSent(Data):
     pid: int | None
 
 
+# Debug sessions (debugpy) ------------------------------------------------------------------------
+
+
+class DebugSessionInfo(BaseModel):
+    id: str
+    name: str
+    language: str = "python"
+    kind: str = Field(description="script (start_debugging) or tests (run_tests(debug=True))")
+    state: str = Field(description="created, starting, running, paused, terminated or closed")
+    reason: str | None = None
+    location: str | None = None
+    target: str = ""
+    pid: int | None = None
+    exitCode: int | None = None
+    breakpoints: int = 0
+    watches: int = 0
+    createdAt: str
+    updatedAt: str
+    ended: str | None = Field(default=None, description="why it was closed")
+
+
+class Location(BaseModel):
+    file: str = Field(description="absolute path")
+    line: int
+    function: str
+    lineContent: str
+
+
+class WatchChange(BaseModel):
+    watchId: str
+    expression: str
+    old: str | None
+    new: str
+
+
+class DebugStop(BaseModel):
+    """Where a debug session stopped: the typed facts of its reply's text."""
+
+    reason: str | None = Field(default=None, description="breakpoint, step, exception, pause or entry")
+    location: Location | None = None
+    breakpointId: str | None = None
+    exception: str | None = None
+    locals: list[Variable] = Field(default_factory=list, description="the top frame's, the first 20")
+    watchesChanged: list[WatchChange] = Field(default_factory=list)
+
+
 class SessionList(Data):
     held: list[HeldSession] = Field(description="tests held alive right now")
+    debug: list[DebugSessionInfo] = Field(default_factory=list, description="debug sessions (debugpy)")
     processes: list[ProcessSession] = Field(default_factory=list, description="process sessions (seed 004)")
     sessions: list[SessionRow] = Field(description="recorded test runs, newest first")
 
@@ -334,10 +381,11 @@ class Continued(Data):
     """Seed 002's reply to continue_execution."""
 
     success: bool = True
-    state: Literal["running"] = "running"
+    state: Literal["running", "stopped", "finished"] = "running"
     message: str
     run_id: str | None = None
     next_call: str | None = None
+    debug: DebugStop | None = Field(default=None, description="a debug session's next stop")
 
 
 class RunState(Report):
@@ -347,6 +395,7 @@ class RunState(Report):
     test: str | None = None
     exit_status: int | None = None
     next_call: str | None = None
+    debug: DebugStop | None = Field(default=None, description="where a debug session stopped")
 
 
 # Output --------------------------------------------------------------------------------------------

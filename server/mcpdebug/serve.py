@@ -22,6 +22,7 @@ import anyio
 
 from mcpdebug import http_auth
 from mcpdebug.app import DebugServer, build_server
+from mcpdebug.debug.manager import DEFAULT_IDLE_TIMEOUT, Debugger
 from mcpdebug.ingest.recovery import rebuild
 from mcpdebug.ingest.spool import ingest_spool
 from mcpdebug.ingest.websocket import IngestServer
@@ -47,6 +48,7 @@ class ServeConfig:
     security: http_auth.HttpSecurity | None = None  # required with http: see `http_auth.resolve`
     tools: tuple[str, ...] | None = None
     """The tool groups to list (`mcpdebug serve --tools`); None: all of them."""
+    debug_idle_timeout: float = DEFAULT_IDLE_TIMEOUT
 
 
 async def run(config: ServeConfig) -> None:
@@ -95,11 +97,13 @@ async def _run(config: ServeConfig, listener: socket.socket | None) -> None:
             ),
         )
     verifier = http_auth.StaticTokenVerifier(security.token) if security else None
+    debugger = Debugger(store, sessions, runner, idle_timeout=config.debug_idle_timeout)
     app = build_server(
         store,
         sessions,
         runner,
         processes,
+        debugger,
         groups=config.tools,
         read_only=config.read_only,
         token_verifier=verifier,
@@ -117,6 +121,7 @@ async def _run(config: ServeConfig, listener: socket.socket | None) -> None:
                 await app.run_stdio_async()
                 tasks.cancel_scope.cancel()
     finally:
+        await debugger.shutdown()  # before the runner: a debugged run is detached, then ended
         await runner.close()
         await processes.close()  # while ingest still takes the last lines and states they send
         if ingest is not None:

@@ -109,12 +109,15 @@ class IngestServer:
         peer = _peer(ws)
         key: tuple[str, str] | None = None
         try:
-            hello = await self._handshake(ws, peer)
-            if hello is None:
+            accepted = await self._handshake(ws, peer)
+            if accepted is None:
                 return
+            hello, welcome = accepted
             key = (hello.run_id, hello.process)
-            self.connections[key] = ws
+            self.connections[key] = ws  # before the welcome: a welcomed client may rely on it
             self.sessions.connected(key, ws)
+            await ws.send(protocol.encode(welcome).decode())
+            log.info("%s connected: run %s, %s", peer, hello.run_id, hello.process)
             async for message in ws:
                 try:
                     if isinstance(message, str) and message.startswith(protocol.REPLY_PREFIX):
@@ -165,7 +168,10 @@ class IngestServer:
                     except Exception:
                         log.exception("cannot record the end of %s/%s's connection", *key)
 
-    async def _handshake(self, ws: ServerConnection, peer: str) -> protocol.Hello | None:
+    async def _handshake(
+        self, ws: ServerConnection, peer: str
+    ) -> tuple[protocol.Hello, protocol.Welcome] | None:
+        """Read and check the hello; the welcome to send once the connection is registered."""
         try:
             first = await asyncio.wait_for(ws.recv(), HELLO_TIMEOUT)
         except (TimeoutError, asyncio.TimeoutError):
@@ -202,13 +208,11 @@ class IngestServer:
             label=self._label(frame.run_id),
             spool_read=spool_read,
         )
-        await ws.send(protocol.encode(welcome).decode())
         try:
             await asyncio.to_thread(self.store.connection_opened, frame.run_id)
         except sqlite3.Error as exc:
             log.warning("cannot mark run %s running again: %s", frame.run_id, exc)
-        log.info("%s connected: run %s, %s", peer, frame.run_id, frame.process)
-        return frame
+        return frame, welcome
 
     def _label(self, run_id: str) -> str:
         """A process session's assigned label ("" for a test run, or before it registered)."""

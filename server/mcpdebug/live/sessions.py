@@ -37,6 +37,12 @@ class Connection(Protocol):
     async def send(self, message: str) -> None: ...
 
 
+class LocalSession(Protocol):
+    """A live session this server answers itself (a debug session, see `mcpdebug.debug`)."""
+
+    async def handle(self, command: str, arguments: dict[str, Any]) -> dict[str, Any]: ...
+
+
 @dataclass
 class LiveSession:
     id: str
@@ -69,6 +75,7 @@ class Sessions:
         self._pending: dict[int, tuple[tuple[str, str], asyncio.Future[protocol.Reply]]] = {}
         self._ids = itertools.count(1)
         self._changed: asyncio.Event | None = None
+        self._local: dict[str, LocalSession] = {}
 
     # Ingest side --------------------------------------------------------------------------------
 
@@ -135,6 +142,15 @@ class Sessions:
         if not entry[1].done():
             entry[1].set_result(reply)
 
+    def add_local(self, session_id: str, session: LocalSession) -> None:
+        self._local[session_id] = session
+
+    def remove_local(self, session_id: str) -> None:
+        self._local.pop(session_id, None)
+
+    def is_local(self, session_id: str) -> bool:
+        return session_id in self._local
+
     # Queries --------------------------------------------------------------------------------------
 
     def held(self, run_id: str | None = None) -> list[LiveSession]:
@@ -158,15 +174,20 @@ class Sessions:
                 f'wait_for_stop("{ended.run_id}") waits for the run\'s next stop.'
             )
         held = ", ".join(f"{s.id} ({s.nodeid})" for s in self._live.values()) or "none"
+        debugged = ", ".join(self._local) or "none"
         raise SessionError(
-            f"No live session {session_id!r}. Held now: {held}. Tests are held only in runs started with "
-            "--mcp-debug-break or run_tests(break_on_failure=True); list_sessions shows them."
+            f"No live session {session_id!r}. Held now: {held}; debug sessions: {debugged}. Tests are held "
+            "only in runs started with --mcp-debug-break or run_tests(break_on_failure=True); list_sessions "
+            "shows them."
         )
 
     async def request(
         self, session_id: str, command: str, arguments: dict[str, Any], timeout: float = REQUEST_TIMEOUT
     ) -> dict[str, Any]:
         """Ask the held process; returns its result, or raises SessionError with its error."""
+        local = self._local.get(session_id)
+        if local is not None:
+            return await local.handle(command, arguments)
         session = self.get(session_id)
         connection = self._connections.get(session.key)
         if connection is None:

@@ -94,8 +94,16 @@ class Runner:
         self.runs: dict[str, ManagedRun] = {}
 
     async def start(
-        self, args: list[str], cwd: str | None, env: dict[str, str] | None, break_on_failure: bool
+        self,
+        args: list[str],
+        cwd: str | None,
+        env: dict[str, str] | None,
+        break_on_failure: bool,
+        *,
+        debug_env: dict[str, str] | None = None,
+        pass_fds: tuple[int, ...] = (),
     ) -> ManagedRun:
+        """``debug_env`` and ``pass_fds``: a debug run's settings and report pipe (`mcpdebug.debug`)."""
         folder = working_dir(cwd)
         bad = [a for a in args if not isinstance(a, str)]
         if bad:
@@ -118,6 +126,7 @@ class Runner:
             MCPDEBUG_DIR=str(self.store.dir),  # without the server, it spools where this server looks
             PYTHONUNBUFFERED="1",
         )
+        environment.update(debug_env or {})
         log_dir = self.store.dir / "processes"
         log_dir.mkdir(parents=True, exist_ok=True)
         try:
@@ -129,6 +138,7 @@ class Runner:
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.STDOUT,
                 start_new_session=True,  # a Ctrl-C meant for the server does not hit the run
+                pass_fds=pass_fds,
             )
         except OSError as exc:
             raise RunError(f"Could not start {command[0]}: {exc.strerror}") from None

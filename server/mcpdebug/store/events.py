@@ -29,7 +29,7 @@ def touch_run(db: sqlite3.Connection, run_id: str, first: float, last: float, gr
 def _run_started(db: sqlite3.Connection, e: protocol.RunStarted) -> None:
     db.execute(
         "UPDATE runs SET label=?, args=?, rootdir=?, cwd=?, python=?, pytest_version=?, plugin_version=?, "
-        "host=?, pid=?, workers=? WHERE run_id=?",
+        "host=?, pid=?, workers=?, kind=? WHERE run_id=?",
         (
             e.label,
             json.dumps(e.args),
@@ -41,6 +41,7 @@ def _run_started(db: sqlite3.Connection, e: protocol.RunStarted) -> None:
             e.host,
             e.pid,
             e.workers,
+            e.kind,
             e.run_id,
         ),
     )
@@ -186,10 +187,12 @@ def _hang(db: sqlite3.Connection, e: protocol.HangDetected) -> None:
 
 
 def _run_finished(db: sqlite3.Connection, e: protocol.RunFinished) -> None:
-    status = "interrupted" if e.exit_status == 2 else "finished"
+    status = (
+        "interrupted" if e.exit_status == 2 else "finished"
+    )  # pytest's exit status 2; a script's is its own
     db.execute(
-        "UPDATE runs SET status=CASE status WHEN 'killed' THEN 'killed' ELSE ? END, finished=?, duration=?, "
-        "exit_status=?, pytest_counts=? WHERE run_id=?",
+        "UPDATE runs SET status=CASE WHEN status='killed' THEN 'killed' WHEN kind='debug' THEN 'finished' "
+        "ELSE ? END, finished=?, duration=?, exit_status=?, pytest_counts=? WHERE run_id=?",
         (status, e.ts, e.duration, e.exit_status, json.dumps(e.counts), e.run_id),
     )
 

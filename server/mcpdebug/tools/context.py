@@ -20,6 +20,8 @@ import anyio.to_thread
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.types import ToolAnnotations
 
+from mcpdebug.debug import DebugError
+from mcpdebug.debug.manager import Debugger
 from mcpdebug.live.sessions import SessionError, Sessions
 from mcpdebug.processes.managed import ProcessManager
 from mcpdebug.processes.test_runs import RunError, Runner
@@ -62,6 +64,7 @@ class ToolContext:
     sessions: Sessions
     runner: Runner
     processes: ProcessManager
+    debugger: Debugger
 
 
 def tool(annotations: ToolAnnotations) -> Callable[[M], M]:
@@ -89,6 +92,7 @@ class ToolGroup:
         self.store = context.store
         self.sessions = context.sessions
         self.runner = context.runner
+        self.debugger = context.debugger
 
     def tools(self) -> list[tuple[Callable[..., Any], ToolAnnotations]]:
         """The group's tools with their annotations, in the order they are defined."""
@@ -119,7 +123,7 @@ class ToolGroup:
         """Await a live request or a run; what cannot be done becomes an error result."""
         try:
             return await pending
-        except (SessionError, RunError, lookup.NotFound) as exc:
+        except (SessionError, RunError, lookup.NotFound, DebugError) as exc:
             raise ToolError(str(exc)) from None
 
 

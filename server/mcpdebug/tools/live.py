@@ -13,12 +13,15 @@ from typing import Annotated
 
 import anyio.to_thread
 from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
+from mcpdebug.debug import DebugError
 from mcpdebug.live.sessions import SessionError
-from mcpdebug.replies import Continued, Evaluation, RunState
+from mcpdebug.replies import Continued, DebugStop, Evaluation, RunState
 from mcpdebug.tools.args import Cwd, Example, OptionalFrameId, Seconds, SessionId
 from mcpdebug.tools.context import CONTROLS, READ_ONLY, RUNS_CODE, ToolGroup, tool
+from mcpdebug.views import debug as debug_view
 from mcpdebug.views import live as live_view
 from mcpdebug.views import lookup
 from mcpdebug.views import runs as runs_view
@@ -60,17 +63,43 @@ class LiveTools(ToolGroup):
         )
 
     @tool(CONTROLS)
-    async def continue_execution(self, session_id: SessionId) -> Continued:
-        """Resume a held test: it finishes (teardown) and the run goes on to its next stop or its end."""
+    async def continue_execution(
+        self,
+        session_id: SessionId,
+        wait: Annotated[
+            float,
+            Field(
+                ge=0,
+                le=600,
+                description="A debug session: seconds to wait for its next stop before saying it runs. "
+                "Default: 10.",
+            ),
+            Example("30"),
+        ] = 10.0,
+    ) -> Continued:
+        """Resume a held test or a debug session: it runs to its next stop or its end.
+
+        A held test finishes (teardown) and wait_for_stop waits for the run's next stop; a debug
+        session's reply is its next stop, or after ``wait`` seconds that it is running.
+        """
+        if self.debugger.owns(session_id):
+            stop = await self._debug_stop(session_id, "continue", wait)
+            return Continued(
+                state="running" if stop.state == "closed" else stop.state,
+                message=stop.text,
+                run_id=session_id,
+                next_call=stop.next_call,
+                debug=stop.debug,
+            )
         live = self.sessions
         session = live.get(session_id) if session_id in {s.id for s in live.held()} else None
         await self.asking(live.request(session_id, "continue", {}))
         rid = session.run_id if session else "latest"
-        wait = call("wait_for_stop", id=rid)
+        waits = call("wait_for_stop", id=rid)
         return Continued(
-            message=f"Continued session {session_id}; {wait} waits for the run's next stop or end.",
+            message=f"Continued session {session_id}; {waits} waits for the run's next stop or end.",
             run_id=session.run_id if session else None,
-            next_call=wait,
+            next_call=waits,
         )
 
     @tool(RUNS_CODE)
@@ -84,6 +113,9 @@ class LiveTools(ToolGroup):
 
     async def _close(self, identifier: str) -> str:
         live, runs = self.sessions, self.runner
+        if self.debugger.owns(identifier):
+            debugged = await self.debugger.close(identifier)
+            return f"Closed debug session {identifier} (exit code {debugged.exit_code})."
         if identifier in {s.id for s in live.held()}:
             session = live.get(identifier)
             await live.request(identifier, "close", {})
@@ -129,13 +161,37 @@ class LiveTools(ToolGroup):
             Example("true"),
         ] = False,
         timeout: Seconds = None,
+        debug: Annotated[
+            bool,
+            Field(
+                description="Run under debugpy, as a debug session whose id is the run id. Default: false."
+            ),
+            Example("true"),
+        ] = False,
+        breakpoints: Annotated[
+            list[debug_view.BreakpointSpec] | None,
+            Field(description="With debug: breakpoints set before the tests start. Default: none."),
+            Example('[{"file": "src/cart.py", "line": 42, "condition": "total > 100"}]'),
+        ] = None,
+        stop_on_entry: Annotated[
+            bool, Field(description="With debug: stop at the first line. Default: false."), Example("true")
+        ] = False,
     ) -> RunState:
         """Run `pytest --mcp-debug <args>` and return when it finishes or a test is held.
 
         FINISHED gives the exit status, counts and failures; with break_on_failure, STOPPED gives the
         session_id, the test, the exception and the top frame with its locals; with timeout, RUNNING
-        may come first. Each run has its own run id; progress is reported while waiting.
+        may come first. Each run has its own run id; progress is reported while waiting. With debug,
+        it returns at the first stop (a breakpoint, a failing test before its frames unwind, the first
+        line with stop_on_entry) or the end; timeout defaults to 10 s there.
         """
+        if debug:
+            specs = [b.model_dump() for b in breakpoints or []]
+            session = await self.asking(
+                self.debugger.start_tests(args or [], cwd, env, specs, stop_on_entry=stop_on_entry)
+            )
+            await session.wait(0, 10.0 if timeout is None else timeout)
+            return await self._debug_reply(session.id)
         managed = await self.asking(self.runner.start(args or [], cwd, env, break_on_failure))
         return await self._wait(ctx, managed.run_id, timeout)
 
@@ -154,6 +210,9 @@ class LiveTools(ToolGroup):
         timeout: Seconds = None,
     ) -> RunState:
         """Wait until a run holds a failing test or finishes, and say which (as run_tests does)."""
+        if self.debugger.owns(id):
+            await self.debugger.get(id).wait_for_stop(10.0 if timeout is None else timeout)
+            return await self._debug_reply(id)
         store, runs = self.store, self.runner
         run_id = self.sessions.run_of(id) or id
         if run_id == "latest" and runs.runs:  # the run just started here may not have recorded yet
@@ -165,6 +224,31 @@ class LiveTools(ToolGroup):
         if run_id not in runs.runs:
             run_id = await self.stored(lambda: str(lookup.run(store, run_id)["run_id"]))
         return await self._wait(ctx, run_id, timeout)
+
+    async def _debug_stop(self, session_id: str, command: str, wait: float) -> RunState:
+        session = self.debugger.get(session_id)
+        try:
+            await session.execute(command, wait)
+        except DebugError as exc:
+            raise ToolError(str(exc)) from None
+        return await self._debug_reply(session_id)
+
+    async def _debug_reply(self, session_id: str) -> RunState:
+        """A debug session's stop (or end), as a run's stop: its text, and its typed facts in ``debug``."""
+        session = self.debugger.get(session_id)
+        if session.error is not None:
+            raise ToolError(session.error)
+        stop = await debug_view.reply(session, self.store, self.runner)
+        state = {"paused": "stopped", "terminated": "finished"}.get(stop.state, "running")
+        return RunState(
+            text=stop.text,
+            state=state,  # type: ignore[arg-type]
+            run_id=session_id,
+            session_id=session_id,
+            exit_status=stop.exitCode,
+            next_call=stop.next,
+            debug=DebugStop.model_validate(stop.model_dump(include=set(DebugStop.model_fields))),
+        )
 
     async def _wait(self, ctx: Context, run_id: str, timeout: float | None) -> RunState:
         async def progress(elapsed: float, total: float | None, message: str) -> None:

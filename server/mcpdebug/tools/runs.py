@@ -10,6 +10,7 @@ from mcpdebug.replies import ProcessSession, RunSummary, SessionList, TestDetail
 from mcpdebug.tools.args import Example, RunId, Test
 from mcpdebug.tools.context import READ_ONLY, ToolGroup, reads_store, reads_store_resource, tool
 from mcpdebug.tools.server import ToolServer
+from mcpdebug.views import debug as debug_view
 from mcpdebug.views import live as live_view
 from mcpdebug.views import lookup
 from mcpdebug.views import output as output_view
@@ -23,21 +24,27 @@ class RunTools(ToolGroup):
     @tool(READ_ONLY)
     @reads_store
     def list_sessions(self) -> SessionList:
-        """Every recorded session, newest first: test runs, process sessions and held tests.
+        """Every session, newest first: test runs, held tests, debug sessions and process sessions.
 
         Per test run: id, kind, label (its command), status (running, finished, interrupted,
-        crashed), exit status, start, duration, counts. Held tests come with the session_id the live
-        tools take; process sessions (services, log sources) with their label, mode, status, pid,
-        exit code, command and lines stored.
+        crashed), exit status, start, duration, counts. Held tests and debug sessions (created,
+        running, paused and why, terminated, closed) come with the session_id the live tools take;
+        process sessions (services, log sources) with their label, status, pid and exit code.
         """
         held = self.sessions.held()
+        debugged = self.debugger.listed()
         connected = self.sessions.connected_runs()
         process_sessions = self.store.process_sessions()
         runs = [r for r in self.store.runs() if r["kind"] != "process"]
-        parts = (live_view.held_sessions(held), processes_view.sessions_text(process_sessions, connected))
+        parts = (
+            live_view.held_sessions(held),
+            debug_view.sessions_text(debugged),
+            processes_view.sessions_text(process_sessions, connected),
+        )
         text = "".join(part + "\n\n" for part in parts if part) + runs_view.sessions(runs)
         reply = SessionList(
             held=live_view.held_rows(held),
+            debug=[debug_view.session_info(s) for s in debugged],
             processes=[ProcessSession(**processes_view.row(s, connected)) for s in process_sessions],
             sessions=runs_view.session_rows(runs),
         )

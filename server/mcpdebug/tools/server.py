@@ -142,7 +142,9 @@ def bounded(message: str, limit: int = MAX_ERROR_CHARS) -> str:
     return message[: limit - len(note)] + note
 
 
-def _result(reply: Reply) -> CallToolResult:
+def _result(reply: Reply | CallToolResult) -> CallToolResult:
+    if isinstance(reply, CallToolResult):  # a tool that builds its own (its annotation names the model)
+        return reply
     return CallToolResult(
         content=[TextContent(type="text", text=reply.render())], structured_content=reply.structured()
     )

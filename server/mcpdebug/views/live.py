@@ -43,6 +43,9 @@ async def inspect(sessions: Sessions, session_id: str, command: str, **arguments
 async def source(
     sessions: Sessions, store: Store, session_id: str, file: str, line: int, lines_context: int
 ) -> SourceContext:
+    if sessions.is_local(session_id):  # a debug session: its folder and the files of its stop
+        where = await sessions.request(session_id, "files", {})
+        return source_context(where["root"], where["files"], file, line, lines_context)
     session = sessions.get(session_id)
     stack = await sessions.request(session_id, "stack", {"include_library": True})
     run = await asyncio.to_thread(store.run, session.run_id)

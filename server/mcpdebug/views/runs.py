@@ -67,7 +67,7 @@ def status_text(run: dict[str, Any]) -> str:
             f", last exit status {run['exit_status']}" if run.get("exit_status") is not None else ""
         )
     if run.get("exit_status") is not None:
-        meaning = _EXIT_MEANINGS.get(run["exit_status"], "")
+        meaning = _EXIT_MEANINGS.get(run["exit_status"], "") if run.get("kind", "pytest") == "pytest" else ""
         status += f", exit status {run['exit_status']}" + (f" ({meaning})" if meaning else "")
     elif status == "crashed":
         status += " (its process died without finishing the run)"

@@ -1,0 +1,140 @@
+"""Starting and ending a debugged process: the launcher's command, its report, its process group.
+
+A debuggee is started in a process group of its own, so ending it ends what it started too, and
+reports on an inherited pipe: one JSON line with debugpy's port (or why it could not start), written
+by `pytest_mcpdebug.debug.launcher`. The pipe closes when the debuggee reports or dies, so reading
+it never waits on a process that is gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+from pathlib import Path
+from typing import Any, Final
+
+from pytest_mcpdebug.debug import launcher
+
+LAUNCHER: Final = Path(launcher.__file__).resolve()
+PACKAGE: Final = LAUNCHER.parent.parent
+"""pytest_mcpdebug's folder: its frames are hidden from the debugger (DAP ``rules``)."""
+DEBUGGEE_ENV: Final = {
+    "PYTHONUNBUFFERED": "1",  # output reaches the store as it is written
+    "PYDEVD_DISABLE_FILE_VALIDATION": "1",  # no "frozen modules" warning in the debuggee's stderr
+}
+# Timeouts
+END_GRACE: Final = 2.0
+"""After SIGTERM, how long a debuggee may take to exit before SIGKILL."""
+END_GRACE_TESTS: Final = 3.0
+"""After SIGINT, how long pytest may take to report the interrupted run (traced, it is slower)."""
+
+
+class DebuggeeError(Exception):
+    """The debuggee could not be started; the message says why and what to do."""
+
+
+INITIALIZE: Final = {
+    "clientID": "mcpdebug",
+    "clientName": "mcpdebug",
+    "adapterID": "debugpy",
+    "pathFormat": "path",
+    "linesStartAt1": True,
+    "columnsStartAt1": True,
+    "supportsVariableType": True,
+}
+
+
+def attach_arguments(stop_on_entry: bool, just_my_code: bool) -> dict[str, Any]:
+    """The ``attach`` (or ``launch``) request's arguments, as pydevd reads them."""
+    return {
+        "justMyCode": just_my_code,
+        "stopOnEntry": stop_on_entry,
+        "rules": hidden_code(),
+        "redirectOutput": False,
+        "showReturnValue": False,
+        "breakOnSystemExit": [],  # sys.exit(n) ends a script; it is not an exception to stop at
+    }
+
+
+def hidden_code() -> list[dict[str, Any]]:
+    """DAP ``rules``: the plugin and the launcher are not the user's code (no stops, no frames)."""
+    return [{"path": str(PACKAGE), "include": False}]
+
+
+async def spawn_script(
+    executable: str, target: list[str], args: list[str], cwd: Path
+) -> tuple[asyncio.subprocess.Process, int]:
+    """Start ``target`` (a script path, or ``["-m", module]``) under the launcher; returns the process
+    and the read end of its report pipe."""
+    read, write = os.pipe()
+    command = [
+        executable,
+        str(LAUNCHER),
+        "--report",
+        str(write),
+        "--parent",
+        str(os.getpid()),
+        *target,
+        *args,
+    ]
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *command,
+            cwd=cwd,
+            env={**os.environ, **DEBUGGEE_ENV},
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            pass_fds=(write,),
+            start_new_session=True,
+        )
+    except OSError as exc:
+        os.close(read)
+        raise DebuggeeError(f"Could not start {executable}: {exc.strerror}; check executable_path.") from None
+    finally:
+        os.close(write)
+    return process, read
+
+
+async def read_report(fd: int, timeout: float | None) -> dict[str, Any] | None:
+    """The debuggee's report, or None if it ended without one. Closes ``fd``."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    transport, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(fd, "rb", buffering=0)
+    )
+    try:
+        line = await asyncio.wait_for(reader.readline(), timeout)
+    finally:
+        transport.close()
+    if not line.strip():
+        return None
+    try:
+        report: dict[str, Any] = json.loads(line)
+    except ValueError:
+        return {"error": f"the debuggee reported something unexpected: {line[:200]!r}"}
+    return report
+
+
+async def end(
+    process: asyncio.subprocess.Process, first: signal.Signals = signal.SIGTERM, grace: float = END_GRACE
+) -> int | None:
+    """End a debuggee's process group: ``first``, then SIGKILL after ``grace``; returns its exit code."""
+    if process.returncode is None:
+        _signal_group(process.pid, first)
+        try:
+            await asyncio.wait_for(process.wait(), grace)
+        except (TimeoutError, asyncio.TimeoutError):
+            _signal_group(process.pid, signal.SIGKILL)
+            with contextlib.suppress(TimeoutError, asyncio.TimeoutError):
+                await asyncio.wait_for(process.wait(), END_GRACE)
+    _signal_group(process.pid, signal.SIGKILL)  # what it started and left behind goes with it
+    return process.returncode
+
+
+def _signal_group(pid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)

@@ -1,0 +1,113 @@
+"""Helpers of the debug tests: a server with a debugger wired as `mcpdebug serve` wires it, and calls."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import Client
+
+from conftest import FIXTURES
+from mcpdebug.app import build_server
+from mcpdebug.debug.manager import Debugger
+from mcpdebug.ingest.websocket import IngestServer
+from mcpdebug.live.sessions import Sessions
+from mcpdebug.processes.test_runs import Runner
+from mcpdebug.store import Store
+
+SCRIPTS = FIXTURES / "debug" / "scripts"
+CALL_DEADLINE = 30.0
+
+
+def line_of(path: Path, mark: str) -> int:
+    """The line marked ``# mark: <mark>`` in a fixture file."""
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if re.search(rf"# mark: {re.escape(mark)}\b", line):
+            return number
+    raise AssertionError(f"no '# mark: {mark}' in {path}")
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie (exited, not yet reaped by its parent) is not running
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def structured(result: Any) -> dict[str, Any]:
+    """A reply's data: the typed object, or a JSON text reply of the untyped tools parsed."""
+    data = result.structured_content
+    if set(data) == {"result"} and isinstance(data["result"], str) and data["result"].startswith("{"):
+        parsed: dict[str, Any] = json.loads(data["result"])
+        return parsed
+    return dict(data)
+
+
+@dataclass
+class Debug:
+    client: Client
+    debugger: Debugger
+    store: Store
+
+    async def call(self, tool: str, **arguments: Any) -> dict[str, Any]:
+        with anyio.fail_after(CALL_DEADLINE):
+            result = await self.client.call_tool(tool, arguments)
+        assert not result.is_error, result.content[0].text
+        return structured(result)
+
+    async def text(self, tool: str, **arguments: Any) -> str:
+        with anyio.fail_after(CALL_DEADLINE):
+            result = await self.client.call_tool(tool, arguments)
+        assert not result.is_error, result.content[0].text
+        text: str = result.content[0].text
+        return text
+
+    async def error(self, tool: str, **arguments: Any) -> str:
+        with anyio.fail_after(CALL_DEADLINE):
+            result = await self.client.call_tool(tool, arguments)
+        text: str = result.content[0].text
+        assert result.is_error, text
+        return text
+
+    async def script(self, script: str, *args: str, **launch: Any) -> tuple[str, dict[str, Any]]:
+        """A started script session: its id and start_debugging's reply (breakpoints set by ``launch``)."""
+        breakpoints = launch.pop("breakpoints", [])
+        created = await self.call("create_debug_session", name=Path(script).stem)
+        sid = created["sessionId"]
+        for bp in breakpoints:
+            await self.call("set_breakpoint", session_id=sid, **bp)
+        reply = await self.call(
+            "start_debugging", session_id=sid, script_path=script, args=list(args), **launch
+        )
+        return sid, reply
+
+
+@asynccontextmanager
+async def debug_server(directory: Path, root: Path, *, idle_timeout: float = 1800.0) -> AsyncIterator[Debug]:
+    """The MCP server of `mcpdebug serve` in this event loop: ingest, runner, debugger, in-memory client."""
+    store = Store(directory)
+    sessions = Sessions(store)
+    ingest = IngestServer(store, sessions=sessions)
+    url = await ingest.start()
+    runner = Runner(store, sessions, url=url, token=ingest.token)
+    debugger = Debugger(store, sessions, runner, idle_timeout=idle_timeout, root=root)
+    try:
+        async with Client(build_server(store, sessions, runner, debugger=debugger)) as client:
+            yield Debug(client, debugger, store)
+    finally:
+        with anyio.fail_after(30):
+            await debugger.shutdown()
+            await runner.close()
+            await ingest.close()
+        store.close()
