@@ -32,6 +32,11 @@ VALID: dict[str, Any] = {  # a value every required argument may take while anot
     "command": "/no/such/program --serve",  # start_process fails to start it, whatever else is wrong
     "action": "restart",
     "input": "hello\n",
+    "breakpoint_id": "bp1",
+    "watch_id": "w1",
+    "script_path": "no_such_script.py",
+    "filters": ["uncaught"],
+    "enabled": True,
 }
 CODE = {"command", "expression", "args", "tests", "env", "input"}
 """Free-form arguments of the tools that run code: only wrong types are sent (a well-typed value
@@ -39,8 +44,8 @@ would run it)."""
 CLEAN = re.compile(
     r"must be|is required|has no argument|Unknown (run|outcome)|No test matching|No session|No live session|"
     r"No frame|No variablesReference|outside|not a directory|Invalid|is empty|past the end|"
-    r"is not (a time|valid|a file path)|has lines|no failure|catastrophically|did not fail|matches several|"
-    r"does not ingest (runs|live sessions)|No process session|not a process session|process session"
+    r"is not (a time|valid|a file path|an executable)|has lines|no failure|catastrophically|did not fail|matches several|"
+    r"does not ingest (runs|live sessions)|No debug session|No process session|not a process session|process session"
 )
 """What an error says about what is valid (checked on every reply)."""
 HUGE = (10**30, -(10**30), 2**63, -(2**63))
@@ -69,6 +74,8 @@ def hostile(name: str, schema: dict[str, Any]) -> st.SearchStrategy[Any]:
         return st.one_of(wrong, st.sampled_from(sorted(set(bad))))
     if "boolean" in kinds:
         return st.one_of(wrong, st.sampled_from(["maybe", "", 2]))
+    if name == "name":  # a free-form label: only its type and length are checked
+        return st.one_of(wrong, st.sampled_from(["", "x" * 50_000]))
     if name in ("pattern",):
         return st.sampled_from(["", "x" * 5_000, "(unclosed", "[z-a]"])
     if name == "cwd":

@@ -36,7 +36,14 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BlockingP
 def tools(served: tuple[BlockingPortal, Client, Store]) -> list[Any]:
     """The server's own tools/list: every tool it lists gets hostile calls."""
     portal, client, _ = served
-    return list(portal.call(client.list_tools).tools)
+    return Listed(portal.call(client.list_tools).tools)
+
+
+class Listed(list):  # type: ignore[type-arg]
+    """The tools, with a short repr in hypothesis's report of a failing example."""
+
+    def __repr__(self) -> str:
+        return f"<{len(self)} tools>"
 
 
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -24,6 +24,7 @@ from mcpdebug.live.sessions import Sessions
 from mcpdebug.processes.managed import ProcessManager
 from mcpdebug.processes.test_runs import Runner
 from mcpdebug.store import Store
+from mcpdebug.tools.debug import DebugTools
 
 pytestmark = pytest.mark.anyio
 
@@ -159,7 +160,7 @@ async def test_every_tool_is_described_typed_and_its_replies_validate(recorded_d
         live = {"detect_hang", "evaluate_expression", "continue_execution", "close_session"}
         live |= {"run_tests", "wait_for_stop"}  # called on a live run in test_live_tools_replies_validate
         live |= {"start_process", "control_process", "send_stdin"}  # and on a live process there
-        assert called | live == set(tools)
+        assert called | live | DEBUG_TOOLS == set(tools)  # the debug tools: test_debug_tools_replies_validate
 
 
 async def test_errors_are_one_line_an_agent_can_act_on(recorded_dir: Path) -> None:
@@ -321,3 +322,44 @@ async def test_live_tools_replies_validate(pytester: pytest.Pytester) -> None:
             await runner.close()
             await ingest.close()
         store.close()
+
+
+async def test_debug_tools_replies_validate(tmp_path: Path) -> None:
+    """The debugpy tools (issue 12) on a real script, every reply validated against its outputSchema."""
+    from debug_helpers import SCRIPTS, debug_server, line_of
+
+    script = SCRIPTS / "rounds.py"
+    async with debug_server(tmp_path / ".mcpdebug", SCRIPTS) as debug:
+        tools = {t.name: t for t in (await debug.client.list_tools()).tools}
+        schema = {name: tool.output_schema for name, tool in tools.items()}
+        called: set[str] = set()
+
+        async def call(tool_name: str, /, **arguments: Any) -> dict[str, Any]:
+            called.add(tool_name)
+            with anyio.fail_after(60):
+                return checked(await debug.client.call_tool(tool_name, arguments), schema[tool_name])
+
+        sid = (await call("create_debug_session", name="rounds"))["sessionId"]
+        bp = await call("set_breakpoint", session_id=sid, file=str(script), line=line_of(script, "visit"))
+        await call("toggle_breakpoint", session_id=sid, breakpoint_id=bp["breakpointId"], enabled=False)
+        await call("toggle_breakpoint", session_id=sid, breakpoint_id=bp["breakpointId"], enabled=True)
+        await call("set_exception_breakpoints", session_id=sid, filters=["uncaught"])
+        watch = await call("add_watch", session_id=sid, expression="i * 2")
+        stop = await call("start_debugging", session_id=sid, script_path=str(script), args=["1"])
+        assert stop["state"] == "paused" and stop["reason"] == "breakpoint"
+        assert (await call("list_breakpoints", session_id=sid))["count"] == 1
+        assert (await call("list_watches", session_id=sid))["watches"][0]["expression"] == "i * 2"
+        assert (await call("step_over", session_id=sid))["state"] == "paused"
+        await call("step_into", session_id=sid)
+        await call("step_out", session_id=sid)
+        await call("remove_watch", session_id=sid, watch_id=watch["watchId"])
+        await call("remove_breakpoint", session_id=sid, breakpoint_id=bp["breakpointId"])
+        resumed = await call("continue_execution", session_id=sid, wait=0.5)
+        assert resumed["debug"]["sessionId"] == sid
+        await call("pause_execution", session_id=sid)
+        assert any(s["id"] == sid for s in (await call("list_debug_sessions"))["sessions"])
+        assert (await call("close_debug_session", session_id=sid))["sessionId"] == sid
+        assert called >= DEBUG_TOOLS
+
+
+DEBUG_TOOLS = {name for name, value in vars(DebugTools).items() if hasattr(value, "__mcp_tool__")}

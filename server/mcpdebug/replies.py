@@ -193,14 +193,19 @@ class WatchChange(BaseModel):
 
 
 class DebugStop(BaseModel):
-    """Where a debug session stopped: the typed facts of its reply's text."""
+    """Where a debug session is after a start, a step, continue or pause: the typed facts of the
+    reply's text, as the debug tools give them."""
 
+    sessionId: str
+    state: Literal["starting", "running", "paused", "terminated"]
     reason: str | None = Field(default=None, description="breakpoint, step, exception, pause or entry")
     location: Location | None = None
     breakpointId: str | None = None
     exception: str | None = None
     locals: list[Variable] = Field(default_factory=list, description="the top frame's, the first 20")
     watchesChanged: list[WatchChange] = Field(default_factory=list)
+    exitCode: int | None = None
+    next: str = Field(description="what to call next")
 
 
 class SessionList(Data):
@@ -323,7 +328,7 @@ class Scope(BaseModel):
     name: str
     variablesReference: int
     expensive: bool = False
-    count: int
+    count: int | None = Field(default=None, description="its variables (a debug session does not count)")
 
 
 class Scopes(Data):

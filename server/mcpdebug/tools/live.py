@@ -247,7 +247,7 @@ class LiveTools(ToolGroup):
             session_id=session_id,
             exit_status=stop.exitCode,
             next_call=stop.next,
-            debug=DebugStop.model_validate(stop.model_dump(include=set(DebugStop.model_fields))),
+            debug=DebugStop.model_validate(stop.model_dump(exclude={"text"})),
         )
 
     async def _wait(self, ctx: Context, run_id: str, timeout: float | None) -> RunState:
