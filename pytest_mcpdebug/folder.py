@@ -67,6 +67,9 @@ def find_store(start: Path) -> Path | None:
     return None
 
 
+COVERAGE_DIR: Final = "coverage"
+"""Per-test coverage (``--mcp-debug-coverage``): ``<run id>.coverage``, a coverage.py data file with a
+context per test, and while an xdist run lasts ``<run id>/<process>.coverage`` per worker."""
 PARENT_RUN_ENV: Final = "MCPDEBUG_PARENT_RUN"
 PARENT_WORKER_ENV: Final = "MCPDEBUG_PARENT_WORKER"
 """Set by a recording test process for the processes its tests start: a `mcpdebug run` session
@@ -94,6 +97,16 @@ def ensure_dir(path: Path) -> Path:
 
 def spool_dir(path: Path) -> Path:
     return path / SPOOL_DIR
+
+
+def coverage_file(path: Path, run_id: str) -> Path:
+    """The run's combined coverage data file."""
+    return path / COVERAGE_DIR / f"{run_id}.coverage"
+
+
+def coverage_parts(path: Path, run_id: str) -> Path:
+    """The folder of a run's per-process coverage data files (xdist workers), until combined."""
+    return path / COVERAGE_DIR / run_id
 
 
 def pid_alive(pid: int) -> bool:

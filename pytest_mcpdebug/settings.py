@@ -58,6 +58,17 @@ SAMPLE_HELP: Final = "Seconds between the watchdog's samples of a running test's
 SESSION_TIMEOUT_HELP: Final = (
     "End the whole run after this many seconds, recording where the running tests are (0: none)."
 )
+COVERAGE_HELP: Final = (
+    "Record which lines of the project's own code each test runs (coverage.py, a context per test), so "
+    "get_suspects ranks the lines failing tests ran and passing ones did not; implies --mcp-debug. "
+    "Costs what coverage with per-test contexts costs."
+)
+COVERAGE_TESTS_HELP: Final = "With --mcp-debug-coverage: measure the test files too (left out by default)."
+TRACE_HELP: Final = (
+    "Record how the values of each selected test's locals changed, line by line, in the project's own "
+    "code (for get_history; slow: meant for one test, as trace_test runs it); implies --mcp-debug."
+)
+TRACE_WATCH_HELP: Final = "With --mcp-debug-trace: record only these names (comma-separated)."
 HANG_ACTIONS: Final = ("fail", "pause", "exit")
 DEFAULT_HANG_GRACE: Final = 3.0
 DEFAULT_SAMPLE_INTERVAL: Final = 0.1
@@ -71,6 +82,10 @@ ENV_SAMPLE: Final = "MCPDEBUG_SAMPLE_INTERVAL"
 ENV_SESSION_TIMEOUT: Final = "MCPDEBUG_SESSION_TIMEOUT"
 ENV_BREAK: Final = "MCPDEBUG_BREAK"
 ENV_BREAK_TIMEOUT: Final = "MCPDEBUG_BREAK_TIMEOUT"
+ENV_COVERAGE: Final = "MCPDEBUG_COVERAGE"
+ENV_COVERAGE_TESTS: Final = "MCPDEBUG_COVERAGE_TESTS"
+ENV_TRACE: Final = "MCPDEBUG_TRACE"
+ENV_TRACE_WATCH: Final = "MCPDEBUG_TRACE_WATCH"
 ENV_RUN_ID: Final = "MCPDEBUG_RUN_ID"
 """Set by `mcpdebug serve`'s run_tests: the id the run must have, so the server can follow it."""
 ENV_DIR: Final = "MCPDEBUG_DIR"
@@ -118,6 +133,28 @@ def addoption(parser: pytest.Parser) -> None:
         dest="mcpdebug_session_timeout",
         help=SESSION_TIMEOUT_HELP,
     )
+    group.addoption(
+        "--mcp-debug-coverage",
+        action="store_true",
+        default=None,
+        dest="mcpdebug_coverage",
+        help=COVERAGE_HELP,
+    )
+    group.addoption(
+        "--mcp-debug-coverage-tests",
+        action="store_true",
+        default=None,
+        dest="mcpdebug_coverage_tests",
+        help=COVERAGE_TESTS_HELP,
+    )
+    group.addoption(
+        "--mcp-debug-trace", action="store_true", default=None, dest="mcpdebug_trace", help=TRACE_HELP
+    )
+    group.addoption(
+        "--mcp-debug-trace-watch", metavar="NAMES", dest="mcpdebug_trace_watch", help=TRACE_WATCH_HELP
+    )
+    parser.addini("mcpdebug_coverage", type="bool", default=False, help=COVERAGE_HELP)
+    parser.addini("mcpdebug_coverage_tests", type="bool", default=False, help=COVERAGE_TESTS_HELP)
     parser.addini("mcpdebug_timeout", help=TIMEOUT_HELP)
     parser.addini("mcpdebug_timeout_func_only", type="bool", default=False, help=FUNC_ONLY_HELP)
     parser.addini("mcpdebug_hang_action", help=HANG_ACTION_HELP)
@@ -141,7 +178,7 @@ def _parse_bool(value: str, where: str) -> bool:
 
 
 def is_enabled(config: pytest.Config) -> bool:
-    if config.getoption("mcpdebug") or breaks(config):
+    if config.getoption("mcpdebug") or breaks(config) or coverage(config) or traces(config):
         return True
     timeout, _ = _first(config, "mcpdebug_timeout", ENV_TIMEOUT)
     if timeout and timeout.strip().lower() not in ("0", "none", "off"):
@@ -160,6 +197,26 @@ def breaks(config: pytest.Config) -> bool:
     if env is not None:
         return _parse_bool(env, f"environment variable {ENV_BREAK}")
     return bool(config.getini("mcpdebug_break"))
+
+
+def _flag(config: pytest.Config, name: str, env: str, *, ini: bool = True) -> bool:
+    """A flag by precedence: CLI > environment > ini."""
+    if config.getoption(name):
+        return True
+    raw = os.environ.get(env)
+    if raw is not None:
+        return _parse_bool(raw, f"environment variable {env}")
+    return bool(config.getini(name)) if ini else False
+
+
+def coverage(config: pytest.Config) -> bool:
+    """--mcp-debug-coverage > MCPDEBUG_COVERAGE > ini mcpdebug_coverage."""
+    return _flag(config, "mcpdebug_coverage", ENV_COVERAGE)
+
+
+def traces(config: pytest.Config) -> bool:
+    """--mcp-debug-trace > MCPDEBUG_TRACE (set by the server's trace_test)."""
+    return _flag(config, "mcpdebug_trace", ENV_TRACE, ini=False)
 
 
 def _break_timeout(config: pytest.Config) -> float:
@@ -236,6 +293,26 @@ def _run_id() -> str | None:
 
 
 @dataclass(frozen=True)
+class DiagnosisSettings:
+    """What the opt-in diagnosis parts record; handed to xdist workers like the rest."""
+
+    coverage: bool = False
+    coverage_tests: bool = False
+    trace: bool = False
+    trace_watch: tuple[str, ...] = ()
+
+
+def diagnosis_settings(config: pytest.Config) -> DiagnosisSettings:
+    watch, _ = _first(config, "mcpdebug_trace_watch", ENV_TRACE_WATCH, ini=False)
+    return DiagnosisSettings(
+        coverage=coverage(config),
+        coverage_tests=_flag(config, "mcpdebug_coverage_tests", ENV_COVERAGE_TESTS),
+        trace=traces(config),
+        trace_watch=tuple(n.strip() for n in watch.split(",") if n.strip()),
+    )
+
+
+@dataclass(frozen=True)
 class Settings:
     dir: Path
     url: str | None
@@ -247,6 +324,7 @@ class Settings:
     run_id: str | None = None
     """A run id chosen by whoever started pytest (`run_tests`); None: a new one."""
     hangs: HangSettings = HangSettings()
+    diagnosis: DiagnosisSettings = DiagnosisSettings()
 
 
 def resolve(config: pytest.Config) -> Settings:
@@ -281,17 +359,20 @@ def resolve(config: pytest.Config) -> Settings:
         break_timeout=_break_timeout(config),
         run_id=_run_id(),
         hangs=hang_settings(config),
+        diagnosis=diagnosis_settings(config),
     )
 
 
-def _first(config: pytest.Config, name: str, env: str) -> tuple[str, str]:
+def _first(config: pytest.Config, name: str, env: str, *, ini: bool = True) -> tuple[str, str]:
     """The value of an option by precedence, with a description of where it came from."""
     value = config.getoption(name)
     if value:
         return str(value), "--" + name.replace("_", "-").replace("mcpdebug", "mcp-debug")
     if os.environ.get(env):
         return os.environ[env], f"environment variable {env}"
-    ini = config.getini(name)
-    if ini:
-        return str(ini), f"ini option {name}"
+    if not ini:
+        return "", ""
+    ini_value = config.getini(name)
+    if ini_value:
+        return str(ini_value), f"ini option {name}"
     return "", ""

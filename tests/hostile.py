@@ -45,7 +45,7 @@ CLEAN = re.compile(
     r"must be|is required|has no argument|Unknown (run|outcome)|No test matching|No session|No live session|"
     r"No frame|No variablesReference|outside|not a directory|Invalid|is empty|past the end|"
     r"is not (a time|valid|a file path|an executable)|has lines|no failure|catastrophically|did not fail|matches several|"
-    r"does not ingest (runs|live sessions)|No debug session|No process session|not a process session|process session"
+    r"does not ingest (runs|live sessions)|No debug session|No value trace|No recorded run has|No process session|not a process session|process session"
 )
 """What an error says about what is valid (checked on every reply)."""
 HUGE = (10**30, -(10**30), 2**63, -(2**63))

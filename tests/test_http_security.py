@@ -33,6 +33,7 @@ RUNS_CODE_TOOLS = {
     "evaluate_expression",
     "continue_execution",
     "close_session",
+    "trace_test",
     "start_process",
     "control_process",
     "send_stdin",

@@ -185,6 +185,50 @@ EVENT_STRATEGIES: dict[type, st.SearchStrategy[Any]] = {
         ended=st.booleans(),
     ),
     ProcessFinished: _event(ProcessFinished, events=ints),
+    protocol.CodeVersion: _event(protocol.CodeVersion, commit=texts, changes=texts, note=texts),
+    protocol.CoverageRecorded: _event(
+        protocol.CoverageRecorded,
+        worker=texts,
+        path=texts,
+        tests=ints,
+        files=ints,
+        combined=st.booleans(),
+        note=texts,
+    ),
+    protocol.ValueTrace: _event(
+        protocol.ValueTrace,
+        nodeid=texts,
+        worker=texts,
+        outcome=texts,
+        trace=st.builds(
+            protocol.Trace,
+            backend=texts,
+            files=st.lists(texts, max_size=3),
+            functions=st.lists(texts, max_size=3),
+            steps=st.lists(
+                st.builds(
+                    protocol.TraceStep,
+                    index=ints,
+                    kind=st.sampled_from(["call", "set", "return", "raise"]),
+                    frame=ints,
+                    file=ints,
+                    line=ints,
+                    function=ints,
+                    name=texts,
+                    value=texts,
+                    caller=ints,
+                    at=ints,
+                ),
+                max_size=4,
+            ),
+            lines=ints,
+            head=ints,
+            dropped=ints,
+            watch=st.lists(texts, max_size=2),
+            duration=floats,
+            error=texts,
+        ),
+    ),
 }
 events = st.one_of(*EVENT_STRATEGIES.values())
 hellos = st.builds(
@@ -374,7 +418,7 @@ def test_optional_fields_take_their_defaults_when_absent() -> None:
 
 def test_event_types_lists_every_event_tag() -> None:
     assert set(protocol.EVENT_TYPES) == {c.__struct_config__.tag for c in EVENT_CLASSES}
-    assert len(protocol.EVENT_TYPES) == 16
+    assert len(protocol.EVENT_TYPES) == 19
     assert "output" in protocol.EVENT_TYPES
     assert "hello" not in protocol.EVENT_TYPES
 

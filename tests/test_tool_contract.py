@@ -62,7 +62,15 @@ def recorded_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     project = SuiteCopier(tmp_path_factory.mktemp("contract"))("failing")
     (project / "test_unittest_objects.py").write_text(UNITTEST_AND_OBJECTS)
     subprocess.run(
-        [sys.executable, "-m", "pytest", *FAST, "--mcp-debug", "--continue-on-collection-errors"],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            *FAST,
+            "--mcp-debug",
+            "--mcp-debug-coverage",
+            "--continue-on-collection-errors",
+        ],
         cwd=project,
         capture_output=True,
         timeout=120,
@@ -101,8 +109,8 @@ async def test_every_tool_is_described_typed_and_its_replies_validate(recorded_d
 
         schema = {name: tool.output_schema for name, tool in tools.items()}
 
-        async def call(name: str, **arguments: Any) -> dict[str, Any]:
-            return checked(await client.call_tool(name, arguments), schema[name])
+        async def call(tool_name: str, /, **arguments: Any) -> dict[str, Any]:
+            return checked(await client.call_tool(tool_name, arguments), schema[tool_name])
 
         sessions = await call("list_sessions")
         assert sessions["sessions"][0]["run_id"] == run_id and sessions["held"] == []
@@ -154,12 +162,20 @@ async def test_every_tool_is_described_typed_and_its_replies_validate(recorded_d
             logs["total_results"] == 3 and logs["lines"][0]["test"] == "test_mixed.py::test_output_then_fail"
         )
 
+        suspects = await call("get_suspects", top=3)
+        assert suspects["run_id"] == run_id and len(suspects["suspects"]) <= 3
+        history = await call("get_test_history", test="test_output_then_fail")
+        assert "test_output_then_fail" in history["text"]
+        assert "text" in await call("list_flaky")
+
         called = {"list_sessions", "get_run_summary", "list_tests", "get_test", "get_failure"}
+        called |= {"get_suspects", "get_test_history", "list_flaky"}
         called |= {"get_stack_trace", "get_scopes", "get_variables", "get_local_variables"}
         called |= {"get_source_context", "get_hang", "get_output", "search_output", "get_logs"}
         live = {"detect_hang", "evaluate_expression", "continue_execution", "close_session"}
         live |= {"run_tests", "wait_for_stop"}  # called on a live run in test_live_tools_replies_validate
         live |= {"start_process", "control_process", "send_stdin"}  # and on a live process there
+        live |= {"trace_test", "get_history"}  # and on a live run's test
         assert called | live | DEBUG_TOOLS == set(tools)  # the debug tools: test_debug_tools_replies_validate
 
 
@@ -239,7 +255,7 @@ async def test_tool_groups_list_only_what_was_chosen(recorded_dir: Path, tmp_pat
     async with Client(build_server(store, groups=["hangs", "output"])) as client:
         names = {t.name for t in (await client.list_tools()).tools}
     assert names == {"get_hang", "detect_hang", "get_output", "search_output", "get_logs"}
-    assert set(GROUPS) == {"runs", "failures", "hangs", "live", "output", "processes", "debug"}
+    assert set(GROUPS) == {"runs", "failures", "hangs", "live", "output", "processes", "debug", "diagnosis"}
     bad = subprocess.run(
         [MCPDEBUG, "serve", "--dir", str(recorded_dir), "--tools", "runs,nope"],
         capture_output=True,
@@ -250,7 +266,7 @@ async def test_tool_groups_list_only_what_was_chosen(recorded_dir: Path, tmp_pat
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines()[-1] == (
         "mcpdebug serve: unknown tool group 'nope'; the groups are runs, failures, hangs, live, output, "
-        "processes, debug"
+        "processes, debug, diagnosis"
     )
 
 
@@ -285,9 +301,9 @@ async def test_live_tools_replies_validate(pytester: pytest.Pytester) -> None:
         async with Client(build_server(store, sessions, runner, processes)) as client:
             schema = {t.name: t.output_schema for t in (await client.list_tools()).tools}
 
-            async def call(name: str, **arguments: Any) -> dict[str, Any]:
+            async def call(tool_name: str, /, **arguments: Any) -> dict[str, Any]:
                 with anyio.fail_after(60):
-                    return checked(await client.call_tool(name, arguments), schema[name])
+                    return checked(await client.call_tool(tool_name, arguments), schema[tool_name])
 
             args = [*FAST, "--mcp-debug-break-timeout", "60"]
             stopped = await call("run_tests", args=args, cwd=str(pytester.path), break_on_failure=True)
@@ -311,6 +327,12 @@ async def test_live_tools_replies_validate(pytester: pytest.Pytester) -> None:
             assert continued["state"] == "running" and continued["run_id"] == run_id
             finished = await call("wait_for_stop", id=run_id, timeout=50)
             assert finished["state"] == "finished" and finished["exit_status"] == 1
+            traced = await call("trace_test", test="test_live.py::test_fails", run_id=run_id, timeout=60)
+            assert "basket" in traced["text"]
+            assert (
+                "basket"
+                in (await call("get_history", test="test_live.py::test_fails", name="basket"))["text"]
+            )
             closed = await call("close_session", session_id=run_id)
             assert closed["state"] == "closed" and "had already ended" in closed["text"]
             detected = await call(

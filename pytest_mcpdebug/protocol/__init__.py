@@ -58,8 +58,10 @@ from pytest_mcpdebug.protocol.frames import (
     STREAMS,
     Ack,
     ClientFrame,
+    CodeVersion,
     CollectionError,
     CollectionFinished,
+    CoverageRecorded,
     Event,
     EventBase,
     FailureSnapshot,
@@ -83,6 +85,7 @@ from pytest_mcpdebug.protocol.frames import (
     SessionStarted,
     TestFinished,
     TestStarted,
+    ValueTrace,
     Welcome,
     is_run_id,
 )
@@ -99,6 +102,7 @@ from pytest_mcpdebug.protocol.payloads import (
     SnapshotFrame,
     SnapshotVar,
 )
+from pytest_mcpdebug.protocol.trace import Trace, TraceStep
 
 __all__ = [
     "CLOSE_MALFORMED",
@@ -118,8 +122,10 @@ __all__ = [
     "STREAMS",
     "Ack",
     "ClientFrame",
+    "CodeVersion",
     "CollectionError",
     "CollectionFinished",
+    "CoverageRecorded",
     "DoctestExample",
     "Event",
     "EventBase",
@@ -155,6 +161,9 @@ __all__ = [
     "SnapshotVar",
     "TestFinished",
     "TestStarted",
+    "Trace",
+    "TraceStep",
+    "ValueTrace",
     "Welcome",
     "clip",
     "decode_client_frame",

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Final
 import msgspec
 
 from pytest_mcpdebug.protocol.payloads import HangReport, Int, Snapshot
+from pytest_mcpdebug.protocol.trace import Trace
 
 PROTOCOL_VERSION: Final = 1
 
@@ -297,6 +298,40 @@ class RunFinished(EventBase, tag="run_finished"):
     counts: dict[str, Int] = {}
 
 
+class CodeVersion(EventBase, tag="code_version"):
+    """The code a run tested, sent once by the controlling process (flaky history compares it)."""
+
+    commit: str = ""
+    """HEAD's commit id; "" when unknown."""
+    changes: str = ""
+    """A digest of the uncommitted changes to tracked files; "" when there are none."""
+    note: str = ""
+    """Why the version is unknown (no git, not a repository), in words."""
+
+
+class CoverageRecorded(EventBase, tag="coverage_recorded"):
+    """A process's per-test line coverage is complete in a coverage.py data file (a context per test)."""
+
+    worker: str
+    path: str
+    """Absolute path of the data file (`<dir>/coverage/...`); the server reads it when asked."""
+    tests: Int = 0
+    files: Int = 0
+    combined: bool = False
+    """The run's file, combining its xdist workers' files (sent by the controller)."""
+    note: str = ""
+    """Why coverage is partial or missing, in words."""
+
+
+class ValueTrace(EventBase, tag="value_trace"):
+    """How a traced test's locals changed (``--mcp-debug-trace``), sent after the test ended."""
+
+    nodeid: str
+    worker: str
+    outcome: str
+    trace: Trace
+
+
 SESSION_MODES: Final = ("run", "forward", "managed")
 PROCESS_STATES: Final = ("running", "stopped", "crashed", "restarting")
 
@@ -364,6 +399,9 @@ Event = (
     | Resumed
     | HangDetected
     | RunFinished
+    | CodeVersion
+    | CoverageRecorded
+    | ValueTrace
     | SessionStarted
     | ProcessStatus
     | ProcessFinished

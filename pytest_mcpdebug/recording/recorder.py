@@ -11,6 +11,7 @@ import dataclasses
 import os
 import shlex
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -33,13 +34,15 @@ from pytest_mcpdebug.hangs.summary import HangSummary
 from pytest_mcpdebug.hangs.timeouts import Timeouts
 from pytest_mcpdebug.limits import Limits
 from pytest_mcpdebug.output.tail import OutputTail
+from pytest_mcpdebug.recording import code_version
+from pytest_mcpdebug.recording import diagnosis as diagnosis_parts
 from pytest_mcpdebug.recording.connection import split_token
 from pytest_mcpdebug.recording.reporter import Reporter, Role
 from pytest_mcpdebug.recording.run_id import new_run_id
 from pytest_mcpdebug.recording.sender import Sender
 from pytest_mcpdebug.recording.spool import RETRIED, describe_failure, spool_file_name
 from pytest_mcpdebug.recording.tally import WORKER_KEY, Tally
-from pytest_mcpdebug.settings import DEFAULT_BREAK_TIMEOUT, HangSettings, Settings
+from pytest_mcpdebug.settings import DEFAULT_BREAK_TIMEOUT, DiagnosisSettings, HangSettings, Settings
 
 _REPORTER = "mcpdebug-reporter"
 _TAIL = "mcpdebug-output"
@@ -64,6 +67,7 @@ class Recorder:
         hangs: HangSettings | None = None,
         session_started: float | None = None,
         resumed: dict[str, Any] | None = None,
+        diagnosis: DiagnosisSettings | None = None,
     ) -> None:
         self.config = config
         self.resumed = resumed
@@ -78,6 +82,9 @@ class Recorder:
         self.break_on_failure = break_on_failure
         self.break_timeout = break_timeout
         self.hangs = hangs or HangSettings()
+        self.diagnosis = diagnosis or DiagnosisSettings()
+        self._diagnosis_parts: list[tuple[Any, str]] = []
+        self._code_version: threading.Thread | None = None
         self.session_started = session_started if session_started is not None else time.time()
         # A replacement keeps the pid (execv): its process name must differ for the store to take it.
         suffix = f"_r{self.generation}" if self.generation else ""
@@ -130,6 +137,7 @@ class Recorder:
             break_on_failure=settings.break_on_failure,
             break_timeout=settings.break_timeout,
             hangs=settings.hangs,
+            diagnosis=settings.diagnosis,
         )
 
     @classmethod
@@ -147,6 +155,7 @@ class Recorder:
             break_timeout=float(shared.get("break_timeout", DEFAULT_BREAK_TIMEOUT)),
             hangs=HangSettings(**shared["hangs"]) if shared.get("hangs") else None,
             session_started=shared.get("session_started"),
+            diagnosis=diagnosis_parts.shared(shared.get("diagnosis")),
         )
 
     def _discover(self) -> tuple[str, str] | None:
@@ -171,6 +180,7 @@ class Recorder:
             "break_timeout": self.break_timeout,
             "hangs": dataclasses.asdict(self.hangs),
             "session_started": self.session_started,
+            "diagnosis": dataclasses.asdict(self.diagnosis),
         }
 
     @pytest.hookimpl(optionalhook=True)
@@ -195,6 +205,11 @@ class Recorder:
         self.config.pluginmanager.register(self.reporter, _REPORTER)
         numprocesses = getattr(self.config.option, "numprocesses", None)
         self.reporter.emit_start(self.config, numprocesses if isinstance(numprocesses, int) else 0)
+        if role != "worker":
+            self._code_version = code_version.start(Path(self.config.rootpath), self._emit_code_version)
+        self._diagnosis_parts = diagnosis_parts.start(
+            self.config, self.diagnosis, reporter=self.reporter, directory=self.dir, warn=self._write_line
+        )
         if role != "controller":  # the controller runs no tests; its workers send their own output
             self.tail = OutputTail(
                 self.config,
@@ -264,6 +279,8 @@ class Recorder:
         if self.tail is not None:
             self.tail.stop()
         terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+        if self._code_version is not None:
+            self._code_version.join(code_version.GIT_TIMEOUT + 1.0)
         self.reporter.emit_finish(exitstatus, getattr(terminal, "stats", None))
         self.session = session
         self.close()
@@ -313,8 +330,13 @@ class Recorder:
         if self.timeouts is not None:
             self.timeouts.close()
             self.config.pluginmanager.unregister(self.timeouts, _TIMEOUTS)
+        diagnosis_parts.stop(self.config, self._diagnosis_parts)
         if self.reporter is not None:
             self.config.pluginmanager.unregister(self.reporter, _REPORTER)
+
+    def _emit_code_version(self, commit: str, changes: str, note: str) -> None:
+        if self.reporter is not None and not self._closed:
+            self.reporter.emit(protocol.CodeVersion, commit=commit, changes=changes, note=note)
 
     def _resume(self, state: dict[str, Any], session: pytest.Session) -> None:
         """This process replaces one whose test could not be stopped: leave out what it ran."""

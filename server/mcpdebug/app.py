@@ -16,7 +16,7 @@ from mcpdebug.live.sessions import Sessions
 from mcpdebug.processes.managed import ProcessManager
 from mcpdebug.processes.test_runs import Runner
 from mcpdebug.store import Store
-from mcpdebug.tools import debug, failures, guide, hangs, live, output, processes, runs
+from mcpdebug.tools import debug, diagnosis, failures, guide, hangs, live, output, processes, runs
 from mcpdebug.tools.context import ToolContext, ToolGroup
 from mcpdebug.tools.server import ToolServer
 
@@ -34,7 +34,11 @@ writes to it. To debug (debugpy): run_tests(args=[...], debug=True, breakpoints=
 "condition"}]) or, for a script, create_debug_session + set_breakpoint + start_debugging; each returns
 at the first stop with its session_id. step_over / step_into / step_out / continue_execution /
 pause_execution return the next stop; the inspection tools and evaluate_expression take the same
-session_id."""
+session_id. When the faulty line is not on the failing stack: get_suspects ranks the lines failing
+tests ran and passing ones did not (runs recorded with --mcp-debug-coverage); trace_test(test=...)
+re-runs a test recording how its values changed and get_history says where each came from;
+get_run_summary says whether each failure is new, known flaky or failing since an earlier run
+(list_flaky, get_test_history)."""
 
 READ_ONLY_NOTE = """
 This server is read-only (`mcpdebug serve --read-only`): it reads recorded runs; nothing that runs
@@ -50,6 +54,7 @@ GROUPS: dict[str, type[ToolGroup]] = {
         output.OutputTools,
         processes.ProcessTools,
         debug.DebugTools,
+        diagnosis.DiagnosisTools,
     )
 }
 """The tool groups by the name `mcpdebug serve --tools` selects them by."""

@@ -104,7 +104,7 @@ def _parser() -> argparse.ArgumentParser:
         "--tools",
         metavar="GROUPS",
         help="list only these tool groups, comma-separated: runs, failures, hangs, live, output, "
-        "processes, debug (default: all)",
+        "processes, debug, diagnosis (default: all)",
     )
     serve.add_argument(
         "--debug-idle-timeout",

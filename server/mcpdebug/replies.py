@@ -18,6 +18,7 @@ import json
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field, PrivateAttr
+from pydantic_core import to_jsonable_python
 from typing_extensions import Self
 
 
@@ -35,8 +36,31 @@ class Reply(BaseModel):
     """Seed 004's replies list every field, null or not; the others leave out what does not apply."""
 
     def structured(self) -> dict[str, Any]:
-        """The ``structuredContent``: the model's JSON, without the fields that do not apply."""
-        return self.model_dump(mode="json", by_alias=True, exclude_none=not self.keeps_none)
+        """The ``structuredContent``: the model's JSON, without the optional fields that do not apply
+        (a field declared ``X | None`` without a default stays, as null)."""
+        if self.keeps_none:
+            return self.model_dump(mode="json", by_alias=True)
+        return _compact(self)
+
+
+def _compact(model: BaseModel) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, field in type(model).model_fields.items():
+        value = getattr(model, name)
+        if value is None and not field.is_required():
+            continue
+        out[field.alias or name] = _jsonable(value)
+    return out
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return _compact(value)
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    return to_jsonable_python(value)
 
 
 class Report(Reply):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import socket
 import sqlite3
 import threading
@@ -20,12 +21,22 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from mcpdebug.store import recovery
+from mcpdebug.store.diagnosis import DiagnosisQueries
 from mcpdebug.store.events import HANDLERS, touch_run
+from mcpdebug.store.history import HistoryQueries
 from mcpdebug.store.output_files import OUTPUT_DIR, Outputs, safe_name, unit_key
 from mcpdebug.store.queries import Queries
 from mcpdebug.store.schema import SCHEMA, SCHEMA_VERSION, migrate, schema_version
 from pytest_mcpdebug import protocol
-from pytest_mcpdebug.folder import SPOOL_DIR, STORE_FILE, FolderError, ensure_dir, pid_alive
+from pytest_mcpdebug.folder import (
+    SPOOL_DIR,
+    STORE_FILE,
+    FolderError,
+    coverage_file,
+    coverage_parts,
+    ensure_dir,
+    pid_alive,
+)
 from pytest_mcpdebug.limits import Limits
 
 EVENT_BYTES = 200
@@ -40,7 +51,7 @@ class StoreError(Exception):
     """A store that cannot be opened or used; the message says what to do."""
 
 
-class Store(Queries):
+class Store(Queries, HistoryQueries, DiagnosisQueries):
     """The store of one `.mcpdebug/` folder.
 
     Each thread gets its own SQLite connection (tools run in worker threads while the event loop
@@ -310,6 +321,8 @@ class Store(Queries):
                 "holds",
                 "hangs",
                 "attempts",
+                "coverage_files",  # not history or versions: the flaky history outlives its runs
+                "traces",
                 "process_sessions",
                 "process_states",
             ):
@@ -319,6 +332,8 @@ class Store(Queries):
         for run_id in run_ids:
             self.outputs.delete_run(run_id)
             self._known_runs.discard(run_id)
+            coverage_file(self.dir, run_id).unlink(missing_ok=True)
+            shutil.rmtree(coverage_parts(self.dir, run_id), ignore_errors=True)
             # run_tests's terminal output
             (self.dir / "processes" / f"{safe_name(run_id)}.log").unlink(missing_ok=True)
         self.db.execute("PRAGMA incremental_vacuum")

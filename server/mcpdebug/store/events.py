@@ -12,6 +12,7 @@ import sqlite3
 import time
 from typing import Any
 
+from mcpdebug.store import diagnosis, history
 from mcpdebug.store.process_events import PROCESS_HANDLERS
 from pytest_mcpdebug import protocol
 
@@ -84,6 +85,7 @@ def _test_started(db: sqlite3.Connection, e: protocol.TestStarted) -> None:
 
 def _phase_finished(db: sqlite3.Connection, e: protocol.PhaseFinished) -> None:
     _ensure_test(db, e.run_id, e.nodeid, e.worker, e.ts - e.duration)
+    history.record_failed_phase(db, e)
     db.execute(
         "INSERT OR REPLACE INTO phases (run_id, nodeid, phase, outcome, duration, finished, message, "
         "longrepr, wasxfail) VALUES (?,?,?,?,?,?,?,?,?)",
@@ -93,6 +95,7 @@ def _phase_finished(db: sqlite3.Connection, e: protocol.PhaseFinished) -> None:
 
 def _test_finished(db: sqlite3.Connection, e: protocol.TestFinished) -> None:
     _ensure_test(db, e.run_id, e.nodeid, e.worker, e.ts - e.duration)
+    history.record_test(db, e)
     if e.passed_phases:
         db.executemany(
             "INSERT INTO phases (run_id, nodeid, phase, outcome, duration, finished) "
@@ -219,5 +222,8 @@ HANDLERS: dict[type, Any] = {
     protocol.HangDetected: _hang,
     protocol.RunFinished: _run_finished,
     protocol.ProcessFinished: _process_finished,
+    protocol.CodeVersion: history.record_version,
+    protocol.CoverageRecorded: diagnosis.record_coverage,
+    protocol.ValueTrace: diagnosis.record_trace,
     **PROCESS_HANDLERS,
 }

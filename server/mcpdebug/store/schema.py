@@ -11,7 +11,7 @@ from pytest_mcpdebug import protocol
 if TYPE_CHECKING:
     from mcpdebug.store.output_files import Outputs
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -203,6 +203,55 @@ CREATE TABLE IF NOT EXISTS segments (
     PRIMARY KEY (run_id, unit_id, first)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS segments_by_stream ON segments (run_id, unit_id, stream, stream_first);
+-- Flaky history: one row per test and run (per attempt of a rerun test) and each run's code version.
+-- Retention deletes runs, never these rows: a test's history outlives its runs' output.
+CREATE TABLE IF NOT EXISTS history (
+    nodeid TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    attempt INTEGER NOT NULL DEFAULT 1,
+    outcome TEXT NOT NULL,
+    duration REAL NOT NULL DEFAULT 0,
+    finished REAL NOT NULL,
+    phase TEXT NOT NULL DEFAULT '',
+    digest TEXT NOT NULL DEFAULT '',
+    message TEXT NOT NULL DEFAULT '',
+    worker TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (nodeid, run_id, attempt)
+);
+CREATE INDEX IF NOT EXISTS history_by_run ON history (run_id);
+CREATE TABLE IF NOT EXISTS versions (
+    run_id TEXT PRIMARY KEY,
+    commit_id TEXT NOT NULL DEFAULT '',
+    changes TEXT NOT NULL DEFAULT '',
+    note TEXT NOT NULL DEFAULT '',
+    recorded REAL NOT NULL
+);
+-- Per-test coverage data files (--mcp-debug-coverage) and value traces (trace_test) of a run.
+CREATE TABLE IF NOT EXISTS coverage_files (
+    run_id TEXT NOT NULL,
+    process TEXT NOT NULL,
+    worker TEXT NOT NULL DEFAULT '',
+    path TEXT NOT NULL,
+    tests INTEGER NOT NULL DEFAULT 0,
+    files INTEGER NOT NULL DEFAULT 0,
+    combined INTEGER NOT NULL DEFAULT 0,
+    note TEXT NOT NULL DEFAULT '',
+    recorded REAL NOT NULL,
+    PRIMARY KEY (run_id, process)
+);
+CREATE TABLE IF NOT EXISTS traces (
+    run_id TEXT NOT NULL,
+    nodeid TEXT NOT NULL,
+    worker TEXT NOT NULL DEFAULT '',
+    outcome TEXT NOT NULL,
+    recorded REAL NOT NULL,
+    lines INTEGER NOT NULL DEFAULT 0,
+    steps INTEGER NOT NULL DEFAULT 0,
+    dropped INTEGER NOT NULL DEFAULT 0,
+    trace TEXT NOT NULL,
+    PRIMARY KEY (run_id, nodeid)
+);
+CREATE INDEX IF NOT EXISTS traces_by_test ON traces (nodeid, recorded);
 """
 
 
@@ -217,7 +266,8 @@ def schema_version(db: sqlite3.Connection) -> int | None:
 def migrate(db: sqlite3.Connection, outputs: Outputs, version: int) -> None:
     """Bring a store of schema ``version`` up to `SCHEMA_VERSION`, in the caller's transaction.
 
-    Schema 1 kept each phase's output in columns of `phases`: it moves into output files."""
+    Schema 1 kept each phase's output in columns of `phases`: it moves into output files. Schema 3
+    added the flaky history (filled from the stored tests), coverage files and value traces."""
     if version < 2:
         db.execute("ALTER TABLE runs ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0")
         db.execute("ALTER TABLE runs ADD COLUMN stored REAL NOT NULL DEFAULT 0")
@@ -262,4 +312,8 @@ def migrate(db: sqlite3.Connection, outputs: Outputs, version: int) -> None:
             "UPDATE runs SET bytes = (SELECT coalesce(sum(bytes_stored), 0) FROM outputs o "
             "WHERE o.run_id = runs.run_id)"
         )
+    if version < 3:  # the history starts with the runs already stored
+        from mcpdebug.store.history import backfill
+
+        backfill(db)
     db.execute("UPDATE meta SET value=? WHERE key='schema'", (str(SCHEMA_VERSION),))

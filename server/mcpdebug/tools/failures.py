@@ -25,6 +25,7 @@ from mcpdebug.views import frames as frames_view
 from mcpdebug.views import hang as hang_view
 from mcpdebug.views import live as live_view
 from mcpdebug.views import lookup
+from mcpdebug.views import suspects as suspects_view
 from mcpdebug.views.calls import call
 
 
@@ -41,7 +42,11 @@ class FailureTools(ToolGroup):
         locals with type and value; secrets redacted; library frames named), and the tail of the
         test's output. Without test: the run's first failure and a list of the others.
         """
-        reply = hang_view.failure_or_hang(self.store, lookup.run(self.store, run_id), test)
+        run = lookup.run(self.store, run_id)
+        reply = hang_view.failure_or_hang(self.store, run, test)
+        suspects = suspects_view.failure_suspects(self.store, run)
+        if suspects:
+            reply.text += "\n\n" + suspects
         for held in self.sessions.held():
             if held.nodeid == reply.test and held.run_id == reply.run_id:
                 reply.session_id = held.id

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from mcpdebug.replies import PhaseRow, Problem, RunSummary, SessionRow, TestDetail, TestList, TestRow
 from mcpdebug.views.calls import call, in_terminal
+from mcpdebug.views.failure_history import failure_notes
 
 if TYPE_CHECKING:
     from mcpdebug.store import Store
@@ -136,7 +137,12 @@ def summary(store: Store, run: dict[str, Any]) -> RunSummary:
     rid = run["run_id"]
     problems = store.problems(rid)
     text = run_summary(
-        run, problems, store.collection_errors(rid), store.tests(rid, ("running",)), store.hangs(rid)
+        run,
+        problems,
+        store.collection_errors(rid),
+        store.tests(rid, ("running",)),
+        store.hangs(rid),
+        failure_notes(store, rid, [p["nodeid"] for p in problems]),
     )
     return RunSummary(
         text=text,
@@ -169,7 +175,9 @@ def run_summary(
     collect_errors: list[dict[str, Any]],
     running: list[dict[str, Any]],
     hangs: list[dict[str, Any]] | None = None,
+    notes: dict[str, str] | None = None,
 ) -> str:
+    """``notes``: each failing test's history (new, known flaky, failing since), by node id."""
     rid = run["run_id"]
     lines = [
         f"Run {rid} ({run['kind']}): {status_text(run)}",
@@ -193,6 +201,8 @@ def run_summary(
             label = "FAILED" if p["phase"] == "call" else "ERROR"
             message = _cut(p["message"] or "(no message)", 2 * MESSAGE_CHARS)
             lines.append(f"- {label} {p['nodeid']} ({p['phase']}): {message}")
+            if notes and p["nodeid"] in notes:
+                lines.append(f"    history: {notes[p['nodeid']]}")
         if len(problems) > MAX_PROBLEMS:
             more = call("list_tests", run_id=rid, outcome="failed,error", offset=MAX_PROBLEMS)
             lines.append(f"- ... and {len(problems) - MAX_PROBLEMS} more: {more}")

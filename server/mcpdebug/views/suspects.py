@@ -1,0 +1,241 @@
+"""`get_suspects` and the suspects `get_failure` lists: a run's lines (or functions) ranked by how
+much more the failing tests ran them than the passing ones (`mcpdebug.diagnosis.ranking`)."""
+
+from __future__ import annotations
+
+import linecache
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mcpdebug.diagnosis import ranking
+from mcpdebug.diagnosis.functions import MODULE, line_functions
+from mcpdebug.store.coverage_data import RunCoverage, find_files, load
+from mcpdebug.views.diagnosis_replies import SuspectLine, Suspects
+from mcpdebug.views.lookup import NotFound
+from mcpdebug.views.runs import bound
+
+if TYPE_CHECKING:
+    from mcpdebug.store import Store
+
+LEVELS = ("statement", "function")
+FAILING = ("failed", "error")
+PASSING = ("passed",)
+
+
+def run_coverage(store: Store, run: dict[str, Any]) -> RunCoverage | None:
+    """The run's per-test coverage, or None when it was not recorded with --mcp-debug-coverage."""
+    paths, missing = find_files(store.dir, run["run_id"], store.coverage_files(run["run_id"]))
+    if not paths:
+        if missing:
+            raise NotFound(
+                f"Run {run['run_id']}'s coverage data is not where it was recorded "
+                f"({', '.join(missing[:3])}): "
+                f"copy it into {store.dir / 'coverage'} or re-run with --mcp-debug-coverage."
+            )
+        return None
+    coverage = load(paths)
+    coverage.missing = missing
+    return coverage
+
+
+def suspects(store: Store, run: dict[str, Any], top: int = 10, level: str = "statement") -> Suspects:
+    rid = run["run_id"]
+    coverage = run_coverage(store, run)
+    if coverage is None:
+        raise NotFound(
+            f"Run {rid} has no per-test coverage. Record it with `pytest --mcp-debug-coverage` "
+            f'(or run_tests(args=["--mcp-debug-coverage", ...])), then ask again.'
+        )
+    tests = store.tests(rid)
+    failing = {t["nodeid"] for t in tests if t["status"] in FAILING}
+    passing = {t["nodeid"] for t in tests if t["status"] in PASSING}
+    ranked, places = _rank(coverage, failing, passing, level)
+    root = run["rootdir"] or ""
+    rows = [_row(s, root, level, places) for s in ranked[:top]]
+    reply = Suspects(
+        text="",
+        run_id=rid,
+        level=level,
+        failing_tests=len(failing),
+        passing_tests=len(passing),
+        suspects=rows,
+        next_call=_next_call(rid, sorted(failing)),
+    )
+    reply.text = _text(reply, ranked, coverage, failing, top)
+    return reply
+
+
+def _rank(
+    coverage: RunCoverage, failing: set[str], passing: set[str], level: str
+) -> tuple[list[ranking.Suspect[Any]], dict[Any, int]]:
+    """The ranking and, at function level, each function's def line."""
+    measured_failing = failing & coverage.tests
+    if level == "function":
+        owner: dict[tuple[str, int], tuple[str, str]] = {}
+        for file, line in coverage.lines:
+            owner[(file, line)] = (file, _functions(file).get(line, MODULE))
+        covers = ranking.group(coverage.lines, owner)
+        starts: dict[Any, int] = {}
+        for (_, line), key in owner.items():
+            starts[key] = min(starts.get(key, line), line)
+        for key in starts:  # the def line, where the file still parses
+            starts[key] = _starts(key[0]).get(key[1], starts[key])
+        order = sorted(covers, key=lambda k: (k[0], starts[k]))
+        by_function = ranking.spectrum(covers, failing, passing)
+        return ranking.rank(by_function, len(measured_failing), order), starts
+    by_line = ranking.spectrum(coverage.lines, failing, passing)
+    return ranking.rank(by_line, len(measured_failing)), {}
+
+
+def _row(s: ranking.Suspect[Any], root: str, level: str, starts: dict[Any, int]) -> SuspectLine:
+    if level == "function":
+        file, function = s.key
+        line = starts[s.key]
+    else:
+        file, line = s.key
+        function = _functions(file).get(line, MODULE)
+    return SuspectLine(
+        position=s.position,
+        rank=str(s.first) if s.first == s.last else f"{s.first}-{s.last}",
+        file=relative(file, root),
+        line=line,
+        function=function,
+        source=linecache.getline(file, line).strip(),
+        ochiai=round(s.ochiai, 4),
+        dstar=None if math.isinf(s.dstar) else round(s.dstar, 4),
+        failed=s.failed,
+        passed=s.passed,
+        tied=s.tied,
+    )
+
+
+def _text(
+    reply: Suspects, ranked: list[ranking.Suspect[Any]], coverage: RunCoverage, failing: set[str], top: int
+) -> str:
+    rid, level = reply.run_id, reply.level
+    what = "lines" if level == "statement" else "functions"
+    unmeasured = sorted(failing - coverage.tests)
+    lines = [
+        f"Suspects in run {rid}: {what} ranked by Ochiai over {reply.failing_tests} failing and "
+        f"{reply.passing_tests} passing tests (DStar orders ties); {len(ranked)} {what} ran in a failing "
+        "test."
+    ]
+    if unmeasured:
+        lines.append(
+            f"{len(unmeasured)} failing test(s) have no coverage (failed before measuring, or in another "
+            f"process): {', '.join(unmeasured[:3])}"
+        )
+    if coverage.missing:
+        lines.append(f"Coverage files not found (other machines?): {', '.join(coverage.missing[:3])}")
+    if not reply.failing_tests:
+        lines.append("No test failed in this run: there is nothing to rank.")
+        return "\n".join(lines)
+    if not reply.suspects:
+        lines.append("No failing test ran measured code (the project's own code, not its tests).")
+        return "\n".join(lines)
+    lines.append(f"{'#':>5}  {'Ochiai':>6}  {'DStar':>6}  fail/pass  where")
+    for row in reply.suspects:
+        dstar = "inf" if row.dstar is None else f"{row.dstar:.2f}"
+        where = f"{row.file}:{row.line} in {row.function}"
+        lines.append(
+            f"{row.rank:>5}  {row.ochiai:6.3f}  {dstar:>6}  {row.failed:>4}/{row.passed:<4}  {where}"
+        )
+        if row.source:
+            lines.append(f"{'':>7}{row.source[:150]}")
+    lines += _ties(reply.suspects, ranked, top, rid, level)
+    if reply.next_call:
+        lines.append(f"Next: {reply.next_call}")
+    return bound("\n".join(lines))
+
+
+def _ties(
+    rows: list[SuspectLine], ranked: list[ranking.Suspect[Any]], top: int, rid: str, level: str
+) -> list[str]:
+    notes: list[str] = []
+    for row in rows:
+        if row.tied and row.rank.startswith(f"{row.position}-"):
+            notes.append(
+                f"Ties: #{row.rank} share a score: each ran in {row.failed} failing and {row.passed} passing "
+                "tests; ordered by DStar, then by place."
+            )
+    if rows and rows[-1].tied and len(ranked) > top:
+        last = ranked[len(rows) - 1]
+        beyond = last.last - len(rows)
+        if beyond > 0:
+            extra = f', level="{level}"' if level != "statement" else ""
+            notes.append(
+                f'{beyond} more tie with #{len(rows)}: get_suspects(run_id="{rid}", top={last.last}{extra}).'
+            )
+    return notes[:6]
+
+
+def _next_call(rid: str, failing: list[str]) -> str | None:
+    if not failing:
+        return None
+    return (
+        f'trace_test(test="{failing[0]}", run_id="{rid}") re-runs that failing test recording how its values '
+        "changed; then get_history(test=...) shows where each value came from."
+    )
+
+
+def failure_suspects(store: Store, run: dict[str, Any], top: int = 5) -> str:
+    """The top suspects for `get_failure`'s text, or "" when the run has no coverage or no failure."""
+    try:
+        reply = suspects(store, run, top)
+    except NotFound:
+        return ""
+    if not reply.suspects:
+        return ""
+    lines = [
+        f"Suspects (--mcp-debug-coverage, Ochiai over {reply.failing_tests} failing / "
+        f"{reply.passing_tests} passing tests):"
+    ]
+    for row in reply.suspects:
+        lines.append(
+            f"  {row.rank:>4}. {row.file}:{row.line} in {row.function} ({row.ochiai:.2f}; "
+            f"{row.failed} failing, {row.passed} passing): {row.source[:100]}"
+        )
+    lines.append(f'  get_suspects(run_id="{reply.run_id}") for more, with ties explained.')
+    return "\n".join(lines)
+
+
+def relative(file: str, root: str) -> str:
+    if root:
+        try:
+            return str(Path(file).relative_to(root))
+        except ValueError:
+            pass
+    return file
+
+
+def _functions(file: str) -> dict[int, str]:
+    return _function_cache(file, _mtime(file))
+
+
+def _starts(file: str) -> dict[str, int]:
+    starts: dict[str, int] = {}
+    for line, name in sorted(_functions(file).items()):
+        starts.setdefault(name, line)
+    return starts
+
+
+def _mtime(file: str) -> int:
+    try:
+        return Path(file).stat().st_mtime_ns
+    except OSError:
+        return 0
+
+
+_cache: dict[tuple[str, int], dict[int, str]] = {}
+
+
+def _function_cache(file: str, mtime: int) -> dict[int, str]:
+    key = (file, mtime)
+    found = _cache.get(key)
+    if found is None:
+        if len(_cache) > 2000:
+            _cache.clear()
+        linecache.checkcache(file)
+        found = _cache[key] = line_functions("".join(linecache.getlines(file)))
+    return found
