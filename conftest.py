@@ -37,6 +37,13 @@ def _clean_mcpdebug_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
+def anyio_backend() -> str:
+    """The server runs on asyncio; anyio's own fixture would also run every test on trio whenever
+    trio is installed (selenium, of the dev extra, brings it)."""
+    return "asyncio"
+
+
+@pytest.fixture
 def suite(pytester: pytest.Pytester) -> Iterator[SuiteCopier]:
     yield SuiteCopier(pytester.path)
 

@@ -47,6 +47,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
     resolved = settings.resolve(config)  # a bad setting is the user's to fix: a usage error
     _register(config, lambda: Recorder.for_controller(config, resolved))
+    recorder = config.pluginmanager.get_plugin(_RECORDER)
+    if resolved.html is not None and recorder is not None:
+        from pytest_mcpdebug.recording.html_report import HtmlReport
+
+        config.pluginmanager.register(HtmlReport(config, resolved.html, recorder), "mcpdebug-html")
     if os.environ.get("MCPDEBUG_DEBUG"):  # a debug run started by `mcpdebug serve` (run_tests(debug=True))
         from pytest_mcpdebug.debug import in_tests
 

@@ -58,6 +58,10 @@ SAMPLE_HELP: Final = "Seconds between the watchdog's samples of a running test's
 SESSION_TIMEOUT_HELP: Final = (
     "End the whole run after this many seconds, recording where the running tests are (0: none)."
 )
+HTML_HELP: Final = (
+    "Write the run as one self-contained HTML file at PATH when it ends (failures, hangs, output, "
+    "durations; opens from disk, e.g. as a CI artifact); implies --mcp-debug."
+)
 COVERAGE_HELP: Final = (
     "Record which lines of the project's own code each test runs (coverage.py, a context per test), so "
     "get_suspects ranks the lines failing tests ran and passing ones did not; implies --mcp-debug. "
@@ -91,6 +95,7 @@ ENV_RUN_ID: Final = "MCPDEBUG_RUN_ID"
 ENV_DIR: Final = "MCPDEBUG_DIR"
 ENV_URL: Final = "MCPDEBUG_URL"
 ENV_TOKEN: Final = "MCPDEBUG_TOKEN"
+ENV_HTML: Final = "MCPDEBUG_HTML"
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -133,6 +138,8 @@ def addoption(parser: pytest.Parser) -> None:
         dest="mcpdebug_session_timeout",
         help=SESSION_TIMEOUT_HELP,
     )
+    group.addoption("--mcp-debug-html", metavar="PATH", dest="mcpdebug_html", help=HTML_HELP)
+    parser.addini("mcpdebug_html", help=HTML_HELP)
     group.addoption(
         "--mcp-debug-coverage",
         action="store_true",
@@ -178,7 +185,13 @@ def _parse_bool(value: str, where: str) -> bool:
 
 
 def is_enabled(config: pytest.Config) -> bool:
-    if config.getoption("mcpdebug") or breaks(config) or coverage(config) or traces(config):
+    if (
+        config.getoption("mcpdebug")
+        or breaks(config)
+        or coverage(config)
+        or traces(config)
+        or _first(config, "mcpdebug_html", ENV_HTML)[0]
+    ):
         return True
     timeout, _ = _first(config, "mcpdebug_timeout", ENV_TIMEOUT)
     if timeout and timeout.strip().lower() not in ("0", "none", "off"):
@@ -324,6 +337,8 @@ class Settings:
     run_id: str | None = None
     """A run id chosen by whoever started pytest (`run_tests`); None: a new one."""
     hangs: HangSettings = HangSettings()
+    html: Path | None = None
+    """--mcp-debug-html: the report written when the run ends."""
     diagnosis: DiagnosisSettings = DiagnosisSettings()
 
 
@@ -359,8 +374,17 @@ def resolve(config: pytest.Config) -> Settings:
         break_timeout=_break_timeout(config),
         run_id=_run_id(),
         hangs=hang_settings(config),
+        html=_html_path(config),
         diagnosis=diagnosis_settings(config),
     )
+
+
+def _html_path(config: pytest.Config) -> Path | None:
+    raw, _ = _first(config, "mcpdebug_html", ENV_HTML)
+    if not raw:
+        return None
+    path = Path(os.path.expanduser(raw))
+    return path if path.is_absolute() else Path(config.invocation_params.dir) / path
 
 
 def _first(config: pytest.Config, name: str, env: str, *, ini: bool = True) -> tuple[str, str]:

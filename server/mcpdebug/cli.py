@@ -11,6 +11,7 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from mcpdebug import terminal
 from mcpdebug.store import Store, StoreError, output_query
@@ -118,7 +119,24 @@ def _parser() -> argparse.ArgumentParser:
         "--log-level",
         default="info",
         choices=["debug", "info", "warning", "error"],
-        help="log level of the server's log on stderr (default: info)",
+        help="level of the server's log: its JSON log file and stderr (default: info; debug adds every "
+        "line the runs write)",
+    )
+    serve.add_argument(
+        "--log-file",
+        metavar="PATH",
+        help="the JSON log (seed 000's format, what `mcpdebug tui` reads); none: no file "
+        "(default: <dir>/logs/debug-mcp-server.log)",
+    )
+    serve.add_argument(
+        "--log-max-size",
+        type=limits.parse_size,
+        default="10MB",
+        metavar="SIZE",
+        help="rotate the JSON log when it reaches this size (default: 10MB)",
+    )
+    serve.add_argument(
+        "--log-backups", type=int, default=5, metavar="N", help="rotated JSON logs kept (default: 5)"
     )
 
     for name, spec in limits.SPECS.items():
@@ -185,6 +203,21 @@ def _parser() -> argparse.ArgumentParser:
         "test", nargs="?", help="node id or a unique part (default: the run's first failure)"
     )
     failure.add_argument("--dir", help=dir_help)
+
+    report = sub.add_parser("report", help="write a run as one self-contained HTML file")
+    report.add_argument(
+        "run", nargs="?", default="latest", help='run id or unique prefix (default: "latest")'
+    )
+    report.add_argument("--html", metavar="PATH", required=True, help="the HTML file to write")
+    report.add_argument("--dir", help=dir_help)
+
+    tui = sub.add_parser("tui", help="watch the server's log and the store live in a terminal UI")
+    tui.add_argument("--dir", help=dir_help)
+    tui.add_argument(
+        "--log",
+        metavar="PATH",
+        help="the JSON log to read, e.g. a CI artifact (default: <dir>/logs/debug-mcp-server.log)",
+    )
 
     hang = sub.add_parser("hang", help="sample a running Python process: where it loops or blocks")
     hang.add_argument("pid", type=int, help="the process id (its child processes are read too)")
@@ -255,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
             return _hang(args)
         if args.command in ("run", "forward"):
             return _process_session(args)
+        if args.command == "tui":
+            return _tui(args)
         calls.for_terminal()
         directory = find_dir(args.dir, create=False)
         store = Store(directory, create=False, limits=_limits(args, directory))
@@ -267,6 +302,8 @@ def main(argv: list[str] | None = None) -> int:
             return terminal.logs(store, args)
         if args.command == "tail":
             return terminal.tail(store, args)
+        if args.command == "report":
+            return _report(store, args)
         if args.command == "failure":
             print(hang_view.failure_or_hang(store, lookup.run(store, args.run), args.test).text)
             return 0
@@ -360,6 +397,7 @@ def _serve(args: argparse.Namespace) -> int:
         debug_idle_timeout=args.debug_idle_timeout,
         read_only=args.read_only,
         security=security,
+        log=_log_settings(args),
     )
     try:
         anyio.run(run, config)
@@ -369,6 +407,39 @@ def _serve(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     return 0
+
+
+def _report(store: Store, args: argparse.Namespace) -> int:
+    from mcpdebug.report import html
+
+    run = lookup.run(store, args.run)
+    path = Path(args.html).expanduser()
+    try:
+        size = html.write(store, run, path)
+    except OSError as exc:
+        print(f"mcpdebug report: cannot write {path}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"mcpdebug: HTML report of run {run['run_id']} written to {path} ({size / 1024:.0f} KB)")
+    return 0
+
+
+def _tui(args: argparse.Namespace) -> int:
+    from mcpdebug.report import tui
+
+    return tui.main(args)
+
+
+def _log_settings(args: argparse.Namespace) -> Any:
+    from mcpdebug.report.server_log import LogSettings
+
+    given = args.log_file
+    return LogSettings(
+        level=args.log_level,
+        path=Path(given).expanduser().resolve() if given and given.lower() != "none" else None,
+        enabled=not (given and given.lower() == "none"),
+        max_bytes=args.log_max_size,
+        backups=max(1, args.log_backups),
+    )
 
 
 def _process_session(args: argparse.Namespace) -> int:

@@ -29,6 +29,7 @@ from mcpdebug.ingest.websocket import IngestServer
 from mcpdebug.live.sessions import Sessions
 from mcpdebug.processes.managed import ProcessManager
 from mcpdebug.processes.test_runs import Runner
+from mcpdebug.report import server_log
 from mcpdebug.store import Store
 from pytest_mcpdebug.folder import SERVER_FILE, ServerInfo, read_server_info, write_server_info
 from pytest_mcpdebug.limits import Limits, describe
@@ -49,6 +50,7 @@ class ServeConfig:
     tools: tuple[str, ...] | None = None
     """The tool groups to list (`mcpdebug serve --tools`); None: all of them."""
     debug_idle_timeout: float = DEFAULT_IDLE_TIMEOUT
+    log: server_log.LogSettings = field(default_factory=server_log.LogSettings)
 
 
 async def run(config: ServeConfig) -> None:
@@ -68,6 +70,7 @@ async def _run(config: ServeConfig, listener: socket.socket | None) -> None:
     if listener is not None and security is not None:
         mcp_url = http_auth.public_url(config.host, listener.getsockname()[1], security)
     store = _open_store(config)
+    written = _open_log(config, store)
     sessions = Sessions(store)
     runner = Runner(store, sessions, url=None, token=None)
     processes = ProcessManager(store, sessions, url=None, token=None)
@@ -128,6 +131,8 @@ async def _run(config: ServeConfig, listener: socket.socket | None) -> None:
             await ingest.close()
             _remove_server_file(config.directory)
         store.close()
+        if written is not None:
+            written.close()
 
 
 def _open_store(config: ServeConfig) -> Store:
@@ -151,6 +156,22 @@ def _open_store(config: ServeConfig) -> Store:
     if evicted:
         log.info("evicted %d run(s) beyond the retention limits", len(evicted))
     return store
+
+
+def _open_log(config: ServeConfig, store: Store) -> server_log.ServerLog | None:
+    """Seed 000's JSON log beside the store; a folder it cannot be written in costs a warning only."""
+    if not config.log.enabled:
+        return None
+    if store.read_only and config.log.path is None:
+        log.warning("no JSON log: the store's folder is read-only here (--log-file PATH puts it elsewhere)")
+        return None
+    try:
+        opened = server_log.open_log(config.directory, config.log)
+    except OSError as exc:
+        log.warning("no JSON log: cannot write %s (%s)", exc.filename, exc.strerror)
+        return None
+    log.info("JSON log: %s (level %s)", opened.path, config.log.level)
+    return opened
 
 
 def _listen(config: ServeConfig) -> socket.socket:

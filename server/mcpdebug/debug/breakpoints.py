@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from mcpdebug.report import entries
 from mcpdebug.views.lookup import quoted
 
 SURROUNDING: Final = 2
@@ -71,6 +72,8 @@ class Breakpoints:
     """Relative paths are resolved against this folder (the project's)."""
     _items: dict[str, Breakpoint] = field(default_factory=dict)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    session: str = ""
+    """The debug session's id, for seed 000's debug:breakpoint entries."""
 
     def add(
         self,
@@ -98,6 +101,7 @@ class Breakpoints:
             bp.verified, bp.bound_line = False, None
             bp.message = "not set in debugpy: fix the error and call set_breakpoint again on this line"
         self._items[bp.id] = bp
+        entries.debug_breakpoint(self.session, "set", bp.id, bp.file, line, False, condition=bp.condition)
         return bp, existing is not None
 
     def get(self, breakpoint_id: str) -> Breakpoint:

@@ -26,6 +26,7 @@ from mcpdebug.debug.breakpoints import BreakpointError
 from mcpdebug.debug.session import DebugSession
 from mcpdebug.live.sessions import Sessions
 from mcpdebug.processes.test_runs import ManagedRun, RunError, Runner
+from mcpdebug.report import entries
 from mcpdebug.store import Store
 from mcpdebug.views.lookup import quoted
 from pytest_mcpdebug.recording.run_id import new_run_id
@@ -207,12 +208,16 @@ class Debugger:
             self._forget(session)
 
     def _register(self, session: DebugSession) -> None:
+        entries.session_created(
+            session.id, session.name, "debug", pythonPath=session.executable, mode=session.kind
+        )
         self._live[session.id] = session
         self.sessions.add_local(session.id, session)
         if self._reaper is None or self._reaper.done():
             self._reaper = asyncio.get_running_loop().create_task(self._reap())
 
     def _forget(self, session: DebugSession) -> None:
+        entries.session_closed(session.id, session.ended or "closed", exitCode=session.exit_code)
         self._live.pop(session.id, None)
         self.sessions.remove_local(session.id)
         self._ended[session.id] = session

@@ -16,6 +16,7 @@ import time
 from collections import deque
 from typing import Any, Final
 
+from mcpdebug.report import entries
 from mcpdebug.store import Store
 from pytest_mcpdebug import __version__, protocol
 from pytest_mcpdebug.output.lines import LineSplitter
@@ -101,6 +102,7 @@ class OutputRecorder:
         self._numbers[""] = first + count - 1
         self._numbers[stream] = stream_first + count - 1
         self.tail.extend(text.split("\n")[-TAIL_LINES:])
+        entries.debug_output(self.run_id, stream, text)
         self._event(
             protocol.Output,
             nodeid="",

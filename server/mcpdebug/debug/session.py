@@ -20,13 +20,14 @@ from pathlib import Path
 from typing import Any, Final
 
 from mcpdebug.debug import DebugError, debuggee, inspect
-from mcpdebug.debug.breakpoints import Breakpoints
+from mcpdebug.debug.breakpoints import Breakpoint, Breakpoints
 from mcpdebug.debug.dap import REQUEST_TIMEOUT, DapClient, DapClosed, DapError
 from mcpdebug.debug.inspect import Stop
 from mcpdebug.debug.output import OutputRecorder
 from mcpdebug.debug.watches import Watch, Watches
 from mcpdebug.live.sessions import SessionError
 from mcpdebug.processes.test_runs import ManagedRun
+from mcpdebug.report import entries
 from mcpdebug.store import Store
 
 # Timeouts
@@ -53,7 +54,7 @@ class DebugSession:
         self.store = store
         self.state = "created"
         self.created_at = self.updated_at = self.active_at = time.time()
-        self.breakpoints = Breakpoints(root)
+        self.breakpoints = Breakpoints(root, session=session_id)
         self.watches = Watches()
         self.exception_filters: list[str] = list(DEFAULT_FILTERS)
         self.target = ""
@@ -174,6 +175,8 @@ class DebugSession:
             "setBreakpoints", {"source": {"path": path}, "breakpoints": [b.dap() for b in sent]}
         )
         self._dap_ids.update(self.breakpoints.bound(sent, list(body.get("breakpoints", [])), path))
+        for bp in sent:
+            _log_breakpoint(self.id, "verified", bp)
 
     async def sync_exception_filters(self) -> None:
         if self.attached:
@@ -340,6 +343,7 @@ class DebugSession:
         self.exit_code = code
         if self.state != "closed":
             self.state = "terminated"
+        entries.debug_state(self.id, "stopped", reason="exited", exitCode=code)
         if self.dap is not None:
             await self.dap.close()
         self._exited.set()
@@ -360,6 +364,7 @@ class DebugSession:
             self._resumes += 1
             if self.state == "paused" and self.stop is not None:
                 self.state, self.stop = "running", None
+            entries.debug_state(self.id, "running", thread_id=body.get("threadId"))
         elif name == "terminated":  # pydevd waits for a disconnect before it lets the process exit
             if self.dap is not None:
                 self.dap.tell("disconnect", {"terminateDebuggee": False})
@@ -371,6 +376,7 @@ class DebugSession:
             if ours is not None:
                 with contextlib.suppress(LookupError):
                     Breakpoints.update(self.breakpoints.get(ours), bp_body)
+                    _log_breakpoint(self.id, "verified", self.breakpoints.get(ours))
         else:
             return
         self.updated_at = time.time()
@@ -397,6 +403,7 @@ class DebugSession:
             if number == self.stops and self.state == "paused":
                 self.stop = stop
             self._notify()
+            _log_stop(self.id, stop)
 
     # Helpers --------------------------------------------------------------------------------------
 
@@ -413,3 +420,19 @@ class DebugSession:
     async def _wait_changed(self, timeout: float) -> None:
         with contextlib.suppress(TimeoutError, asyncio.TimeoutError):
             await asyncio.wait_for(self._changed.wait(), timeout)
+
+
+def _log_stop(session_id: str, stop: Stop) -> None:
+    """Seed 000's debug:state for a stop, with where it stopped (and debug:breakpoint for a hit)."""
+    top = stop.frames[0] if stop.frames else None
+    location = {"file": top["file"], "line": top["line"], "function": top["name"]} if top else None
+    entries.debug_state(session_id, "paused", reason=stop.reason, location=location, thread_id=stop.thread)
+    if stop.breakpoint is not None:
+        _log_breakpoint(session_id, "hit", stop.breakpoint, hits=stop.breakpoint.hits)
+
+
+def _log_breakpoint(session_id: str, event: str, bp: Breakpoint, **fields: Any) -> None:
+    line = bp.bound_line or bp.line
+    entries.debug_breakpoint(
+        session_id, event, bp.id, bp.file, line, bp.verified, detail=bp.message, **fields
+    )

@@ -27,6 +27,7 @@ from websockets.http11 import Request, Response
 
 from mcpdebug.ingest.spool import decode_events, ingest_spool
 from mcpdebug.live.sessions import Sessions
+from mcpdebug.report import from_events
 from mcpdebug.store import Store
 from pytest_mcpdebug import protocol
 
@@ -233,6 +234,7 @@ class IngestServer:
         if not events:
             return None, []
         self.store.apply(events)
+        from_events.ingested(self.store, events)  # seed 000's session and state entries
         notable = [e for e in events if type(e) in _NOTABLE]
         return max(e.seq for e in events), notable
 

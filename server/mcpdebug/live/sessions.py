@@ -18,6 +18,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
+from mcpdebug.report import entries
 from mcpdebug.store import Store
 from pytest_mcpdebug import protocol
 
@@ -187,7 +188,7 @@ class Sessions:
         """Ask the held process; returns its result, or raises SessionError with its error."""
         local = self._local.get(session_id)
         if local is not None:
-            return await local.handle(command, arguments)
+            return _logged(session_id, command, arguments, await local.handle(command, arguments))
         session = self.get(session_id)
         connection = self._connections.get(session.key)
         if connection is None:
@@ -217,7 +218,7 @@ class Sessions:
         if command in ("continue", "close"):
             self._end(session, command)
             self._notify()
-        return reply.result
+        return _logged(session_id, command, arguments, reply.result)
 
     def connected_runs(self) -> set[str]:
         """Runs with a process connected to this server right now (a process session's runner)."""
@@ -275,6 +276,23 @@ class Sessions:
         if self._changed is not None:
             self._changed.set()
         self._changed = asyncio.Event()
+
+
+def _logged(
+    session_id: str, command: str, arguments: dict[str, Any], result: dict[str, Any]
+) -> dict[str, Any]:
+    """Variables read from a live session make seed 000's debug:variables entry."""
+    variables = result.get("variables") if command in ("variables", "locals") else None
+    if isinstance(variables, list):
+        frame = result.get("frame")
+        entries.debug_variables(
+            session_id,
+            frame_id=arguments.get("frame_id", frame.get("id") if isinstance(frame, dict) else None),
+            scope=str(result.get("scopeName") or ("Locals" if command == "locals" else "Variables")),
+            reference=arguments.get("variables_reference"),
+            variables=variables,
+        )
+    return result
 
 
 _ENDINGS: Final = {

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import functools
 import inspect
+import itertools
+import time
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,6 +30,7 @@ from pydantic import ValidationError
 from pydantic.fields import FieldInfo
 
 from mcpdebug.replies import Reply
+from mcpdebug.report import entries
 from mcpdebug.tools.args import Example
 from mcpdebug.tools.context import side_effect
 from mcpdebug.views.lookup import quoted
@@ -55,6 +58,7 @@ class ToolServer(MCPServer):
         self.read_only = read_only
         self.withheld: list[str] = []
         self.params: dict[str, dict[str, Param]] = {}
+        self._calls = itertools.count(1)
 
     def add_reply_tool(
         self, method: Callable[..., Any], annotations: ToolAnnotations, description: str
@@ -110,6 +114,25 @@ class ToolServer(MCPServer):
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> Any:
+        """The call, between seed 000's tool:call and its tool:response or tool:error log entry."""
+        call, started = next(self._calls), time.perf_counter()
+        entries.tool_call(call, name, arguments)
+        try:
+            result = await self._answer(name, arguments, context)
+        except BaseException as exc:  # cancelled too: the client went away, or the server is stopping
+            why = str(exc) or type(exc).__name__
+            why = why if isinstance(exc, Exception) else f"cancelled ({why})"
+            entries.tool_error(call, name, arguments, why, time.perf_counter() - started)
+            raise
+        seconds = time.perf_counter() - started
+        if isinstance(result, CallToolResult) and result.is_error:
+            text = " ".join(getattr(c, "text", "") for c in result.content)
+            entries.tool_error(call, name, arguments, text, seconds)
+        else:
+            entries.tool_response(call, name, arguments, _logged(result), seconds)
+        return result
+
+    async def _answer(self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None) -> Any:
         if name in self.withheld:
             raise ToolError(
                 f"{name} is not offered: this server is read-only (mcpdebug serve --read-only) and "
@@ -132,6 +155,16 @@ class ToolServer(MCPServer):
             if isinstance(exc.__cause__, ValidationError):
                 raise ToolError(_invalid(name, exc.__cause__, params)) from exc.__cause__
             raise ToolError(bounded(str(exc).removeprefix(f"{SDK_PREFIX}{name}: "))) from exc
+
+
+def _logged(result: Any) -> Any:
+    """What a tool answered, for the log: its structured content, else its text (cleaned and cut
+    by the log's writer thread)."""
+    if isinstance(result, CallToolResult):
+        if result.structured_content is not None:
+            return result.structured_content
+        return {"text": " ".join(getattr(c, "text", "") for c in result.content)}
+    return {"inputRequired": True}
 
 
 def bounded(message: str, limit: int = MAX_ERROR_CHARS) -> str:
