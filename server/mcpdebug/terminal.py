@@ -129,20 +129,23 @@ def runs(store: Store, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(runs, indent=2))
         return 0
-    if not runs:
-        print(runs_view.sessions(runs))
+    width = _terminal_width()
+    if not runs or (width is not None and width < 120):  # too narrow for a table: one block per run
+        print(_fit(runs_view.sessions(runs), width))
         return 0
     from rich.table import Table
 
     table = Table(title=f"Recorded runs in {store.dir}", title_justify="left")
-    for column in ("run", "status", "started", "duration", "tests", "command"):
+    for column in ("run", "started", "duration"):  # ids and times are never broken across lines
+        table.add_column(column, no_wrap=True)
+    for column in ("status", "tests", "command"):  # the prose gives way
         table.add_column(column, overflow="fold")
     for run in runs:
         table.add_row(
             run["run_id"],
-            runs_view.status_text(run),
             runs_view.when(run["started"]),
             runs_view.seconds(runs_view.run_duration(run)),
+            runs_view.status_text(run),
             runs_view.counts_text(run["counts"]),
             run["label"],
         )
