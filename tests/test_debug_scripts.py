@@ -140,7 +140,9 @@ async def test_errors_say_what_to_do(tmp_path: Path) -> None:
     no_debugpy = tmp_path / "bare"
     venv.create(no_debugpy, with_pip=False)
     async with debug_server(tmp_path / ".mcpdebug", SCRIPTS) as debug:
-        assert "Only language='python'" in await debug.error("create_debug_session", language="ruby")
+        assert 'argument language must be one of "python"' in await debug.error(
+            "create_debug_session", language="ruby"
+        )
         assert "is not an executable" in await debug.error(
             "create_debug_session", executable_path=str(tmp_path / "nope")
         )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import shlex
 import sys
 import threading
 import time
@@ -19,7 +20,15 @@ import pytest
 
 from pytest_mcpdebug import protocol
 from pytest_mcpdebug.failures.hold import Inspector
-from pytest_mcpdebug.folder import PARENT_RUN_ENV, PARENT_WORKER_ENV, ensure_dir, read_server_info, spool_dir
+from pytest_mcpdebug.folder import (
+    DIRNAME,
+    PARENT_RUN_ENV,
+    PARENT_WORKER_ENV,
+    ensure_dir,
+    find_store,
+    read_server_info,
+    spool_dir,
+)
 from pytest_mcpdebug.hangs import gil_dump
 from pytest_mcpdebug.hangs.summary import HangSummary
 from pytest_mcpdebug.hangs.timeouts import Timeouts
@@ -297,7 +306,7 @@ class Recorder:
             self.run_id,
             url=self.sender.connected_url or self._last_url,
             spool=self._spool_display(),
-            folder=self._display(self.dir),
+            dir_arg=self._dir_arg(),
         )
         terminalreporter.write_line(line, yellow=warn)
 
@@ -373,9 +382,17 @@ class Recorder:
 
     def _display(self, path: Path) -> str:
         try:
-            return str(path.relative_to(Path.cwd()))
+            return str(path.relative_to(self.config.invocation_params.dir))
         except ValueError:
             return str(path)
+
+    def _dir_arg(self) -> str:
+        """`` --dir X`` when the CLI, started where pytest was, would not find this store by itself."""
+        here = Path(self.config.invocation_params.dir)
+        if find_store(here) == self.dir.resolve():
+            return ""
+        target = self.dir.parent if self.dir.name == DIRNAME else self.dir
+        return f" --dir {shlex.quote(self._display(target) or '.')}"
 
     def _write_line(self, text: str) -> None:
         terminal = self.config.pluginmanager.get_plugin("terminalreporter")

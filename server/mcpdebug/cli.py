@@ -7,42 +7,44 @@ exit code, never a traceback.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
+from mcpdebug import terminal
 from mcpdebug.store import Store, StoreError, output_query
 from mcpdebug.store.output_query import ErrorType, OutputError
+from mcpdebug.views import calls, lookup
 from mcpdebug.views import hang as hang_view
-from mcpdebug.views import lookup, output_window
-from mcpdebug.views import output as output_view
-from mcpdebug.views import output_search as search_view
-from mcpdebug.views import runs as runs_view
 from pytest_mcpdebug import __version__, limits
-from pytest_mcpdebug.folder import DIRNAME, STORE_FILE
+from pytest_mcpdebug.folder import DIRNAME, find_store, store_in
 
 EXIT_USAGE = 2
-EXIT_NOT_FOUND = 3
+EXIT_NOT_FOUND = terminal.EXIT_NOT_FOUND
 
 
 def find_dir(given: str | None, *, create: bool) -> Path:
-    """--dir, else $MCPDEBUG_DIR, else the nearest `.mcpdebug/` in this folder or a parent."""
-    if given:
-        return Path(given).expanduser().resolve()
-    if os.environ.get("MCPDEBUG_DIR"):
-        return Path(os.environ["MCPDEBUG_DIR"]).expanduser().resolve()
-    here = Path.cwd().resolve()
-    for folder in (here, *here.parents):
-        if any((folder / DIRNAME / name).exists() for name in (STORE_FILE, "spool", "hangs")):
-            return folder / DIRNAME
+    """The store to use: from --dir (else $MCPDEBUG_DIR, else the current folder), which may be a
+    project folder or a `.mcpdebug` folder; a project's store is its nearest `.mcpdebug/` upwards.
+
+    ``create`` (serve): with no store found, a new one is made as `.mcpdebug/` in the folder given
+    (or the current one), never in a folder that is not named so.
+    """
+    raw = given or os.environ.get("MCPDEBUG_DIR")
+    start = Path(raw).expanduser().resolve() if raw else Path.cwd().resolve()
+    if raw and not start.exists() and start.name != DIRNAME:
+        raise StoreError(f"{start} does not exist; give a project folder or its {DIRNAME} folder")
+    found = find_store(start)
+    if found is not None:
+        return found
     if create:
-        return here / DIRNAME
+        return store_in(start)
+    looked = start if start.name == DIRNAME else f"{start / DIRNAME} or the {DIRNAME}/ of a parent folder"
     raise StoreError(
-        f"no {DIRNAME}/ folder in {here} or its parents: record a run with "
-        "`pytest --mcp-debug` first, or pass --dir PATH/.mcpdebug"
+        f"no recorded runs: looked for {looked}. Record a run with `pytest --mcp-debug` "
+        "in the project first, or pass --dir PROJECT (or its .mcpdebug folder)"
     )
 
 
@@ -54,7 +56,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"mcpdebug {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    dir_help = "the .mcpdebug folder (default: $MCPDEBUG_DIR, else the nearest .mcpdebug/ upwards)"
+    dir_help = (
+        "the project folder or its .mcpdebug folder (default: $MCPDEBUG_DIR, else the nearest .mcpdebug/ "
+        "upwards from the current folder)"
+    )
 
     serve = sub.add_parser("serve", help="run the MCP server (stdio by default) and the live ingest endpoint")
     serve.add_argument("--dir", help=dir_help)
@@ -95,6 +100,12 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         default=0,
         help="port of the WebSocket ingest endpoint (default: 0, a free one)",
+    )
+    serve.add_argument(
+        "--tools",
+        metavar="GROUPS",
+        help="list only these tool groups, comma-separated: runs, failures, hangs, live, output, "
+        "processes, debug, diagnosis (default: all)",
     )
     serve.add_argument(
         "--debug-idle-timeout",
@@ -147,6 +158,18 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("--dir", help=dir_help)
     show.add_argument(
         "--tail", type=int, default=50, help="last lines of the test's output to show (default: 50)"
+    )
+    show.add_argument("--all", action="store_true", help="list every test of the run (default: at most 50)")
+    show.add_argument(
+        "--outcome",
+        help="list only tests with this outcome: passed, failed, error, skipped, ... (comma-separated)",
+    )
+    show.add_argument("--offset", type=int, default=0, help="tests to skip, for paging (default: 0)")
+    show.add_argument(
+        "--limit",
+        type=int,
+        default=terminal.SHOW_TESTS,
+        help=f"most tests to list (default: {terminal.SHOW_TESTS})",
     )
     show.add_argument("--json", action="store_true", help="print JSON")
 
@@ -267,23 +290,24 @@ def main(argv: list[str] | None = None) -> int:
             return _process_session(args)
         if args.command == "tui":
             return _tui(args)
+        calls.for_terminal()
         directory = find_dir(args.dir, create=False)
         store = Store(directory, create=False, limits=_limits(args, directory))
         if store.read_only:
             print(f"mcpdebug: note: {store.path} is read-only here: showing what it holds", file=sys.stderr)
         lookup.refresh(store)
         if args.command == "runs":
-            return _runs(store, args)
+            return terminal.runs(store, args)
         if args.command == "logs":
-            return _logs(store, args)
+            return terminal.logs(store, args)
         if args.command == "tail":
-            return _tail(store, args)
+            return terminal.tail(store, args)
         if args.command == "report":
             return _report(store, args)
         if args.command == "failure":
-            print(hang_view.failure_or_hang(store, lookup.run(store, args.run), args.test))
+            print(hang_view.failure_or_hang(store, lookup.run(store, args.run), args.test).text)
             return 0
-        return _show(store, args)
+        return terminal.show(store, args)
     except (StoreError, limits.LimitsError) as exc:
         print(f"mcpdebug: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -340,15 +364,26 @@ def _serve(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     logging.getLogger("mcpdebug.ingest.websockets").setLevel(logging.WARNING)
-    directory = find_dir(args.dir, create=True)
-    try:
-        found = _limits(args, directory)
-    except limits.LimitsError as exc:
-        print(f"mcpdebug serve: {exc}", file=sys.stderr)
+    from mcpdebug.app import GROUPS
+
+    groups = [g.strip() for g in args.tools.split(",") if g.strip()] if args.tools else None
+    unknown = [g for g in groups or [] if g not in GROUPS]
+    if unknown:
+        print(
+            f"mcpdebug serve: unknown tool group {', '.join(map(repr, unknown))}; "
+            f"the groups are {', '.join(GROUPS)}",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     try:
         security = http_auth.from_serve_args(args)
     except http_auth.HttpConfigError as exc:
+        print(f"mcpdebug serve: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        directory = find_dir(args.dir, create=True)
+        found = _limits(args, directory)
+    except (StoreError, limits.LimitsError) as exc:
         print(f"mcpdebug serve: {exc}", file=sys.stderr)
         return EXIT_USAGE
     config = ServeConfig(
@@ -358,6 +393,7 @@ def _serve(args: argparse.Namespace) -> int:
         host=args.host,
         port=args.port,
         ingest_port=args.ingest_port,
+        tools=tuple(groups) if groups is not None else None,
         debug_idle_timeout=args.debug_idle_timeout,
         read_only=args.read_only,
         security=security,
@@ -423,39 +459,6 @@ def _limits(args: argparse.Namespace, directory: Path) -> limits.Limits:
     return limits.load(cli=cli, env=os.environ, pyproject=directory.parent / "pyproject.toml")
 
 
-def _logs(store: Store, args: argparse.Namespace) -> int:
-    run = lookup.run(store, args.run)
-    if args.grep is not None:
-        print(
-            search_view.search_output(
-                store,
-                run,
-                args.grep,
-                args.test,
-                stream=args.stream,
-                context=args.context,
-                occurrence=args.occurrence,
-                ignore_case=args.ignore_case,
-                max_results=args.max_results,
-            )
-        )
-        return 0
-    start, end = _parse_range(args.range)
-    print(
-        output_view.get_output(
-            store,
-            run,
-            args.test,
-            stream=args.stream,
-            phase=args.phase,
-            start=start,
-            end=end,
-            line_numbers=not args.no_line_numbers,
-        )
-    )
-    return 0
-
-
 def _glue_negative_range(argv: list[str]) -> list[str]:
     """``--range -50:-1`` would read as an unknown option to argparse: pass it as ``--range=-50:-1``."""
     if next((a for a in argv if not a.startswith("-")), None) != "logs":
@@ -469,142 +472,6 @@ def _glue_negative_range(argv: list[str]) -> list[str]:
         else:
             out.append(arg)
     return out
-
-
-def _parse_range(text: str | None) -> tuple[int | None, int | None]:
-    if not text:
-        return None, None
-    head, sep, tail = text.partition(":")
-    try:
-        start = int(head) if head.strip() else None
-        end = int(tail) if tail.strip() else None
-    except ValueError:
-        raise OutputError(
-            ErrorType.INVALID_RANGE, f"--range {text!r} is not START:END; e.g. 1:100, -50:-1 or 10:-10"
-        ) from None
-    if not sep:
-        end = start
-    return start, end
-
-
-def _tail(store: Store, args: argparse.Namespace) -> int:
-    """Print each unit's new lines as they are stored, like ``tail -f`` over every test's output."""
-    import time
-
-    run = lookup.run(store, args.run)
-    rid = run["run_id"]
-    printed: dict[int, int] = {}
-    current: int | None = None
-    first_look = True
-    while True:
-        lookup.refresh(store)
-        run = store.run(rid) or run
-        for unit in output_query.units(store.db, rid):
-            view = output_query.build_view(store.outputs, store.db, rid, unit, stream=args.stream)
-            done = printed.get(unit["id"], 0)
-            if first_look:
-                done = max(view.total - args.lines, 0) if unit is not None else 0
-            if view.total <= done:
-                printed[unit["id"]] = done
-                continue
-            if current != unit["id"]:
-                name = output_window.describe_unit(unit["unit"])
-                if run["kind"] == "process" and unit["unit"] == "":
-                    name = f"process session {run['label']}"
-                print(f"\n==> {name} <==")
-                current = unit["id"]
-            for line in view.lines(done + 1, view.total):
-                prefix = (
-                    "" if args.stream != "combined" or line.stream in ("stdout", "") else f"[{line.stream}] "
-                )
-                print(line.gap_text() if line.number is None else f"{line.number}: {prefix}{line.text}")
-            printed[unit["id"]] = view.total
-        sys.stdout.flush()
-        ended = run["status"] != "running" and (run["kind"] != "process" or run["finished"] is not None)
-        if first_look and ended:
-            print(f"\n(run {rid} is {runs_view.status_text(run)}; nothing more will come)")
-            return 0
-        first_look = False
-        if ended:  # a process session that crashed and restarts has not ended
-            print(f"\n(run {rid} ended: {runs_view.status_text(run)})")
-            return 0
-        time.sleep(max(args.interval, 0.05))
-
-
-def _console() -> Any:
-    from rich.console import Console
-
-    return Console(highlight=False, soft_wrap=False)
-
-
-def _runs(store: Store, args: argparse.Namespace) -> int:
-    runs = store.runs(limit=max(1, args.limit))
-    if args.json:
-        print(json.dumps(runs, indent=2))
-        return 0
-    if not runs:
-        print(runs_view.sessions(runs))
-        return 0
-    from rich.table import Table
-
-    table = Table(title=f"Recorded runs in {store.dir}", title_justify="left")
-    for column in ("run", "status", "started", "duration", "tests", "command"):
-        table.add_column(column, overflow="fold")
-    for run in runs:
-        table.add_row(
-            run["run_id"],
-            runs_view.status_text(run),
-            runs_view.when(run["started"]),
-            runs_view.seconds(runs_view.run_duration(run)),
-            runs_view.counts_text(run["counts"]),
-            run["label"],
-        )
-    _console().print(table)
-    return 0
-
-
-def _show(store: Store, args: argparse.Namespace) -> int:
-    run = lookup.run(store, args.run)
-    rid = run["run_id"]
-    if args.test:
-        test = lookup.test(store, run, args.test)
-        phases = store.phases(rid, test["nodeid"])
-        if args.json:
-            print(json.dumps({"run_id": rid, **test, "phases": phases}, indent=2))
-        else:
-            output = output_view.output_tail(store, run, test["nodeid"], max(0, args.tail))
-            print(runs_view.test_detail(run, test, phases, output))
-        return 0
-    problems = store.problems(rid)
-    errors = store.collection_errors(rid)
-    tests = store.tests(rid)
-    if args.json:
-        print(
-            json.dumps({**run, "problems": problems, "collection_errors": errors, "tests": tests}, indent=2)
-        )
-        return 0
-    from rich.table import Table
-
-    print(
-        runs_view.run_summary(
-            run, problems, errors, [t for t in tests if t["status"] == "running"], store.hangs(run["run_id"])
-        )
-    )
-    table = Table(title=f"Tests of run {rid}", title_justify="left")
-    for column in ("outcome", "duration", "worker", "test", "message"):
-        table.add_column(column, overflow="fold")
-    styles = {"failed": "red", "error": "red", "passed": "green", "running": "yellow"}
-    for t in tests:
-        table.add_row(
-            f"[{styles.get(t['status'], '')}]{t['status']}[/]" if t["status"] in styles else t["status"],
-            runs_view.seconds(t["duration"]),
-            t["worker"],
-            t["nodeid"],
-            t["message"],
-        )
-    print()
-    _console().print(table)
-    return 0
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ from pytest_mcpdebug import protocol
 from pytest_mcpdebug.folder import (
     SPOOL_DIR,
     STORE_FILE,
+    FolderError,
     coverage_file,
     coverage_parts,
     ensure_dir,
@@ -90,6 +91,8 @@ class Store(Queries, HistoryQueries, DiagnosisQueries):
                     raise
         except (sqlite3.Error, OSError) as exc:
             raise StoreError(f"cannot open the store {path}: {exc}") from exc
+        except FolderError as exc:
+            raise StoreError(str(exc)) from None
         self._identity = recovery.identity(path)
 
     def _prepare(self) -> None:

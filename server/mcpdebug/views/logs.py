@@ -7,9 +7,11 @@ import datetime as dt
 import json
 from typing import Any, Final
 
+from mcpdebug.replies import LogLine, Logs
 from mcpdebug.store import Store, output_query
 from mcpdebug.store.output_files import Segment
 from mcpdebug.store.output_query import ErrorType, OutputError
+from mcpdebug.views import lookup
 from mcpdebug.views.output_window import LINE_CHARS, MAX_REPLY_CHARS, parse_time, uri
 
 MAX_LOG_LINES: Final = 10_000
@@ -25,7 +27,7 @@ def get_logs(
     stream: str = "both",
     pattern: str | None = None,
     max_results: int = 1000,
-) -> str:
+) -> Logs:
     """Seed 004's multi-session query: the last ``lines`` lines of each session, merged by time."""
     if not labels:
         raise OutputError(
@@ -61,49 +63,74 @@ def get_logs(
         if not process and stream == "both":  # its failures count among its newest lines
             found = sorted(found + failure_entries(store, run_id, start_time, finder))[-lines:]
         entries += found
+    processes = list(dict.fromkeys(s["label"] for s in store.process_sessions()))[:10]
+    known = [*store.run_ids(10), *processes]
+    if not queried:
+        raise OutputError(
+            ErrorType.LOG_NOT_FOUND,
+            f"No session matches {lookup.listing([lookup.quoted(label) for label in labels], 5)}; known "
+            f"sessions (newest first): {', '.join(known) or 'none yet'}. Labels are run ids, "
+            "\"latest\", a run's command or a process session's label, as list_sessions shows them.",
+        )
     entries.sort(key=lambda e: e[:3])  # time, then unit and line: a batch shares one timestamp
     total = len(entries)
     truncated = total > max_results
     entries = entries[-max_results:]
+    reply = Logs(
+        total_results=total,
+        truncated=truncated,
+        sessions_queried=queried,
+        sessions_not_found=missing,
+        time_range=f"oldest {_iso(entries[0][0])}, newest {_iso(entries[-1][0])}" if entries else None,
+        known_sessions=known if missing else None,
+        lines=[],
+    )
+    budget = MAX_REPLY_CHARS - 2_000
+    size = 0
+    cut = False
+    for ts, _, _, session, test, st, text in reversed(entries):
+        text = text if len(text) <= LINE_CHARS else text[:LINE_CHARS] + " [...]"
+        line = LogLine(
+            time=_iso(ts),
+            session=names.get(session, session),
+            test=test or None,
+            stream=st,
+            text=text,
+            process=session in names,
+        )
+        size += len(text) + len(test) + len(session) + 100  # its line in the JSON, the larger form
+        if size > budget:
+            reply.truncated = cut = True
+            break
+        reply.lines.append(line)
+    reply.lines.reverse()
     meta = [
         f"total_results: {total}",
-        f"truncated: {'true' if truncated else 'false'}"
-        + (f" (kept the newest {max_results})" if truncated else ""),
+        f"truncated: {'true' if reply.truncated else 'false'}"
+        + (
+            f" (reply size limit: showing the newest {len(reply.lines)} of {total}; "
+            "narrow with since= or pattern=)"
+            if cut
+            else f" (kept the newest {max_results})"
+            if truncated
+            else ""
+        ),
         f"sessions_queried: {json.dumps(queried)}",
         f"sessions_not_found: {json.dumps(missing)}",
     ]
-    if entries:
-        meta.append(f"time_range: oldest {_iso(entries[0][0])}, newest {_iso(entries[-1][0])}")
-    if missing:
-        known = list(dict.fromkeys(s["label"] for s in store.process_sessions()))[:10]
-        meta.append(
-            "known sessions (newest first): "
-            + ", ".join(store.run_ids(10))
-            + (f"; process sessions: {', '.join(known)}" if known else "")
-        )
+    if reply.time_range:
+        meta.append(f"time_range: {reply.time_range}")
+    if reply.known_sessions:
+        meta.append("known sessions (newest first): " + ", ".join(reply.known_sessions))
     body = [
-        f"{_iso(ts)} [{names[session]}] {st}| {text}"
-        if session in names
-        else f"{_iso(ts)} [{session}] {test or '(outside tests)'} {st}| {text}"
-        for ts, _, _, session, test, st, text in entries
+        f"{ln.time} [{ln.session}] {ln.stream}| {ln.text}"
+        if ln.process
+        else f"{ln.time} [{ln.session}] {ln.test or '(outside tests)'} {ln.stream}| {ln.text}"
+        for ln in reply.lines
     ]
-    budget = MAX_REPLY_CHARS - sum(map(len, meta)) - 500
-    kept: list[str] = []
-    size = 0
-    for line in reversed(body):
-        line = line if len(line) <= LINE_CHARS else line[:LINE_CHARS] + " [...]"
-        if size + len(line) + 1 > budget:
-            meta[1] = (
-                f"truncated: true (reply size limit: showing the newest {len(kept)} of {total}; "
-                "narrow with since= or pattern=)"
-            )
-            break
-        kept.append(line)
-        size += len(line) + 1
-    kept.reverse()
     if not entries and not missing:
-        kept = ["(no lines matched)"]
-    return "\n".join([*meta, "", *kept])
+        body = ["(no lines matched)"]
+    return reply.with_text("\n".join([*meta, "", *body]))
 
 
 def _iso(ts: float) -> str:
