@@ -17,7 +17,7 @@ from typing import Any
 
 from mcpdebug.store import FINAL_OUTCOMES, PROBLEM_OUTCOMES, Store, output_query
 from mcpdebug.store.output_query import ErrorType, OutputError
-from mcpdebug.views import lookup, output_window
+from mcpdebug.views import lookup, output_window, time_text
 from mcpdebug.views import output as output_view
 from mcpdebug.views import output_search as search_view
 from mcpdebug.views import runs as runs_view
@@ -143,8 +143,8 @@ def runs(store: Store, args: argparse.Namespace) -> int:
     for run in runs:
         table.add_row(
             run["run_id"],
-            runs_view.when(run["started"]),
-            runs_view.seconds(runs_view.run_duration(run)),
+            time_text.when(run["started"]),
+            time_text.seconds(runs_view.run_duration(run)),
             runs_view.status_text(run),
             runs_view.counts_text(run["counts"]),
             run["label"],
@@ -234,7 +234,7 @@ def _test_line(t: dict[str, Any], width: int | None) -> str:
     """``OUTCOME  node id  duration worker - message``: the node id is never cut by the terminal's
     wrapping; when it does not fit after the outcome it starts its own line."""
     label = f"{runs_view.LABELS.get(t['status'], t['status']):8} "
-    rest = f"  {runs_view.seconds(t['duration'])} {t['worker'] or '-'}"
+    rest = f"  {time_text.seconds(t['duration'])} {t['worker'] or '-'}"
     if t["message"] and t["status"] in runs_view.WITH_MESSAGE:
         rest += f" - {t['message']}"
     if width is not None and len(label) + len(t["nodeid"]) > width:

@@ -255,3 +255,11 @@ def _compile_error(expression: str) -> str | None:
     except ValueError as exc:
         return f"invalid: {exc}"
     return None
+
+
+def log_breakpoint(session_id: str, event: str, bp: Breakpoint, **fields: Any) -> None:
+    """Seed 000's debug:breakpoint entry for ``bp`` (verified, hit), where debugpy put it."""
+    line = bp.bound_line or bp.line
+    entries.debug_breakpoint(
+        session_id, event, bp.id, bp.file, line, bp.verified, detail=bp.message, **fields
+    )

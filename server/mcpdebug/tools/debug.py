@@ -23,7 +23,8 @@ from mcpdebug.debug.dap import DapError
 from mcpdebug.debug.session import EXCEPTION_FILTERS, DebugSession
 from mcpdebug.debug.watches import WatchError
 from mcpdebug.live.sessions import SessionError
-from mcpdebug.tools.context import CONTROLS, READ_ONLY, RUNS_CODE, ToolGroup, tool
+from mcpdebug.tools.annotations import CONTROLS, READ_ONLY, RUNS_CODE
+from mcpdebug.tools.context import ToolGroup, tool
 from mcpdebug.views import debug as debug_view
 
 T = TypeVar("T")

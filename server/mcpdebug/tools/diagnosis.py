@@ -13,8 +13,9 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
+from mcpdebug.tools.annotations import READ_ONLY, RUNS_CODE
 from mcpdebug.tools.args import RunId, Test
-from mcpdebug.tools.context import READ_ONLY, RUNS_CODE, ToolGroup, reads_store, tool
+from mcpdebug.tools.context import ToolGroup, reads_store, tool
 from mcpdebug.views import flaky as flaky_view
 from mcpdebug.views import lookup, value_history
 from mcpdebug.views import suspects as suspects_view

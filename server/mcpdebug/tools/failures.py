@@ -11,6 +11,7 @@ from typing import Annotated
 from pydantic import Field
 
 from mcpdebug.replies import FailureReport, Scopes, SourceContext, Stack, Variables
+from mcpdebug.tools.annotations import READ_ONLY
 from mcpdebug.tools.args import (
     Example,
     FailureTest,
@@ -20,7 +21,7 @@ from mcpdebug.tools.args import (
     RunId,
     VariablesReference,
 )
-from mcpdebug.tools.context import READ_ONLY, ToolGroup, reads_store, tool
+from mcpdebug.tools.context import ToolGroup, reads_store, tool
 from mcpdebug.views import frames as frames_view
 from mcpdebug.views import hang as hang_view
 from mcpdebug.views import live as live_view

@@ -10,8 +10,9 @@ from pydantic import Field
 
 from mcpdebug.processes import hang_detection
 from mcpdebug.replies import Detection, HangInfo
+from mcpdebug.tools.annotations import READ_ONLY, RUNS_CODE
 from mcpdebug.tools.args import Cwd, Example, HangTest, RunId
-from mcpdebug.tools.context import READ_ONLY, RUNS_CODE, ToolGroup, reads_store, tool
+from mcpdebug.tools.context import ToolGroup, reads_store, tool
 from mcpdebug.views import hang as hang_view
 from mcpdebug.views import lookup
 

@@ -19,8 +19,9 @@ from pydantic import Field
 from mcpdebug.debug import DebugError
 from mcpdebug.live.sessions import SessionError
 from mcpdebug.replies import Continued, DebugStop, Evaluation, RunState
+from mcpdebug.tools.annotations import CONTROLS, READ_ONLY, RUNS_CODE
 from mcpdebug.tools.args import Cwd, Example, OptionalFrameId, Seconds, SessionId
-from mcpdebug.tools.context import CONTROLS, READ_ONLY, RUNS_CODE, ToolGroup, tool
+from mcpdebug.tools.context import ToolGroup, tool
 from mcpdebug.views import debug as debug_view
 from mcpdebug.views import live as live_view
 from mcpdebug.views import lookup

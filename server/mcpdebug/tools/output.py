@@ -9,8 +9,9 @@ from mcp.server.mcpserver.resources import ResourceSecurity
 from pydantic import Field
 
 from mcpdebug.replies import Logs, OutputWindow, SearchResult
+from mcpdebug.tools.annotations import READ_ONLY
 from mcpdebug.tools.args import Example, OutputTest, Pattern, RunId, SearchTest, Since, Stream
-from mcpdebug.tools.context import READ_ONLY, ToolGroup, reads_store, reads_store_resource, tool
+from mcpdebug.tools.context import ToolGroup, reads_store, reads_store_resource, tool
 from mcpdebug.tools.server import ToolServer
 from mcpdebug.views import logs as logs_view
 from mcpdebug.views import lookup

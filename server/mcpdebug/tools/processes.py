@@ -18,8 +18,9 @@ from pydantic import Field
 from mcpdebug.processes.managed import ProcessError, ProcessManager
 from mcpdebug.replies import ProcessControl, ProcessSession, StartedProcess, StdinSent
 from mcpdebug.store.output_query import OutputError
+from mcpdebug.tools.annotations import RUNS_CODE
 from mcpdebug.tools.args import Example
-from mcpdebug.tools.context import RUNS_CODE, ToolContext, ToolGroup, tool
+from mcpdebug.tools.context import ToolContext, ToolGroup, tool
 from mcpdebug.views import lookup
 from mcpdebug.views import processes as processes_view
 

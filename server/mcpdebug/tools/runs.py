@@ -7,8 +7,9 @@ from typing import Annotated
 from pydantic import Field
 
 from mcpdebug.replies import ProcessSession, RunSummary, SessionList, TestDetail, TestList
+from mcpdebug.tools.annotations import READ_ONLY
 from mcpdebug.tools.args import Example, RunId, Test
-from mcpdebug.tools.context import READ_ONLY, ToolGroup, reads_store, reads_store_resource, tool
+from mcpdebug.tools.context import ToolGroup, reads_store, reads_store_resource, tool
 from mcpdebug.tools.server import ToolServer
 from mcpdebug.views import debug as debug_view
 from mcpdebug.views import live as live_view

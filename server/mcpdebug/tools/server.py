@@ -31,8 +31,8 @@ from pydantic.fields import FieldInfo
 
 from mcpdebug.replies import Reply
 from mcpdebug.report import entries
+from mcpdebug.tools.annotations import side_effect
 from mcpdebug.tools.args import Example
-from mcpdebug.tools.context import side_effect
 from mcpdebug.views.lookup import quoted
 
 MAX_ERROR_CHARS: Final = 2_000

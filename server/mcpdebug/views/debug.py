@@ -16,8 +16,8 @@ from pydantic import BaseModel, Field
 
 from mcpdebug.debug import breakpoints as bp_source
 from mcpdebug.debug.breakpoints import Breakpoint
-from mcpdebug.debug.inspect import Stop
 from mcpdebug.debug.session import DebugSession
+from mcpdebug.debug.stops import Stop
 from mcpdebug.debug.watches import Watch
 from mcpdebug.processes.test_runs import RunError, Runner
 from mcpdebug.replies import DebugSessionInfo, Location, Variable, WatchChange

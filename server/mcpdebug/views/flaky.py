@@ -8,7 +8,8 @@ from mcpdebug.diagnosis.flaky import Entry, classify, describe_version, flaky_te
 from mcpdebug.views.diagnosis_replies import FlakyEntry, FlakyList, HistoryEntry, TestHistory
 from mcpdebug.views.failure_history import VERDICT_WINDOW
 from mcpdebug.views.lookup import LISTED, NotFound, quoted
-from mcpdebug.views.runs import bound, seconds, when
+from mcpdebug.views.runs import bound
+from mcpdebug.views.time_text import seconds, when
 
 if TYPE_CHECKING:
     from mcpdebug.store import Store

@@ -19,7 +19,7 @@ from mcpdebug.replies import Data, Evaluation, HeldSession, RunState, Scopes, So
 from mcpdebug.store import Store
 from mcpdebug.views import failure as failure_view
 from mcpdebug.views import hang as hang_view
-from mcpdebug.views import lookup
+from mcpdebug.views import lookup, time_text
 from mcpdebug.views import runs as runs_view
 from mcpdebug.views.calls import call
 from mcpdebug.views.frames import source_context
@@ -80,7 +80,7 @@ def held_sessions(sessions: list[LiveSession]) -> str:
         what = "hung, paused" if s.reason == "hang" else f"{s.when} failed"
         lines.append(
             f"- session {s.id}: {s.nodeid} ({what}), run {s.run_id}, worker {s.worker}, held "
-            f"{runs_view.seconds(now - s.held_at)}"
+            f"{time_text.seconds(now - s.held_at)}"
             + (f"; resumes by itself after {left:.0f} s more without a request" if left is not None else "")
         )
     return "\n".join(lines)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from mcpdebug.replies import LogLine, Logs
@@ -18,6 +19,19 @@ MAX_LOG_LINES: Final = 10_000
 """Most lines `get_logs` collects per session (a reply shows far fewer; this bounds memory)."""
 
 
+Entry = tuple[float, int, int, str, str, str, str]
+"""A line of a session: ts, unit, line, session (run id), test, stream, text."""
+
+
+@dataclass
+class _Found:
+    queried: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    entries: list[Entry] = field(default_factory=list)
+    names: dict[str, str] = field(default_factory=dict)
+    """run id -> how its lines are tagged: a process session's label."""
+
+
 def get_logs(
     store: Store,
     labels: list[str],
@@ -29,6 +43,45 @@ def get_logs(
     max_results: int = 1000,
 ) -> Logs:
     """Seed 004's multi-session query: the last ``lines`` lines of each session, merged by time."""
+    _check(labels, stream, lines, max_results)
+    lines, max_results = min(lines, MAX_LOG_LINES), min(max_results, MAX_LOG_LINES)
+    start_time = parse_time(since, "since")
+    finder = output_query.compile_search(pattern) if pattern else None
+    found = _collect(store, labels, lines, start_time, stream, finder)
+    processes = list(dict.fromkeys(s["label"] for s in store.process_sessions()))[:10]
+    known = [*store.run_ids(10), *processes]
+    if not found.queried:
+        raise OutputError(
+            ErrorType.LOG_NOT_FOUND,
+            f"No session matches {lookup.listing([lookup.quoted(label) for label in labels], 5)}; known "
+            f"sessions (newest first): {', '.join(known) or 'none yet'}. Labels are run ids, "
+            "\"latest\", a run's command or a process session's label, as list_sessions shows them.",
+        )
+    entries = sorted(found.entries, key=lambda e: e[:3])  # time, unit, line: a batch shares one time
+    total = len(entries)
+    truncated = total > max_results
+    entries = entries[-max_results:]
+    reply = Logs(
+        total_results=total,
+        truncated=truncated,
+        sessions_queried=found.queried,
+        sessions_not_found=found.missing,
+        time_range=f"oldest {_iso(entries[0][0])}, newest {_iso(entries[-1][0])}" if entries else None,
+        known_sessions=known if found.missing else None,
+        lines=[],
+    )
+    cut = _add_lines(reply, entries, found.names)
+    if cut:
+        note = (
+            f" (reply size limit: showing the newest {len(reply.lines)} of {total}; "
+            "narrow with since= or pattern=)"
+        )
+    else:
+        note = f" (kept the newest {max_results})" if truncated else ""
+    return reply.with_text(_text(reply, note, empty=not entries))
+
+
+def _check(labels: list[str], stream: str, lines: int, max_results: int) -> None:
     if not labels:
         raise OutputError(
             ErrorType.INVALID_ARGUMENT,
@@ -41,50 +94,36 @@ def get_logs(
         )
     if lines < 1 or max_results < 1:
         raise OutputError(ErrorType.INVALID_ARGUMENT, "lines and max_results must be at least 1.")
-    lines, max_results = min(lines, MAX_LOG_LINES), min(max_results, MAX_LOG_LINES)
-    start_time = parse_time(since, "since")
-    finder = output_query.compile_search(pattern) if pattern else None
-    queried: list[str] = []
-    missing: list[str] = []
-    entries: list[
-        tuple[float, int, int, str, str, str, str]
-    ] = []  # ts, unit, line, session, test, stream, text
-    names: dict[str, str] = {}  # run id -> how its lines are tagged: a process session's label
+
+
+def _collect(
+    store: Store,
+    labels: list[str],
+    lines: int,
+    start_time: float | None,
+    stream: str,
+    finder: output_query.Finder | None,
+) -> _Found:
+    """The newest ``lines`` lines of each session named, and which names matched none."""
+    found = _Found()
     for label in labels:
         run_id = store.resolve_run(label)
         if run_id is None:
-            missing.append(label)
+            found.missing.append(label)
             continue
-        queried.append(label)
+        found.queried.append(label)
         process = store.process_sessions(run_id)
         if process:
-            names[run_id] = process[0]["label"]
-        found = session_lines(store, run_id, lines, start_time, stream, finder)
+            found.names[run_id] = process[0]["label"]
+        entries = session_lines(store, run_id, lines, start_time, stream, finder)
         if not process and stream == "both":  # its failures count among its newest lines
-            found = sorted(found + failure_entries(store, run_id, start_time, finder))[-lines:]
-        entries += found
-    processes = list(dict.fromkeys(s["label"] for s in store.process_sessions()))[:10]
-    known = [*store.run_ids(10), *processes]
-    if not queried:
-        raise OutputError(
-            ErrorType.LOG_NOT_FOUND,
-            f"No session matches {lookup.listing([lookup.quoted(label) for label in labels], 5)}; known "
-            f"sessions (newest first): {', '.join(known) or 'none yet'}. Labels are run ids, "
-            "\"latest\", a run's command or a process session's label, as list_sessions shows them.",
-        )
-    entries.sort(key=lambda e: e[:3])  # time, then unit and line: a batch shares one timestamp
-    total = len(entries)
-    truncated = total > max_results
-    entries = entries[-max_results:]
-    reply = Logs(
-        total_results=total,
-        truncated=truncated,
-        sessions_queried=queried,
-        sessions_not_found=missing,
-        time_range=f"oldest {_iso(entries[0][0])}, newest {_iso(entries[-1][0])}" if entries else None,
-        known_sessions=known if missing else None,
-        lines=[],
-    )
+            entries = sorted(entries + failure_entries(store, run_id, start_time, finder))[-lines:]
+        found.entries += entries
+    return found
+
+
+def _add_lines(reply: Logs, entries: list[Entry], names: dict[str, str]) -> bool:
+    """The newest entries that fit in a reply, oldest first; True if the size limit cut some."""
     budget = MAX_REPLY_CHARS - 2_000
     size = 0
     cut = False
@@ -104,19 +143,15 @@ def get_logs(
             break
         reply.lines.append(line)
     reply.lines.reverse()
+    return cut
+
+
+def _text(reply: Logs, note: str, *, empty: bool) -> str:
     meta = [
-        f"total_results: {total}",
-        f"truncated: {'true' if reply.truncated else 'false'}"
-        + (
-            f" (reply size limit: showing the newest {len(reply.lines)} of {total}; "
-            "narrow with since= or pattern=)"
-            if cut
-            else f" (kept the newest {max_results})"
-            if truncated
-            else ""
-        ),
-        f"sessions_queried: {json.dumps(queried)}",
-        f"sessions_not_found: {json.dumps(missing)}",
+        f"total_results: {reply.total_results}",
+        f"truncated: {'true' if reply.truncated else 'false'}" + note,
+        f"sessions_queried: {json.dumps(reply.sessions_queried)}",
+        f"sessions_not_found: {json.dumps(reply.sessions_not_found)}",
     ]
     if reply.time_range:
         meta.append(f"time_range: {reply.time_range}")
@@ -128,9 +163,9 @@ def get_logs(
         else f"{ln.time} [{ln.session}] {ln.test or '(outside tests)'} {ln.stream}| {ln.text}"
         for ln in reply.lines
     ]
-    if not entries and not missing:
+    if empty and not reply.sessions_not_found:
         body = ["(no lines matched)"]
-    return reply.with_text("\n".join([*meta, "", *body]))
+    return "\n".join([*meta, "", *body])
 
 
 def _iso(ts: float) -> str:
@@ -146,7 +181,7 @@ def session_lines(
     finder: output_query.Finder | None,
     *,
     until: float | None = None,
-) -> list[tuple[float, int, int, str, str, str, str]]:
+) -> list[Entry]:
     """The newest ``wanted`` matching lines of a run (written between ``since`` and ``until``), from
     all its units, newest segments first."""
     db = store.db
@@ -166,7 +201,7 @@ def session_lines(
         sql += " AND ts <= ?"
         params.append(until)
     sql += " ORDER BY ts DESC, first DESC"
-    found: list[tuple[float, int, int, str, str, str, str]] = []
+    found: list[Entry] = []
     for row in db.execute(sql, params):
         unit = units.get(row[0])
         if unit is None:
@@ -189,7 +224,7 @@ def session_lines(
 
 def failure_entries(
     store: Store, run_id: str, since: float | None, finder: output_query.Finder | None
-) -> list[tuple[float, int, int, str, str, str, str]]:
+) -> list[Entry]:
     """A test run's failed phases as lines of its log, at the time each failed (stream "failure"),
     so a service's error and the test that saw it line up in one timeline."""
     found = []

@@ -36,11 +36,7 @@ def search_output(
     ignore_case: bool = False,
     max_results: int = 20,
 ) -> SearchResult:
-    check_choice(stream, output_query.STREAM_CHOICES, "stream")
-    if context < 0 or context > 50:
-        raise OutputError(ErrorType.INVALID_ARGUMENT, f"context={context} must be between 0 and 50 lines.")
-    if max_results < 1:
-        raise OutputError(ErrorType.INVALID_ARGUMENT, f"max_results={max_results} must be at least 1.")
+    _check(stream, context, max_results)
     max_results = min(max_results, 1000)  # more could never fit in one reply
     finder = output_query.compile_search(pattern, ignore_case)
     rid = run["run_id"]
@@ -60,19 +56,7 @@ def search_output(
     reply = SearchResult(pattern=pattern, scope=scope, total=total, matches=[])
     dropped = sum(int(u.get("dropped_lines") or 0) for u in units)
     if total == 0:
-        reply.hint = (
-            "Try a different pattern (a Python regex, matched against each line)"
-            + (", ignore_case=True" if not ignore_case else "")
-            + f", or read the output: {call('get_output', run_id=rid, test=test)}"
-        )
-        on = f" on {stream}" if stream != COMBINED else ""
-        lost = (
-            f" {dropped:,} line{'s' if dropped != 1 else ''} in the middle of the output were dropped "
-            "when recorded (over max_test_output) and could not be searched."
-            if dropped
-            else ""
-        )
-        return reply.with_text(f"No lines match {quoted(pattern)} in {scope}{on}.{lost}\n{reply.hint}.")
+        return _no_match(reply, rid, test, stream, ignore_case, dropped)
     if occurrence > total:
         raise OutputError(
             ErrorType.INVALID_OCCURRENCE,
@@ -88,16 +72,7 @@ def search_output(
         lines.append(f"Showing occurrence {occurrence} of {total} at line {hits[0].number}:")
     else:
         lines.append(f"Showing occurrences {occurrence}-{shown_last} of {total}:")
-    budget = (MAX_REPLY_CHARS - 2_000) // 2  # the matches are in the text and again in the JSON
-    size = sum(map(len, lines))
-    for rank, hit in enumerate(hits, start=occurrence):
-        match = _match(hit, rank, context)
-        block = _hit_block(match, test is None or len(hits) > 1)
-        if size + len(block) > budget and reply.matches:
-            break
-        lines += ["", block]
-        size += len(block) + 1
-        reply.matches.append(match)
+    _add_matches(reply, lines, hits, occurrence, context, with_test=test is None or len(hits) > 1)
     next_occurrence = occurrence + len(reply.matches)
     if next_occurrence <= total:
         reply.next_call = call(
@@ -115,6 +90,51 @@ def search_output(
         lines.append(f"[Resource: {uri(rid, units[0]['unit'], 'search')}?q={quote(pattern, safe='')}]")
         lines += where(store, run, units[0])
     return reply.with_text(bounded("\n".join(lines)))
+
+
+def _check(stream: str, context: int, max_results: int) -> None:
+    check_choice(stream, output_query.STREAM_CHOICES, "stream")
+    if context < 0 or context > 50:
+        raise OutputError(ErrorType.INVALID_ARGUMENT, f"context={context} must be between 0 and 50 lines.")
+    if max_results < 1:
+        raise OutputError(ErrorType.INVALID_ARGUMENT, f"max_results={max_results} must be at least 1.")
+
+
+def _no_match(
+    reply: SearchResult, rid: str, test: str | None, stream: str, ignore_case: bool, dropped: int
+) -> SearchResult:
+    """The reply when nothing matches: what else to try, and which lines could not be searched."""
+    reply.hint = (
+        "Try a different pattern (a Python regex, matched against each line)"
+        + (", ignore_case=True" if not ignore_case else "")
+        + f", or read the output: {call('get_output', run_id=rid, test=test)}"
+    )
+    on = f" on {stream}" if stream != COMBINED else ""
+    lost = (
+        f" {dropped:,} line{'s' if dropped != 1 else ''} in the middle of the output were dropped "
+        "when recorded (over max_test_output) and could not be searched."
+        if dropped
+        else ""
+    )
+    return reply.with_text(
+        f"No lines match {quoted(reply.pattern)} in {reply.scope}{on}.{lost}\n{reply.hint}."
+    )
+
+
+def _add_matches(
+    reply: SearchResult, lines: list[str], hits: list[Hit], occurrence: int, context: int, *, with_test: bool
+) -> None:
+    """The matches that fit in a reply, in ``reply.matches`` and as blocks of ``lines``."""
+    budget = (MAX_REPLY_CHARS - 2_000) // 2  # the matches are in the text and again in the JSON
+    size = sum(map(len, lines))
+    for rank, hit in enumerate(hits, start=occurrence):
+        match = _match(hit, rank, context)
+        block = _hit_block(match, with_test)
+        if size + len(block) > budget and reply.matches:
+            break
+        lines += ["", block]
+        size += len(block) + 1
+        reply.matches.append(match)
 
 
 def _find(

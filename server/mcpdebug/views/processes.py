@@ -19,7 +19,7 @@ from mcpdebug.views import lookup
 from mcpdebug.views import output as output_view
 from mcpdebug.views.calls import call
 from mcpdebug.views.output_window import LINE_CHARS
-from mcpdebug.views.runs import seconds, when
+from mcpdebug.views.time_text import seconds, when
 
 STARTUP_LINES: Final = 20
 """Lines of a new process's output in `start_process`'s reply (seed 003's default window)."""

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from mcpdebug.replies import PhaseRow, Problem, RunSummary, SessionRow, TestDetail, TestList, TestRow
 from mcpdebug.views.calls import call, in_terminal
 from mcpdebug.views.failure_history import failure_notes
+from mcpdebug.views.time_text import seconds, when
 
 if TYPE_CHECKING:
     from mcpdebug.store import Store
@@ -43,16 +44,6 @@ LABELS = {
 }
 WITH_MESSAGE = ("failed", "error", "skipped", "xfailed")
 _COUNT_ORDER = ("failed", "error", "passed", "skipped", "xfailed", "xpassed", "running")
-
-
-def when(ts: float | None) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else "-"
-
-
-def seconds(value: float | None) -> str:
-    if value is None:
-        return "-"
-    return f"{value:.2f}s" if value < 60 else f"{int(value // 60)}m{value % 60:04.1f}s"
 
 
 def counts_text(counts: dict[str, int]) -> str:
@@ -123,7 +114,7 @@ def summary(store: Store, run: dict[str, Any]) -> RunSummary:
     """The run's summary, with its failures, collection errors, running tests and hangs; a process
     session's speaks of its process."""
     if run.get("kind") == "process":
-        from mcpdebug.views import processes  # imports this module
+        from mcpdebug.views import processes
 
         return RunSummary(
             text=processes.summary(store, run),
