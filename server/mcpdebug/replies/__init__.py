@@ -10,7 +10,8 @@ the text content, so both carry everything (DESIGN.md, "MCP surface: principles"
 
 Views build these; tools return them; the CLI prints ``render()``. Field names of seed 002's shapes
 (``stackFrames``, ``variablesReference``) keep its camelCase. One module per concern (`base`, `runs`,
-`sessions`, `failures`, `frames`, `output`); every reply is importable from here.
+`sessions`, `failures`, `frames`, `output`, `diagnosis`); every reply but the diagnosis ones (imported from
+`replies.diagnosis`) is importable from here.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Diagnosis beyond the failing stack: get_suspects (coverage-based fault localisation), trace_test and
 get_history (how a failing test's values got their state), get_test_history and list_flaky.
 
-Typed replies (`mcpdebug.views.diagnosis_replies`): each carries its whole report in ``text``.
+Typed replies (`mcpdebug.replies.diagnosis`): each carries its whole report in ``text``.
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
+from mcpdebug.replies.diagnosis import FlakyList, Suspects, TestHistory, TraceReply, ValueHistoryReply
 from mcpdebug.tools.annotations import READ_ONLY, RUNS_CODE
 from mcpdebug.tools.args import RunId, Test
 from mcpdebug.tools.context import ToolGroup, reads_store, tool
 from mcpdebug.views import flaky as flaky_view
 from mcpdebug.views import lookup, value_history
 from mcpdebug.views import suspects as suspects_view
-from mcpdebug.views.diagnosis_replies import FlakyList, Suspects, TestHistory, TraceReply, ValueHistoryReply
 
 
 class DiagnosisTools(ToolGroup):

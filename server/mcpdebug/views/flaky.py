@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mcpdebug.diagnosis.flaky import Entry, classify, describe_version, flaky_tests
-from mcpdebug.views.diagnosis_replies import FlakyEntry, FlakyList, HistoryEntry, TestHistory
+from mcpdebug.replies.diagnosis import FlakyEntry, FlakyList, HistoryEntry, TestHistory
 from mcpdebug.views.failure_history import VERDICT_WINDOW
 from mcpdebug.views.lookup import LISTED, NotFound, quoted
 from mcpdebug.views.runs import bound

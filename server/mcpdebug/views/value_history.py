@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from mcpdebug.diagnosis.functions import statement_lines
 from mcpdebug.diagnosis.values import Change, Link, ValueHistory
+from mcpdebug.replies.diagnosis import TraceReply, ValueChange, ValueHistoryReply
 from mcpdebug.views.calls import call
-from mcpdebug.views.diagnosis_replies import TraceReply, ValueChange, ValueHistoryReply
 from mcpdebug.views.lookup import LISTED, NotFound, quoted
 from mcpdebug.views.runs import bound
 from mcpdebug.views.suspects import relative

@@ -10,10 +10,10 @@ from typing import ClassVar
 
 from pydantic import BaseModel, Field
 
-from mcpdebug import replies
+from mcpdebug.replies import base
 
 
-class Report(replies.Report):
+class Report(base.Report):
     keeps_none: ClassVar[bool] = True  # every field listed, null or not (as a change's returned_by)
 
 
