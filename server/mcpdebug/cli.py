@@ -11,18 +11,17 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mcpdebug import command_line, terminal
-from mcpdebug.store import Store, StoreError
-from mcpdebug.store.folder import find_dir
-from mcpdebug.store.output_query import ErrorType, OutputError
-from mcpdebug.views import calls, lookup
-from mcpdebug.views import hang as hang_view
+from mcpdebug import command_line
+from mcpdebug.names import EXIT_NOT_FOUND, StoreError
+from mcpdebug.store_dir import find_dir
 from pytest_mcpdebug import limits
 
+if TYPE_CHECKING:
+    from mcpdebug.store import Store
+
 EXIT_USAGE = 2
-EXIT_NOT_FOUND = terminal.EXIT_NOT_FOUND
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,11 +39,32 @@ def main(argv: list[str] | None = None) -> int:
             return _process_session(args)
         if args.command == "tui":
             return _tui(args)
-        calls.for_terminal()
-        directory = find_dir(args.dir, create=False)
-        store = Store(directory, create=False, limits=_limits(args, directory))
-        if store.read_only:
-            print(f"mcpdebug: note: {store.path} is read-only here: showing what it holds", file=sys.stderr)
+        return _read(args)
+    except (StoreError, limits.LimitsError) as exc:
+        print(f"mcpdebug: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # `mcpdebug logs ... | head`: the reader has had enough
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def _read(args: argparse.Namespace) -> int:
+    """The commands that read the store (`runs`, `show`, `failure`, `logs`, `tail`, `report`): they
+    alone import it, so `run`, `forward` and `hang` start quickly."""
+    from mcpdebug import terminal
+    from mcpdebug.store import Store
+    from mcpdebug.store.output_query import ErrorType, OutputError
+    from mcpdebug.views import calls, lookup
+    from mcpdebug.views import hang as hang_view
+
+    calls.for_terminal()
+    directory = find_dir(args.dir, create=False)
+    store = Store(directory, create=False, limits=_limits(args, directory))
+    if store.read_only:
+        print(f"mcpdebug: note: {store.path} is read-only here: showing what it holds", file=sys.stderr)
+    try:
         lookup.refresh(store)
         if args.command == "runs":
             return terminal.runs(store, args)
@@ -58,20 +78,12 @@ def main(argv: list[str] | None = None) -> int:
             print(hang_view.failure_or_hang(store, lookup.run(store, args.run), args.test).text)
             return 0
         return terminal.show(store, args)
-    except (StoreError, limits.LimitsError) as exc:
-        print(f"mcpdebug: {exc}", file=sys.stderr)
-        return EXIT_USAGE
     except lookup.NotFound as exc:
         print(f"mcpdebug: {exc}", file=sys.stderr)
         return EXIT_NOT_FOUND
     except OutputError as exc:
         print(f"mcpdebug: {exc}", file=sys.stderr)
         return EXIT_NOT_FOUND if exc.kind in (ErrorType.LOG_NOT_FOUND, ErrorType.NO_MATCHES) else EXIT_USAGE
-    except KeyboardInterrupt:
-        return 130
-    except BrokenPipeError:  # `mcpdebug logs ... | head`: the reader has had enough
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
 
 
 def _hang(args: argparse.Namespace) -> int:
@@ -148,6 +160,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _report(store: Store, args: argparse.Namespace) -> int:
     from mcpdebug.report import html
+    from mcpdebug.views import lookup
 
     run = lookup.run(store, args.run)
     path = Path(args.html).expanduser()

@@ -8,8 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from mcpdebug import terminal
-from mcpdebug.store import output_query
+from mcpdebug.names import PHASE_CHOICES, SHOW_TESTS, STREAM_CHOICES
 from pytest_mcpdebug import __version__, limits
 
 if TYPE_CHECKING:
@@ -189,8 +188,8 @@ def _show(sub: Subparsers) -> None:
     show.add_argument(
         "--limit",
         type=int,
-        default=terminal.SHOW_TESTS,
-        help=f"most tests to list (default: {terminal.SHOW_TESTS})",
+        default=SHOW_TESTS,
+        help=f"most tests to list (default: {SHOW_TESTS})",
     )
     show.add_argument("--json", action="store_true", help="print JSON")
 
@@ -212,10 +211,8 @@ def _logs(sub: Subparsers) -> None:
     logs.add_argument("-i", "--ignore-case", action="store_true", help="case-insensitive --grep")
     logs.add_argument("--occurrence", type=int, default=1, help="first match to show (default: 1)")
     logs.add_argument("--max-results", type=int, default=20, help="matches to show (default: 20)")
-    logs.add_argument(
-        "--stream", default="combined", choices=output_query.STREAM_CHOICES, help="default: combined"
-    )
-    logs.add_argument("--phase", choices=output_query.PHASE_CHOICES, help="only this phase's lines")
+    logs.add_argument("--stream", default="combined", choices=STREAM_CHOICES, help="default: combined")
+    logs.add_argument("--phase", choices=PHASE_CHOICES, help="only this phase's lines")
     logs.add_argument("--no-line-numbers", action="store_true", help="print lines without their numbers")
 
 
@@ -259,9 +256,7 @@ def _tail(sub: Subparsers) -> None:
     tail.add_argument(
         "-n", "--lines", type=int, default=10, help="lines of history to show first (default: 10)"
     )
-    tail.add_argument(
-        "--stream", default="combined", choices=output_query.STREAM_CHOICES, help="default: combined"
-    )
+    tail.add_argument("--stream", default="combined", choices=STREAM_CHOICES, help="default: combined")
     tail.add_argument("--interval", type=float, default=0.25, help="seconds between looks (default: 0.25)")
 
 

@@ -15,16 +15,13 @@ import textwrap
 import time
 from typing import Any
 
+from mcpdebug.names import EXIT_NOT_FOUND
 from mcpdebug.store import FINAL_OUTCOMES, PROBLEM_OUTCOMES, Store, output_query
 from mcpdebug.store.output_query import ErrorType, OutputError
 from mcpdebug.views import lookup, output_window, time_text
 from mcpdebug.views import output as output_view
 from mcpdebug.views import output_search as search_view
 from mcpdebug.views import runs as runs_view
-
-EXIT_NOT_FOUND = 3
-SHOW_TESTS = 50
-"""Tests `mcpdebug show` lists besides the failures, unless asked for more."""
 
 
 def logs(store: Store, args: argparse.Namespace) -> int:
@@ -205,7 +202,7 @@ def _fit(text: str, width: int | None) -> str:
 
 def _print_tests(store: Store, run: dict[str, Any], args: argparse.Namespace, width: int | None) -> None:
     """The run's tests, one a line, paged: by default the ones that did not fail (the summary has
-    those), at most `SHOW_TESTS` of them, and how to see more."""
+    those), at most ``--limit`` of them (`names.SHOW_TESTS` by default), and how to see more."""
     rid = run["run_id"]
     if args.outcome:
         wanted = lookup.outcomes(args.outcome)

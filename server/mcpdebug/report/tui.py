@@ -254,7 +254,7 @@ def _key(call: dict[str, Any]) -> str:
 def main(args: argparse.Namespace) -> int:
     """`mcpdebug tui [--dir D] [--log PATH]`."""
     from mcpdebug.store import StoreError
-    from mcpdebug.store.folder import find_dir
+    from mcpdebug.store_dir import find_dir
 
     directory: Path | None
     try:

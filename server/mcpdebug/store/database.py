@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from mcpdebug.names import StoreError
 from mcpdebug.store import recovery
 from mcpdebug.store.diagnosis import DiagnosisQueries
 from mcpdebug.store.events import HANDLERS, touch_run
@@ -42,10 +43,6 @@ EVENT_BYTES = 200
 """What a stored event costs, roughly (its rows and indexes), for the store-size limit."""
 
 log = logging.getLogger("mcpdebug.store")
-
-
-class StoreError(Exception):
-    """A store that cannot be opened or used; the message says what to do."""
 
 
 class Store(Liveness, Queries, HistoryQueries, DiagnosisQueries):

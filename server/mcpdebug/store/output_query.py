@@ -22,11 +22,9 @@ from typing import Any, Final
 
 import regex
 
+from mcpdebug.names import COMBINED
 from mcpdebug.store.output_files import Outputs, Segment, row_dict
 
-COMBINED: Final = "combined"
-STREAM_CHOICES: Final = (COMBINED, "stdout", "stderr", "log", "warnings")
-PHASE_CHOICES: Final = ("setup", "call", "teardown", "collect", "fixture")
 _REGEX_SPECIALS = frozenset(".^$*+?{}[]\\|()")
 _NON_ASCII_FOLDS = frozenset("iks")
 """ASCII letters that Python's case-insensitive regexes also match to non-ASCII ones (İ ı K ſ)."""

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from mcpdebug.names import COMBINED, PHASE_CHOICES, STREAM_CHOICES
 from mcpdebug.replies import OutputWindow
 from mcpdebug.store import Store, output_query
-from mcpdebug.store.output_query import COMBINED
 from mcpdebug.views.calls import call
 from mcpdebug.views.output_window import (
     DEFAULT_WINDOW,
@@ -40,9 +40,9 @@ def get_output(
 ) -> OutputWindow:
     """``keep_end``: if the range does not fit in a reply, show its end rather than its start
     (always so without a range)."""
-    check_choice(stream, output_query.STREAM_CHOICES, "stream")
+    check_choice(stream, STREAM_CHOICES, "stream")
     if phase is not None:
-        check_choice(phase, output_query.PHASE_CHOICES, "phase")
+        check_choice(phase, PHASE_CHOICES, "phase")
     unit = resolve_unit(store, run, test)
     view = output_query.build_view(
         store.outputs,

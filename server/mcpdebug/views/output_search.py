@@ -7,9 +7,10 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
+from mcpdebug.names import COMBINED, STREAM_CHOICES
 from mcpdebug.replies import Match, SearchResult
 from mcpdebug.store import Store, output_query
-from mcpdebug.store.output_query import COMBINED, ErrorType, Hit, OutputError
+from mcpdebug.store.output_query import ErrorType, Hit, OutputError
 from mcpdebug.views.calls import call
 from mcpdebug.views.lookup import quoted
 from mcpdebug.views.output_window import (
@@ -93,7 +94,7 @@ def search_output(
 
 
 def _check(stream: str, context: int, max_results: int) -> None:
-    check_choice(stream, output_query.STREAM_CHOICES, "stream")
+    check_choice(stream, STREAM_CHOICES, "stream")
     if context < 0 or context > 50:
         raise OutputError(ErrorType.INVALID_ARGUMENT, f"context={context} must be between 0 and 50 lines.")
     if max_results < 1:

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import quote
 
+from mcpdebug.names import COMBINED
 from mcpdebug.store import Store, output_query
 from mcpdebug.store.output_files import is_run_unit
-from mcpdebug.store.output_query import COMBINED, ErrorType, Line, OutputError, View
+from mcpdebug.store.output_query import ErrorType, Line, OutputError, View
 from mcpdebug.views import lookup
 from mcpdebug.views.calls import call
 from pytest_mcpdebug.output.lines import cut_at

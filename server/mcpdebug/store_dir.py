@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from mcpdebug.store.database import StoreError
+from mcpdebug.names import StoreError
 from pytest_mcpdebug.folder import DIRNAME, find_store, store_in
 
 
