@@ -160,7 +160,9 @@ def proc_cpu(pid: int) -> float:
 # 1. Throughput -------------------------------------------------------------------------------------------
 
 
-WORKLOADS = {"print": PRINTER, "logging": LOGGER}
+WORKLOADS = {"print": PRINTER, "print-unbuffered": PRINTER, "logging": LOGGER}
+"""``print-unbuffered`` runs with PYTHONUNBUFFERED=1 (as Docker images and this sandbox set it: a write
+per line and per newline); the others without it, as a developer's shell runs them."""
 MODES = ("alone", "pipe", "run")
 """alone: stdout to /dev/null; pipe: ``| cat > /dev/null`` (what any reader of its output costs);
 run: under `mcpdebug run`, its copy of the output to /dev/null."""
@@ -175,6 +177,9 @@ def throughput(work: Path, env: dict[str, str], lines: int, repeats: int) -> str
             for workload, source in WORKLOADS.items():
                 script = work / f"workload_{workload}.py"  # not logging.py: it would shadow logging
                 script.write_text(source)
+                run_env = {k: v for k, v in env.items() if k != "PYTHONUNBUFFERED"}
+                if workload.endswith("-unbuffered"):
+                    run_env["PYTHONUNBUFFERED"] = "1"
                 for mode in MODES:
                     label = f"{workload}-{round_}"
                     command = [sys.executable, str(script), str(lines)]
@@ -193,7 +198,7 @@ def throughput(work: Path, env: dict[str, str], lines: int, repeats: int) -> str
                         command = ["sh", "-c", f"{shlex.join(command)} | cat > /dev/null"]
                     before, server_before, start = children_cpu(), proc_cpu(server.pid), time.perf_counter()
                     subprocess.run(
-                        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, check=True
+                        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=run_env, check=True
                     )
                     elapsed, cpu = time.perf_counter() - start, children_cpu() - before
                     if mode == "run":

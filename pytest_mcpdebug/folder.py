@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import socket
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -25,6 +26,48 @@ SPOOL_SUFFIX: Final = ".jsonl"
 WAL_SUFFIX: Final = ".wal"
 """A streaming process's write-ahead copy of each finished test's events: read only if it died."""
 STORE_FILE: Final = "store.sqlite3"
+IGNORE_HEADER: Final = "# Created by pytest-mcpdebug: recorded test runs, not source."
+
+
+class FolderError(ValueError):
+    """A folder that is not a store was about to be written into; the message says what to give instead."""
+
+
+def is_store(path: Path) -> bool:
+    """Whether ``path`` is a store this project made: it has our ``.gitignore`` (written first, unless
+    the disk was full), a store database, or spool files (``spool/*.jsonl``). A project's own
+    ``output/`` folder, or a ``spool/`` folder of other files, proves nothing."""
+    if (path / STORE_FILE).is_file():
+        return True
+    try:
+        if any((path / SPOOL_DIR).glob(f"*{SPOOL_SUFFIX}")):
+            return True
+    except OSError:
+        pass
+    try:
+        return (path / ".gitignore").read_text().startswith(IGNORE_HEADER)
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def store_in(path: Path) -> Path:
+    """The store a user means by ``path``: the folder itself if it is a store or is named
+    ``.mcpdebug``, else the ``.mcpdebug`` inside it (``path`` is then a project folder)."""
+    return path if path.name == DIRNAME or is_store(path) else path / DIRNAME
+
+
+def find_store(start: Path) -> Path | None:
+    """The store of the project ``start`` is in: ``.mcpdebug`` of ``start`` or its nearest parent."""
+    start = start.resolve()
+    if start.name == DIRNAME or is_store(start):
+        return start if start.is_dir() else None
+    for folder in (start, *start.parents):
+        candidate = folder / DIRNAME
+        if candidate.is_dir() and is_store(candidate):
+            return candidate
+    return None
+
+
 COVERAGE_DIR: Final = "coverage"
 """Per-test coverage (``--mcp-debug-coverage``): ``<run id>.coverage``, a coverage.py data file with a
 context per test, and while an xdist run lasts ``<run id>/<process>.coverage`` per worker."""
@@ -35,11 +78,21 @@ started by a test is linked to its run, and its lines are shown with that run's 
 
 
 def ensure_dir(path: Path) -> Path:
-    """Create the folder with a `.gitignore` that keeps it out of version control."""
+    """Create the store folder with a `.gitignore` that keeps it out of version control.
+
+    Only a folder named ``.mcpdebug`` or one that already is a store is written into: a project
+    folder given by mistake must never get our files (a ``.gitignore`` of ``*`` there would hide
+    its sources from git).
+    """
+    if path.name != DIRNAME and path.is_dir() and not is_store(path) and any(path.iterdir()):
+        raise FolderError(
+            f"{path} is not a pytest-mcpdebug store and not empty: nothing is written there; "
+            f"give the project folder or its {DIRNAME} folder instead"
+        )
     path.mkdir(parents=True, exist_ok=True)
     ignore = path / ".gitignore"
     if not ignore.exists():
-        ignore.write_text("# Created by pytest-mcpdebug: recorded test runs, not source.\n*\n")
+        ignore.write_text(IGNORE_HEADER + "\n*\n")
     return path
 
 
@@ -114,3 +167,19 @@ def write_server_info(path: Path, info: ServerInfo) -> Path:
         json.dump(asdict(info), fh)
     os.replace(tmp, target)
     return target
+
+
+def display(path: Path, base: Path) -> str:
+    """``path`` relative to ``base`` (where pytest was started) when it is inside it."""
+    try:
+        return str(path.relative_to(base))
+    except ValueError:
+        return str(path)
+
+
+def dir_arg(directory: Path, base: Path) -> str:
+    """`` --dir X`` when the CLI, started in ``base``, would not find this store by itself."""
+    if find_store(base) == directory.resolve():
+        return ""
+    target = directory.parent if directory.name == DIRNAME else directory
+    return f" --dir {shlex.quote(display(target, base) or '.')}"

@@ -14,10 +14,13 @@ from typing import Final
 import pytest
 
 from pytest_mcpdebug import limits
-from pytest_mcpdebug.folder import DIRNAME
+from pytest_mcpdebug.folder import DIRNAME, store_in
 
 ENABLE_HELP: Final = "Record this run for mcpdebug (failures, output) and stream it to `mcpdebug serve`."
-DIR_HELP: Final = "Folder of the mcpdebug store and spool (default: <rootdir>/.mcpdebug)."
+DIR_HELP: Final = (
+    "Where runs are recorded: a .mcpdebug folder, or a project folder to record in its .mcpdebug "
+    "(default: <rootdir>/.mcpdebug)."
+)
 URL_HELP: Final = (
     "WebSocket URL of a running `mcpdebug serve` ingest endpoint, e.g. ws://127.0.0.1:PORT/?token=T "
     "(default: found through <dir>/server.json)."
@@ -345,6 +348,7 @@ def resolve(config: pytest.Config) -> Settings:
     directory = (root / DIRNAME) if not raw_dir else (Path(os.path.expanduser(raw_dir)))
     if not directory.is_absolute():
         directory = Path(config.invocation_params.dir) / directory
+    directory = store_in(directory)  # a project folder given: its .mcpdebug, never the folder itself
     url, where = _first(config, "mcpdebug_url", ENV_URL)
     if url and not url.startswith(("ws://", "wss://")):
         raise pytest.UsageError(

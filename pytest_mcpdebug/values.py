@@ -13,6 +13,7 @@ import os
 import re
 import sys
 import sysconfig
+import types
 from typing import Any, Final
 
 from pytest_mcpdebug.protocol import SnapshotVar
@@ -128,12 +129,31 @@ class VarBuilder:
                 return [(f"[{i}]", v) for i, v in enumerate(value[:CHILDREN])]
             if isinstance(value, (set, frozenset)):
                 return [(f"<{i}>", v) for i, v in enumerate(list(value)[:CHILDREN])]
-            attrs = getattr(value, "__dict__", None)
-            if isinstance(attrs, dict) and not isinstance(value, type):
-                return [(k, v) for k, v in list(attrs.items())[:CHILDREN] if not k.startswith("__")]
+            if isinstance(value, type):
+                return []
+            return _attributes(value)[:CHILDREN]
         except Exception:
             return []
-        return []
+
+
+def _attributes(value: Any) -> list[tuple[str, Any]]:
+    """An object's attributes from its ``__dict__`` and slots, read without running its code: no
+    ``__getattr__``, property or other descriptor is called (a snapshot must not change the test)."""
+    try:
+        attrs = object.__getattribute__(value, "__dict__")
+    except AttributeError:
+        attrs = None
+    found = [(k, v) for k, v in attrs.items() if not k.startswith("__")] if isinstance(attrs, dict) else []
+    for cls in type(value).__mro__:
+        slots = cls.__dict__.get("__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:
+            member = cls.__dict__.get(name)
+            if isinstance(member, types.MemberDescriptorType) and not name.startswith("__"):
+                try:
+                    found.append((name, member.__get__(value, type(value))))
+                except AttributeError:  # a slot never set
+                    continue
+    return found
 
 
 _OWN = os.path.dirname(os.path.realpath(__file__)) + os.sep

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import AsyncIterator
@@ -46,12 +45,12 @@ def alive(pid: int) -> bool:
 
 
 def structured(result: Any) -> dict[str, Any]:
-    """A reply's data: the typed object, or a JSON text reply of the untyped tools parsed."""
-    data = result.structured_content
-    if set(data) == {"result"} and isinstance(data["result"], str) and data["result"].startswith("{"):
-        parsed: dict[str, Any] = json.loads(data["result"])
-        return parsed
-    return dict(data)
+    """A reply's data: the typed object; for a debug session's stop answered by a run tool
+    (run_tests, wait_for_stop, continue_execution), the stop's fields with the reply's text."""
+    data = dict(result.structured_content)
+    if isinstance(data.get("debug"), dict):
+        return {**data["debug"], "text": data.get("text") or data.get("message")}
+    return data
 
 
 @dataclass

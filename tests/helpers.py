@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import ssl
 import subprocess
 import sys
@@ -212,3 +213,16 @@ class Events:
             )
         )
         return events
+
+
+def both_forms(result: Any) -> str:
+    """The text of a tool's reply, checking that its ``structuredContent`` carries the same reply
+    (a report's ``text`` is the text content; a data reply's fields are what the text shows)."""
+    assert len(result.content) == 1
+    text: str = result.content[0].text
+    data = result.structured_content
+    assert isinstance(data, dict) and data, text
+    if "text" in data:
+        assert data["text"] == text
+    assert len(json.dumps(data, ensure_ascii=False)) <= 30_000  # what Claude Code shows the model
+    return text

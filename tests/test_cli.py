@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import pty
+import re
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -21,6 +25,37 @@ def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
         timeout=60,
         env={"PATH": "/usr/bin:/bin", "COLUMNS": "200"},
     )
+
+
+def in_terminal(cwd: Path, *args: str, columns: int = 80) -> str:
+    """What `mcpdebug` prints to a terminal ``columns`` wide (a pseudo-terminal, as a user's)."""
+    leader, follower = pty.openpty()
+    try:
+        done = subprocess.run(
+            [MCPDEBUG, *args],
+            cwd=cwd,
+            stdout=follower,
+            stderr=subprocess.PIPE,
+            timeout=60,
+            env={"PATH": "/usr/bin:/bin", "COLUMNS": str(columns), "TERM": "dumb"},
+        )
+        os.close(follower)
+        follower = -1
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # EIO: the follower side is closed and everything was read
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(leader)
+        if follower >= 0:
+            os.close(follower)
+    assert done.returncode == 0, done.stderr
+    return b"".join(chunks).decode().replace("\r\n", "\n")
 
 
 @pytest.fixture
@@ -66,7 +101,12 @@ def test_errors_are_one_line_with_what_to_do(project: Path, tmp_path: Path) -> N
     assert unknown.returncode == 3 and "Unknown run 'nope'. Recorded runs, newest first:" in unknown.stderr
     nothing = cli(tmp_path, "runs")
     assert nothing.returncode == 2
-    assert "record a run with `pytest --mcp-debug` first, or pass --dir" in nothing.stderr
+    assert nothing.stderr.startswith(
+        f"mcpdebug: no recorded runs: looked for {tmp_path.resolve() / '.mcpdebug'}"
+    )
+    assert (
+        "Record a run with `pytest --mcp-debug` in the project first, or pass --dir PROJECT" in nothing.stderr
+    )
     assert "Traceback" not in nothing.stderr + unknown.stderr
 
 
@@ -81,3 +121,71 @@ def test_failure_shows_frames_and_locals_of_a_failure(project: Path) -> None:
     assert setup.returncode == 0 and "RuntimeError: database unavailable" in setup.stdout
     unknown = cli(project, "failure", "latest", "nope")
     assert unknown.returncode == 3 and "No test matching 'nope'" in unknown.stderr
+
+
+LONG_IDS = """
+import pytest
+
+@pytest.mark.parametrize("case", [f"a-rather-long-parameter-id-number-{i:03d}" for i in range(60)])
+def test_every_case_of_a_long_parametrized_name_passes(case):
+    pass
+
+def test_fails():
+    assert 1 == 2
+"""
+
+
+def test_show_pages_and_never_breaks_a_node_id_at_80_columns(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_long=LONG_IDS)
+    run_inner(pytester, "--mcp-debug")
+    ids = [
+        f"test_long.py::test_every_case_of_a_long_parametrized_name_passes[a-rather-long-parameter-id-number-{i:03d}]"
+        for i in range(60)
+    ]
+    shown = in_terminal(pytester.path, "show")
+    lines = shown.splitlines()
+    assert "- FAILED test_long.py::test_fails (call): assert 1 == 2" in lines
+    listed = [n for n in ids if n in lines]  # each long id alone on its line, whole
+    assert listed == ids[:50]
+    assert all(
+        len(line) <= 80 or line in ids for line in lines if "test_long.py" in line and "FAILED" not in line
+    )
+    more = shown[shown.index("... 10 more: ") :]
+    assert "--offset 50`" in more and "`--all` for every one," in more
+    # the hints of a terminal name commands, not MCP tools
+    assert "`mcpdebug failure " in shown and "get_failure(" not in shown
+    # into a pipe, lines stay whole: one test a line, for grep
+    piped = cli(pytester.path, "show").stdout
+    assert any(
+        line.startswith(f"passed   {ids[0]}  ") and line.endswith("s main") for line in piped.splitlines()
+    )
+
+    rest = in_terminal(pytester.path, "show", "--offset", "50").splitlines()
+    assert [n for n in ids if n in rest] == ids[50:]
+    failed = cli(pytester.path, "show", "--outcome", "failed").stdout
+    assert "Tests of run" in failed and "with outcome failed (1):" in failed
+    assert re.search(r"FAILED   test_long.py::test_fails  \d+\.\d\ds main - assert 1 == 2", failed)
+    everything = cli(pytester.path, "show", "--all").stdout
+    assert all(n in everything for n in ids) and "more:" not in everything
+
+
+def test_a_project_folder_is_read_through_its_store_and_never_written(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    project = pytester.path / "demo"
+    project.mkdir()
+    (project / "test_demo.py").write_text("def test_ok():\n    pass\n")
+    result = run_inner(pytester, "--mcp-debug", "demo", "--rootdir", str(project))
+    before = sorted(p.name for p in project.iterdir())
+    # from the directory pytest was started in, the printed hint works as pasted
+    hint = re.search(r"inspect it with `mcpdebug (show [^`]*)`", result.stdout.str())
+    assert hint and hint[1].endswith(" --dir demo"), result.stdout.str()
+    shown = cli(pytester.path, *shlex.split(hint[1]))
+    assert shown.returncode == 0 and "1 passed" in shown.stdout
+    assert cli(project, "runs").returncode == 0  # from inside the project
+    assert cli(tmp_path, "runs", "--dir", str(project / ".mcpdebug")).returncode == 0  # or its store
+    empty = tmp_path / "empty-project"
+    empty.mkdir()
+    nothing = cli(tmp_path, "show", "--dir", str(empty))
+    assert nothing.returncode == 2 and "Record a run with `pytest --mcp-debug`" in nothing.stderr
+    assert sorted(p.name for p in project.iterdir()) == before and list(empty.iterdir()) == []

@@ -14,7 +14,7 @@ import anyio
 import pytest
 from debug_helpers import SCRIPTS, alive, debug_server, line_of
 
-from mcpdebug.cli import _parser
+from mcpdebug.command_line import build_parser
 
 pytestmark = pytest.mark.anyio
 
@@ -140,7 +140,9 @@ async def test_errors_say_what_to_do(tmp_path: Path) -> None:
     no_debugpy = tmp_path / "bare"
     venv.create(no_debugpy, with_pip=False)
     async with debug_server(tmp_path / ".mcpdebug", SCRIPTS) as debug:
-        assert "Only language='python'" in await debug.error("create_debug_session", language="ruby")
+        assert 'argument language must be one of "python"' in await debug.error(
+            "create_debug_session", language="ruby"
+        )
         assert "is not an executable" in await debug.error(
             "create_debug_session", executable_path=str(tmp_path / "nope")
         )
@@ -188,13 +190,13 @@ async def test_idle_sessions_are_closed_and_say_why(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("given", "seconds"), [("90", 90.0), ("45s", 45.0), ("30m", 1800.0), ("2h", 7200.0)])
 def test_debug_idle_timeout_option(given: str, seconds: float) -> None:
-    assert _parser().parse_args(["serve", "--debug-idle-timeout", given]).debug_idle_timeout == seconds
-    assert _parser().parse_args(["serve"]).debug_idle_timeout == 1800.0
+    assert build_parser().parse_args(["serve", "--debug-idle-timeout", given]).debug_idle_timeout == seconds
+    assert build_parser().parse_args(["serve"]).debug_idle_timeout == 1800.0
 
 
 def test_debug_idle_timeout_option_refuses_nonsense(capsys: pytest.CaptureFixture[str]) -> None:
     for bad in ("0", "1e10", "soon"):
         with pytest.raises(SystemExit) as exited:
-            _parser().parse_args(["serve", "--debug-idle-timeout", bad])
+            build_parser().parse_args(["serve", "--debug-idle-timeout", bad])
         assert exited.value.code == 2
         assert f"invalid duration value: '{bad}'" in capsys.readouterr().err

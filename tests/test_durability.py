@@ -127,10 +127,10 @@ def test_a_nearly_full_disk_never_changes_the_exit_status(pytester: pytest.Pytes
     )
     with small_tmpfs(pytester.path / "disk", "300k") as disk:
         for leave in (0, 6_000, 14_000, 30_000):
-            shutil.rmtree(disk / "md", ignore_errors=True)
+            shutil.rmtree(disk / ".mcpdebug", ignore_errors=True)
             (disk / "filler").unlink(missing_ok=True)
             fill(disk, leave)
-            result = run_inner(pytester, "--mcp-debug", "--mcp-debug-dir", str(disk / "md"))
+            result = run_inner(pytester, "--mcp-debug", "--mcp-debug-dir", str(disk / ".mcpdebug"))
             out = result.stdout.str() + result.stderr.str()
             assert result.ret == 0, out
             assert "30 passed" in out and "Traceback" not in out and "INTERNALERROR" not in out
@@ -139,7 +139,7 @@ def test_a_nearly_full_disk_never_changes_the_exit_status(pytester: pytest.Pytes
             if found:
                 assert "is full" in found[0] and "not recorded" in found[0]
             # what did fit is whole lines only: the store (elsewhere: it needs more room) reads it all
-            copy = shutil.copytree(disk / "md", pytester.path / f"copy-{leave}")
+            copy = shutil.copytree(disk / ".mcpdebug", pytester.path / f"copy-{leave}" / ".mcpdebug")
             for run in read_back(copy).runs():  # without its end recorded, a run reads as crashed
                 assert run["status"] == "finished" or (run["status"] == "crashed" and found), found
 
@@ -181,7 +181,7 @@ def test_a_disk_full_mid_run_counts_what_was_dropped(pytester: pytest.Pytester, 
     else:
         with small_tmpfs(pytester.path / "disk", "300k") as disk:
             fill(disk, 60_000)  # room for the first tests' events only
-            result = run_inner(pytester, "--mcp-debug", "--mcp-debug-dir", str(disk / "md"))
+            result = run_inner(pytester, "--mcp-debug", "--mcp-debug-dir", str(disk / ".mcpdebug"))
     out = result.stdout.str()
     assert result.ret == 1 and "1 failed, 39 passed" in out
     [warning] = warnings_of(out)
@@ -203,10 +203,10 @@ def test_a_kill_keeps_every_finished_test_spooled(pytester: pytest.Pytester, xdi
     assert store.test(run["run_id"], "test_k.py::test_prints")["status"] == "passed"  # type: ignore[index]
     if xdist:  # the worker died, the run went on: the test is named crashed
         assert run["status"] == "finished"
-        assert "crashed" in hang_view.failure_or_hang(store, run, "test_k.py::test_kill")
+        assert "crashed" in hang_view.failure_or_hang(store, run, "test_k.py::test_kill").text
     else:  # pytest itself died: the run is named crashed, with the test that was running
         assert run["status"] == "crashed"
-        assert "its process (main, pid" in hang_view.failure_or_hang(store, run, "test_kill")
+        assert "its process (main, pid" in hang_view.failure_or_hang(store, run, "test_kill").text
 
 
 @pytest.mark.parametrize("xdist", [[], ["-n", "1"]], ids=["no-xdist", "xdist"])

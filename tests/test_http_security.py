@@ -25,7 +25,7 @@ from helpers import http_client, wait_for
 from mcpdebug import cli, http_auth
 from mcpdebug.app import build_server
 from mcpdebug.store import Store
-from mcpdebug.tools.context import READ_ONLY, RUNS_CODE
+from mcpdebug.tools.annotations import READ_ONLY, RUNS_CODE
 
 RUNS_CODE_TOOLS = {
     "run_tests",

@@ -11,7 +11,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from conftest import MCPDEBUG
-from helpers import recorded, run_inner
+from helpers import both_forms, recorded, run_inner
 from mcpdebug.app import build_server
 
 
@@ -44,7 +44,8 @@ async def test_tools_over_a_recorded_run(recorded_dir: Path) -> None:
         run_id = recorded(recorded_dir).runs()[0]["run_id"]
         assert run_id in text(sessions) and "finished, exit status 1 (tests failed)" in text(sessions)
         # the text and the structured form carry the same reply
-        assert sessions.structured_content == {"result": text(sessions)}
+        assert sessions.structured_content["sessions"][0]["run_id"] == run_id
+        both_forms(sessions)
 
         summary = text(await client.call_tool("get_run_summary", {}))
         for line in [

@@ -25,6 +25,20 @@ from pytest_mcpdebug import protocol
 from pytest_mcpdebug.folder import STORE_FILE
 from pytest_mcpdebug.limits import KB, Limits
 
+
+def output_text(*args: Any, **kwargs: Any) -> str:
+    """get_output's text (the reply an agent reads; its typed fields are tested in test_tool_contract)."""
+    return output_view.get_output(*args, **kwargs).text
+
+
+def search_text(*args: Any, **kwargs: Any) -> str:
+    return search_view.search_output(*args, **kwargs).render()
+
+
+def logs_text(*args: Any, **kwargs: Any) -> str:
+    return logs_view.get_logs(*args, **kwargs).render()
+
+
 RUN = "20261101-120000-aaaa01"
 TEST = "tests/test_app.py::test_numbers"
 OTHER = "tests/test_app.py::test_other"
@@ -101,13 +115,13 @@ def ten(store: Store) -> Any:
 def test_a_range_shows_exactly_its_lines_with_their_numbers(
     store: Store, ten: Any, start: int | None, end: int | None, first: int, last: int
 ) -> None:
-    reply = output_view.get_output(store, ten, TEST, start=start, end=end)
+    reply = output_text(store, ten, TEST, start=start, end=end)
     assert reply.startswith(f"Lines {first}-{last} of 10 ({TEST}; run {RUN}; ")
     assert body(reply) == [f"{i}: line {i}" for i in range(first, last + 1)]
 
 
 def test_a_partial_range_says_what_was_left_out_and_how_to_get_it(store: Store, ten: Any) -> None:
-    reply = output_view.get_output(store, ten, TEST, start=4, end=6)
+    reply = output_text(store, ten, TEST, start=4, end=6)
     footer = reply.split("\n\n", 2)[2]
     assert footer.splitlines()[:5] == [
         "[Output truncated: Showing 3 of 10 lines]",
@@ -123,12 +137,12 @@ def test_a_partial_range_says_what_was_left_out_and_how_to_get_it(store: Store, 
 
 
 def test_the_whole_output_has_no_truncation_footer(store: Store, ten: Any) -> None:
-    reply = output_view.get_output(store, ten, TEST, start=1, end=-1)
+    reply = output_text(store, ten, TEST, start=1, end=-1)
     assert "truncated" not in reply and "omitted" not in reply
 
 
 def test_line_numbers_can_be_left_out(store: Store, ten: Any) -> None:
-    reply = output_view.get_output(store, ten, TEST, start=9, end=10, line_numbers=False)
+    reply = output_text(store, ten, TEST, start=9, end=10, line_numbers=False)
     assert body(reply) == ["line 9", "line 10"]
 
 
@@ -157,7 +171,7 @@ def test_an_invalid_range_is_an_error_naming_the_valid_lines(
 
 def test_a_test_without_output_says_so_and_lists_what_wrote_some(store: Store) -> None:
     run = record(store, (TEST, []), (OTHER, [("call", "stdout", ["hello"])]))
-    reply = output_view.get_output(store, run, TEST)
+    reply = output_text(store, run, TEST)
     assert reply.startswith(f"No output stored for {TEST} in run {RUN}.")
     assert f"  {OTHER}: 1 lines" in reply
     exc = error(output_view.get_output, store, run, TEST, start=1, end=1)
@@ -168,14 +182,14 @@ def test_a_test_without_output_says_so_and_lists_what_wrote_some(store: Store) -
 
 def test_the_default_is_the_last_200_lines(store: Store) -> None:
     run = record(store, (TEST, [("call", "stdout", numbered_lines(450))]))
-    reply = output_view.get_output(store, run, TEST)
+    reply = output_text(store, run, TEST)
     assert reply.startswith("Lines 251-450 of 450 (")
     assert body(reply) == [f"{i}: line {i}" for i in range(251, 451)]
     assert "[Output truncated: Showing last 200 of 450 lines]\n[250 lines omitted]\n" in reply
     assert f'[Earlier lines: get_output(run_id="{RUN}", test="{TEST}", start=51, end=250)]' in reply
     assert "[Later lines:" not in reply
     short = record(store, (OTHER, [("call", "stdout", numbered_lines(20))]), run_id="20261101-130000-bbbb02")
-    assert output_view.get_output(store, short, OTHER).startswith("Lines 1-20 of 20 (")
+    assert output_text(store, short, OTHER).startswith("Lines 1-20 of 20 (")
 
 
 # Streams, phases and time -------------------------------------------------------------------------------
@@ -203,7 +217,7 @@ def mixed(store: Store) -> Any:
 
 
 def test_combined_output_tags_every_stream_but_stdout(store: Store, mixed: Any) -> None:
-    reply = output_view.get_output(store, mixed, TEST)
+    reply = output_text(store, mixed, TEST)
     assert reply.startswith(
         f"Lines 1-9 of 9 ({TEST}; run {RUN}; stdout, stderr, log and warnings interleaved):"
     )
@@ -230,23 +244,23 @@ def test_combined_output_tags_every_stream_but_stdout(store: Store, mixed: Any) 
     ],
 )
 def test_a_stream_is_numbered_within_itself(store: Store, mixed: Any, stream: str, lines: list[str]) -> None:
-    reply = output_view.get_output(store, mixed, TEST, stream=stream)
+    reply = output_text(store, mixed, TEST, stream=stream)
     assert reply.startswith(f"Lines 1-{len(lines)} of {len(lines)} ({TEST}; run {RUN}; {stream}):")
     assert body(reply) == lines
 
 
 def test_ranges_on_a_stream_count_that_stream(store: Store, mixed: Any) -> None:
-    assert body(output_view.get_output(store, mixed, TEST, stream="stdout", start=-2, end=-1)) == [
+    assert body(output_text(store, mixed, TEST, stream="stdout", start=-2, end=-1)) == [
         "4: out 3",
         "5: tearing down",
     ]
-    assert body(output_view.get_output(store, mixed, TEST, stream="stderr", start=2, end=2)) == ["2: err 2"]
+    assert body(output_text(store, mixed, TEST, stream="stderr", start=2, end=2)) == ["2: err 2"]
     exc = error(output_view.get_output, store, mixed, TEST, stream="stderr", start=1, end=3)
     assert exc.kind is ErrorType.INVALID_RANGE and "outside lines 1-2" in str(exc)
 
 
 def test_a_phase_keeps_the_whole_outputs_line_numbers(store: Store, mixed: Any) -> None:
-    call = output_view.get_output(store, mixed, TEST, phase="call")
+    call = output_text(store, mixed, TEST, phase="call")
     assert call.startswith(
         f"Lines 1-6 of 6 ({TEST}; run {RUN}; stdout, stderr, log and warnings interleaved; "
     )
@@ -260,14 +274,10 @@ def test_a_phase_keeps_the_whole_outputs_line_numbers(store: Store, mixed: Any) 
         "8: [stderr] err 2",
     ]
     # positions count the phase's lines; each line keeps its own number
-    assert body(output_view.get_output(store, mixed, TEST, phase="call", start=-1, end=-1)) == [
-        "8: [stderr] err 2"
-    ]
-    assert body(output_view.get_output(store, mixed, TEST, phase="teardown")) == ["9: tearing down"]
-    assert body(output_view.get_output(store, mixed, TEST, phase="setup", stream="stdout")) == [
-        "1: setting up"
-    ]
-    empty = output_view.get_output(store, mixed, TEST, phase="collect")
+    assert body(output_text(store, mixed, TEST, phase="call", start=-1, end=-1)) == ["8: [stderr] err 2"]
+    assert body(output_text(store, mixed, TEST, phase="teardown")) == ["9: tearing down"]
+    assert body(output_text(store, mixed, TEST, phase="setup", stream="stdout")) == ["1: setting up"]
+    empty = output_text(store, mixed, TEST, phase="collect")
     assert empty.startswith("No lines match these filters (") and "the whole output has 9 lines" in empty
 
 
@@ -332,7 +342,7 @@ def timed(store: Store) -> Any:
 def test_since_and_until_pick_lines_by_their_time(
     store: Store, timed: Any, since: float | None, until: float | None, lines: list[str]
 ) -> None:
-    reply = output_view.get_output(
+    reply = output_text(
         store,
         timed,
         TEST,
@@ -344,10 +354,10 @@ def test_since_and_until_pick_lines_by_their_time(
 
 def test_since_accepts_iso_times_and_ages(store: Store, timed: Any) -> None:
     iso = dt.datetime.fromtimestamp(NOW + 21.5).isoformat()
-    assert body(output_view.get_output(store, timed, TEST, since=iso))[0] == "4: [log] log at 22"
+    assert body(output_text(store, timed, TEST, since=iso))[0] == "4: [log] log at 22"
     # NOW is an hour ago: everything is younger than 2h, nothing younger than 1m
-    assert len(body(output_view.get_output(store, timed, TEST, since="2h"))) == 6
-    assert output_view.get_output(store, timed, TEST, since="1m").startswith("No lines match these filters")
+    assert len(body(output_text(store, timed, TEST, since="2h"))) == 6
+    assert output_text(store, timed, TEST, since="1m").startswith("No lines match these filters")
 
 
 # Search ---------------------------------------------------------------------------------------------
@@ -371,7 +381,7 @@ def searched(store: Store) -> Any:
 
 
 def test_search_counts_matching_lines_not_matches(store: Store, searched: Any) -> None:
-    reply = search_view.search_output(store, searched, "error", TEST, max_results=1)
+    reply = search_text(store, searched, "error", TEST, max_results=1)
     assert reply.splitlines()[:2] == [
         f'Search: "error" found 3 occurrences in {TEST} (run {RUN})',
         "Showing occurrence 1 of 3 at line 2:",
@@ -379,7 +389,7 @@ def test_search_counts_matching_lines_not_matches(store: Store, searched: Any) -
 
 
 def test_search_shows_the_match_marked_in_its_context(store: Store, searched: Any) -> None:
-    reply = search_view.search_output(store, searched, "error", TEST, occurrence=2, context=2, max_results=1)
+    reply = search_text(store, searched, "error", TEST, occurrence=2, context=2, max_results=1)
     assert reply.splitlines()[1] == "Showing occurrence 2 of 3 at line 4:"
     assert block(reply) == [
         "2: error: disk full",
@@ -395,7 +405,7 @@ def test_search_shows_the_match_marked_in_its_context(store: Store, searched: An
 
 
 def test_context_stops_at_the_edges_and_the_last_match_has_no_next(store: Store, searched: Any) -> None:
-    reply = search_view.search_output(store, searched, "error", TEST, occurrence=3, context=3, max_results=1)
+    reply = search_text(store, searched, "error", TEST, occurrence=3, context=3, max_results=1)
     assert block(reply) == [
         "5: giving up",
         "6: [stderr] Error count: 2",
@@ -403,14 +413,14 @@ def test_context_stops_at_the_edges_and_the_last_match_has_no_next(store: Store,
         ">>> 8: [stderr] error: final <<<",
     ]
     assert "Use occurrence=" not in reply
-    first = search_view.search_output(store, searched, "starting", TEST, context=1)
+    first = search_text(store, searched, "starting", TEST, context=1)
     assert block(first) == [">>> 1: starting <<<", "2: error: disk full"]
-    bare = search_view.search_output(store, searched, "retrying", TEST, context=0)
+    bare = search_text(store, searched, "retrying", TEST, context=0)
     assert block(bare) == [">>> 3: retrying <<<"]
 
 
 def test_several_results_each_get_a_block(store: Store, searched: Any) -> None:
-    reply = search_view.search_output(store, searched, "error", TEST, context=0)
+    reply = search_text(store, searched, "error", TEST, context=0)
     assert reply.splitlines()[1] == "Showing occurrences 1-3 of 3:"
     assert re.findall(r"^Occurrence .*\n.*$", reply, re.MULTILINE) == [
         f"Occurrence 1 at line 2 of {TEST}:\n>>> 2: error: disk full <<<",
@@ -420,9 +430,7 @@ def test_several_results_each_get_a_block(store: Store, searched: Any) -> None:
 
 
 def test_search_on_one_stream_uses_its_numbers(store: Store, searched: Any) -> None:
-    reply = search_view.search_output(
-        store, searched, "error", TEST, stream="stderr", context=0, max_results=1
-    )
+    reply = search_text(store, searched, "error", TEST, stream="stderr", context=0, max_results=1)
     assert reply.splitlines()[1] == "Showing occurrence 1 of 1 at line 3:"  # line 3 of stderr
     assert block(reply) == [">>> 3: error: final <<<"]
 
@@ -445,7 +453,7 @@ def test_literal_regex_and_ignore_case_paths_agree(
     expected = [
         i for i, line in enumerate(SEARCHED, 1) if re.search("error", line, re.IGNORECASE if folded else 0)
     ]
-    reply = search_view.search_output(store, searched, pattern, TEST, context=0, ignore_case=ignore_case)
+    reply = search_text(store, searched, pattern, TEST, context=0, ignore_case=ignore_case)
     assert f"found {len(expected)} occurrences" in reply.splitlines()[0]
     assert hits(reply) == expected
 
@@ -456,8 +464,8 @@ def test_ignore_case_folds_letters_as_python_regexes_do(store: Store) -> None:
     lines = ["5 \u212a over the limit", "\u017fpeed", "\u0130stanbul", "plain ascii k"]
     run = record(store, (TEST, [("call", "stdout", lines)]))
     for pattern, regex in [("k", "[k]"), ("s", "[s]"), ("i", "[i]"), ("K over", "[K] over")]:
-        literal = search_view.search_output(store, run, pattern, TEST, ignore_case=True, context=0)
-        reference = search_view.search_output(store, run, regex, TEST, ignore_case=True, context=0)
+        literal = search_text(store, run, pattern, TEST, ignore_case=True, context=0)
+        reference = search_text(store, run, regex, TEST, ignore_case=True, context=0)
         expected = sum(bool(re.search(pattern, line, re.IGNORECASE)) for line in lines)
         assert literal.splitlines()[0].split(" found ")[1] == reference.splitlines()[0].split(" found ")[1]
         assert f"found {expected} occurrence" in literal.splitlines()[0]
@@ -484,30 +492,28 @@ def test_a_regex_applies_to_each_line_on_its_own(store: Store, pattern: str) -> 
     run = record(store, (TEST, [("call", "stdout", lines)]))
     expected = [i for i, line in enumerate(lines, 1) if re.search(pattern, line)]
     if not expected:
-        exc = error(search_view.search_output, store, run, pattern, TEST)
-        assert exc.kind is ErrorType.NO_MATCHES
+        assert search_view.search_output(store, run, pattern, TEST).total == 0
         return
-    assert hits(search_view.search_output(store, run, pattern, TEST, context=0)) == expected
+    assert hits(search_text(store, run, pattern, TEST, context=0)) == expected
 
 
 def test_an_invalid_regex_says_how_to_search_literally(store: Store, searched: Any) -> None:
     exc = error(search_view.search_output, store, searched, "disk (full", TEST)
     assert exc.kind is ErrorType.INVALID_SEARCH
-    assert str(exc).startswith("Invalid regular expression 'disk (full': missing ), unterminated subpattern")
+    assert str(exc).startswith("Invalid regular expression 'disk (full': missing ) at position 10.")
     assert "(e.g. 'disk\\\\ \\\\(full')" in str(exc)
     assert error(search_view.search_output, store, searched, "", TEST).kind is ErrorType.INVALID_SEARCH
 
 
-def test_no_matches_suggests_what_to_try(store: Store, searched: Any) -> None:
-    exc = error(search_view.search_output, store, searched, "segfault", TEST)
-    assert exc.kind is ErrorType.NO_MATCHES
-    message = str(exc)
-    assert message.startswith(f"No matches found for search pattern: 'segfault' in {TEST} (run {RUN}).")
-    assert "  - ignore_case=True\n" in message
-    assert f'get_output(run_id="{RUN}", test="{TEST}")' in message
-    assert "ignore_case=True\n" not in str(
-        error(search_view.search_output, store, searched, "x", TEST, ignore_case=True)
-    )
+def test_no_matches_is_a_normal_reply_that_suggests_what_to_try(store: Store, searched: Any) -> None:
+    """An empty result is an answer, not an error: the count (0), what was searched, what to try."""
+    reply = search_view.search_output(store, searched, "segfault", TEST)
+    assert reply.total == 0 and reply.matches == []
+    assert reply.render().startswith(f"No lines match 'segfault' in {TEST} (run {RUN}).\n")
+    assert ", ignore_case=True" in reply.render()
+    assert f'get_output(run_id="{RUN}", test="{TEST}")' in reply.render()
+    folded = search_view.search_output(store, searched, "x", TEST, ignore_case=True)
+    assert "ignore_case=True" not in folded.render()
 
 
 @pytest.mark.parametrize("occurrence", [4, 99, 0, -1])
@@ -529,7 +535,7 @@ def test_a_run_wide_search_names_each_hits_test(store: Store) -> None:
         (TEST, [("call", "stdout", ["ok", "timeout talking to db"])]),
         (OTHER, [("setup", "stderr", ["timeout in fixture"]), ("call", "stdout", ["fine", "timeout again"])]),
     )
-    reply = search_view.search_output(store, run, "timeout", None, context=0)
+    reply = search_text(store, run, "timeout", None, context=0)
     assert (
         reply.splitlines()[0]
         == f'Search: "timeout" found 3 occurrences in all output of run {RUN} (2 tests with output)'
@@ -540,7 +546,7 @@ def test_a_run_wide_search_names_each_hits_test(store: Store) -> None:
         f"Occurrence 3 at line 3 of {OTHER}:\n>>> 3: timeout again <<<",
     ]
     # occurrences count across tests: the second is the other test's first
-    second = search_view.search_output(store, run, "timeout", None, occurrence=2, max_results=1, context=0)
+    second = search_text(store, run, "timeout", None, occurrence=2, max_results=1, context=0)
     assert second.splitlines()[1] == "Showing occurrence 2 of 3 at line 1:"
     assert f"Occurrence 2 at line 1 of {OTHER}:" in second
     assert "Use occurrence=3 for next match" in second
@@ -574,7 +580,7 @@ def test_get_logs_merges_sessions_in_time_order_with_meta_lines(
     store: Store, two_sessions: tuple[str, str]
 ) -> None:
     a, b = two_sessions
-    reply = logs_view.get_logs(store, [a, "integration", "nope"])
+    reply = logs_text(store, [a, "integration", "nope"])
     meta, lines = reply.split("\n\n", 1)
     assert meta.splitlines() == [
         "total_results: 6",
@@ -596,7 +602,7 @@ def test_get_logs_merges_sessions_in_time_order_with_meta_lines(
 
 def test_get_logs_truncates_to_the_newest_and_filters(store: Store, two_sessions: tuple[str, str]) -> None:
     a, b = two_sessions
-    reply = logs_view.get_logs(store, [a, b], max_results=2)
+    reply = logs_text(store, [a, b], max_results=2)
     meta, lines = reply.split("\n\n", 1)
     assert meta.splitlines()[:4] == [
         "total_results: 6",
@@ -606,17 +612,17 @@ def test_get_logs_truncates_to_the_newest_and_filters(store: Store, two_sessions
     ]
     assert [line.split("| ", 1)[1] for line in lines.splitlines()] == ["unit three", "integration three"]
     # the last `lines` of each session
-    one_each = logs_view.get_logs(store, [a, b], lines=1)
+    one_each = logs_text(store, [a, b], lines=1)
     assert "total_results: 2" in one_each
-    stderr = logs_view.get_logs(store, [a, b], stream="stderr")
+    stderr = logs_text(store, [a, b], stream="stderr")
     assert [line.split("| ", 1)[1] for line in stderr.split("\n\n", 1)[1].splitlines()] == [
         "unit two",
         "integration two",
     ]
-    matching = logs_view.get_logs(store, ["latest"], pattern="thr+ee")
+    matching = logs_text(store, ["latest"], pattern="thr+ee")
     assert matching.splitlines()[0] == "total_results: 1"
     assert matching.endswith("t_integration.py::test_y log| integration three")
-    nothing = logs_view.get_logs(store, [a], pattern="absent")
+    nothing = logs_text(store, [a], pattern="absent")
     assert nothing.splitlines()[0] == "total_results: 0" and nothing.endswith("(no lines matched)")
     assert "time_range" not in nothing
 
@@ -637,13 +643,13 @@ def test_replies_stay_under_30000_characters_with_64kb_lines(store: Store) -> No
     wide = [f"wide {i} " + "x" * (64 * KB - 10) for i in range(1, 41)]
     run = record(store, (TEST, [("call", "stdout", wide)]), (OTHER, [("call", "stderr", wide[:5])]))
     replies = {
-        "tail": output_view.get_output(store, run, TEST),
-        "range": output_view.get_output(store, run, TEST, start=1, end=40),
-        "stream": output_view.get_output(store, run, OTHER, stream="stderr"),
-        "search": search_view.search_output(store, run, "wide", TEST, context=50, max_results=40),
-        "run search": search_view.search_output(store, run, "x", None, context=10),
-        "one hit": search_view.search_output(store, run, "wide 20 ", TEST, context=50),
-        "logs": logs_view.get_logs(store, [RUN], lines=1000),
+        "tail": output_text(store, run, TEST),
+        "range": output_text(store, run, TEST, start=1, end=40),
+        "stream": output_text(store, run, OTHER, stream="stderr"),
+        "search": search_text(store, run, "wide", TEST, context=50, max_results=40),
+        "run search": search_text(store, run, "x", None, context=10),
+        "one hit": search_text(store, run, "wide 20 ", TEST, context=50),
+        "logs": logs_text(store, [RUN], lines=1000),
         "list": logs_view.logs_list(store),
         "tail of get_test": output_view.output_tail(store, run, TEST, 2000),
     }
@@ -676,7 +682,7 @@ def test_a_line_over_the_line_limit_is_cut_with_a_marker(tmp_path: Path) -> None
             "y" * 1024 + " [... mcpdebug: line cut at 1024 bytes; 3976 more bytes dropped]",
             "after",
         ]
-        assert body(output_view.get_output(store, run, TEST))[2] == "3: after"  # numbering is unchanged
+        assert body(output_text(store, run, TEST))[2] == "3: after"  # numbering is unchanged
     finally:
         store.close()
 
@@ -709,7 +715,7 @@ def test_a_huge_output_keeps_its_head_and_tail_with_original_numbers(tmp_path: P
             """The gap, as get_output reports it; every other line is there with its own number."""
             shown: list[str] = []
             for start in range(1, 2001, 100):  # windows small enough for one reply each
-                reply = output_view.get_output(store, run, TEST, start=start, end=start + 99)
+                reply = output_text(store, run, TEST, start=start, end=start + 99)
                 assert (
                     f"{unit['dropped_lines']} lines in the middle dropped: over max_test_output"
                     in reply.splitlines()[0]
@@ -726,14 +732,11 @@ def test_a_huge_output_keeps_its_head_and_tail_with_original_numbers(tmp_path: P
             assert min(int(g[2]) for g in gaps if g) == lo and max(int(g[3]) for g in gaps if g) == hi
             kept = [f"{n}: {lines[n - 1]}" for n in range(1, 2001) if not lo <= n <= hi]
             assert [line for line in shown if line[:1].isdigit()] == kept
-            assert body(output_view.get_output(store, run, TEST, start=-1, end=-1)) == [f"2000: {lines[-1]}"]
+            assert body(output_text(store, run, TEST, start=-1, end=-1)) == [f"2000: {lines[-1]}"]
             # a search finds tail lines under their own numbers, and nothing from the gap
-            hit = search_view.search_output(store, run, "line 01999 ", TEST, context=0)
+            hit = search_text(store, run, "line 01999 ", TEST, context=0)
             assert hit.splitlines()[1] == "Showing occurrence 1 of 1 at line 1999:"
-            assert (
-                error(search_view.search_output, store, run, f"line {lo:05d} ", TEST).kind
-                is ErrorType.NO_MATCHES
-            )
+            assert search_view.search_output(store, run, f"line {lo:05d} ", TEST).total == 0
             # the head is within its half of the limit, and so is the tail
             assert (lo - 1) * size <= limit // 2
             assert (2000 - hi) * size <= limit - limit // 2
@@ -783,13 +786,13 @@ def test_the_same_events_applied_twice_store_nothing_twice(store: Store) -> None
     events = _test_events(Events(RUN))
     assert store.apply(events) == len(events)
     run = store.run(RUN)
-    before = output_view.get_output(store, run, TEST)
+    before = output_text(store, run, TEST)
     files = {p: p.stat().st_size for p in (store.dir / "output").rglob("*.log")}
     segments = store.db.execute("SELECT count(*) FROM segments").fetchone()[0]
     run_bytes = store.run(RUN)["bytes"]  # type: ignore[index]
     assert store.apply(events) == 0
     assert store.apply(events[3:8]) == 0
-    assert output_view.get_output(store, run, TEST) == before
+    assert output_text(store, run, TEST) == before
     assert {p: p.stat().st_size for p in (store.dir / "output").rglob("*.log")} == files
     assert store.db.execute("SELECT count(*) FROM segments").fetchone()[0] == segments
     assert store.run(RUN)["bytes"] == run_bytes  # type: ignore[index]
@@ -809,10 +812,10 @@ def test_output_arriving_out_of_order_reads_in_order(store: Store, tmp_path: Pat
     try:
         reference.apply(events + chunks)
         for stream in ("combined", "stdout", "stderr"):
-            got = output_view.get_output(store, store.run(RUN), TEST, stream=stream)
-            want = output_view.get_output(reference, reference.run(RUN), TEST, stream=stream)
+            got = output_text(store, store.run(RUN), TEST, stream=stream)
+            want = output_text(reference, reference.run(RUN), TEST, stream=stream)
             assert body(got) == body(want)
-        assert body(output_view.get_output(store, store.run(RUN), TEST, stream="stderr"))[:3] == [
+        assert body(output_text(store, store.run(RUN), TEST, stream="stderr"))[:3] == [
             "1: chunk 0 1",
             "2: chunk 0 2",
             "3: chunk 0 3",
@@ -993,7 +996,7 @@ def test_a_schema_1_store_is_migrated_and_its_output_readable(tmp_path: Path) ->
         assert not columns & {"stdout", "stderr", "log"}
         run = store.run(RUN)
         assert run is not None and run["bytes"] > 0
-        assert body(output_view.get_output(store, run, TEST)) == [
+        assert body(output_text(store, run, TEST)) == [
             "1: setting up",
             "2: out 1",
             "3: out 2",
@@ -1002,22 +1005,22 @@ def test_a_schema_1_store_is_migrated_and_its_output_readable(tmp_path: Path) ->
             "6: [log] WARNING twice",
             "7: bye",
         ]
-        assert body(output_view.get_output(store, run, TEST, stream="log")) == [
+        assert body(output_text(store, run, TEST, stream="log")) == [
             "1: INFO logged",
             "2: WARNING twice",
         ]
         # stdout's own numbers: "setting up" is its first line
-        assert body(output_view.get_output(store, run, TEST, phase="call", stream="stdout")) == [
+        assert body(output_text(store, run, TEST, phase="call", stream="stdout")) == [
             "2: out 1",
             "3: out 2",
         ]
-        assert "Showing occurrence 1 of 1 at line 4:" in search_view.search_output(store, run, "err", TEST)
+        assert "Showing occurrence 1 of 1 at line 4:" in search_text(store, run, "err", TEST)
     finally:
         store.close()
     again = Store(tmp_path)  # a second open migrates nothing twice
     try:
         assert again.db.execute("SELECT count(*) FROM segments").fetchone()[0] == 5
-        assert len(body(output_view.get_output(again, again.run(RUN), TEST))) == 7  # type: ignore[arg-type]
+        assert len(body(output_text(again, again.run(RUN), TEST))) == 7  # type: ignore[arg-type]
     finally:
         again.close()
 

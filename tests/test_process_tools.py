@@ -20,7 +20,7 @@ import pytest
 from mcp import Client
 
 from conftest import MCPDEBUG, RunningServer, start_server
-from helpers import FAST, http_client, recorded, wait_for
+from helpers import FAST, both_forms, http_client, recorded, wait_for
 from mcpdebug.store import Store
 from pytest_mcpdebug.folder import pid_alive
 
@@ -52,6 +52,9 @@ def served(tmp_path: Path) -> Iterator[RunningServer]:
     running.stop()
 
 
+PROCESS_TOOLS = {"start_process", "control_process", "send_stdin"}
+
+
 def text(result: Any) -> str:
     return str(result.content[0].text)
 
@@ -66,14 +69,10 @@ class Agent:
         self.client = client
 
     async def call(self, tool: str, **arguments: Any) -> Any:
-        """A tool's structured reply (or its text), asserting it is not an error."""
+        """The process tools' structured reply, another tool's text; asserting it is not an error."""
         result = await self.client.call_tool(tool, arguments)
         assert not result.is_error, text(result)
-        return (
-            result.structured_content
-            if result.structured_content and "result" not in result.structured_content
-            else text(result)
-        )
+        return result.structured_content if tool in PROCESS_TOOLS else both_forms(result)
 
     async def error(self, tool: str, **arguments: Any) -> str:
         result = await self.client.call_tool(tool, arguments)

@@ -375,7 +375,7 @@ def test_a_service_from_the_fixture_shows_in_its_failing_tests_report(pytester: 
     store = recorded(pytester.path / ".mcpdebug")
     try:
         run = lookup.run(store, "latest")
-        report = failure_view.get_failure(store, run, "test_api.py::test_boom")
+        report = failure_view.get_failure(store, run, "test_api.py::test_boom").text
         services = store.process_sessions()
     finally:
         store.close()

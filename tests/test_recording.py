@@ -55,12 +55,12 @@ def test_failing_suite_is_recorded_without_a_server(pytester: pytest.Pytester, s
     assert "not_a_real_module_xyz" in collect_error["message"]
 
     nodeid = "test_mixed.py::test_output_then_fail"
-    stdout = output_view.get_output(store, run, nodeid, stream="stdout", phase="call")
+    stdout = output_view.get_output(store, run, nodeid, stream="stdout", phase="call").text
     assert "\n1: step 1: loading config\n2: step 2: connecting\n3: step 3: computing\n" in stdout
     assert "4:" not in stdout  # three lines, nothing else
-    stderr = output_view.get_output(store, run, nodeid, stream="stderr")
+    stderr = output_view.get_output(store, run, nodeid, stream="stderr").text
     assert "\n1: warning: using fallback arithmetic\n" in stderr
-    combined = output_view.get_output(store, run, nodeid)
+    combined = output_view.get_output(store, run, nodeid).text
     assert combined.startswith(f"Lines 1-4 of 4 ({nodeid}; run {run['run_id']}")
     skipped = store.test(run["run_id"], "test_mixed.py::test_skip")
     assert skipped is not None and skipped["message"] == "not on this platform"
@@ -126,13 +126,20 @@ def test_unreachable_server_is_one_warning_and_spools(pytester: pytest.Pytester)
 
 
 def test_custom_dir(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A folder given is a project folder (its .mcpdebug/ is the store) unless it is a .mcpdebug
+    folder or a store already: nothing is ever written into a folder that is not a store."""
     pytester.makepyfile("def test_ok(): pass")
-    run_inner(pytester, "--mcp-debug", "--mcp-debug-dir", "elsewhere/.rec")
-    assert (pytester.path / "elsewhere/.rec/spool").is_dir()
-    assert (pytester.path / "elsewhere/.rec/.gitignore").read_text().strip().endswith("*")
+    (pytester.path / "elsewhere").mkdir()
+    (pytester.path / "elsewhere" / "notes.txt").write_text("mine")
+    run_inner(pytester, "--mcp-debug", "--mcp-debug-dir", "elsewhere")
+    assert sorted(p.name for p in (pytester.path / "elsewhere").iterdir()) == [".mcpdebug", "notes.txt"]
+    assert (pytester.path / "elsewhere/.mcpdebug/spool").is_dir()
+    assert (pytester.path / "elsewhere/.mcpdebug/.gitignore").read_text().strip().endswith("*")
+    run_inner(pytester, "--mcp-debug", "--mcp-debug-dir", "named/.mcpdebug")
+    assert (pytester.path / "named/.mcpdebug/spool").is_dir()
     monkeypatch.setenv("MCPDEBUG_DIR", str(pytester.path / "fromenv"))
     run_inner(pytester, "--mcp-debug")
-    assert recorded(pytester.path / "fromenv").runs()
+    assert recorded(pytester.path / "fromenv" / ".mcpdebug").runs()
 
 
 def test_xdist_records_every_test_once_with_its_worker(pytester: pytest.Pytester, suite) -> None:

@@ -19,7 +19,7 @@ import anyio
 import pytest
 from mcp import Client
 
-from helpers import FAST
+from helpers import FAST, both_forms
 from mcpdebug.app import build_server
 from mcpdebug.ingest.websocket import IngestServer
 from mcpdebug.live.sessions import Sessions
@@ -51,7 +51,7 @@ class Live:
         result = await self.client.call_tool(tool, arguments)
         text = reply_text(result)
         assert not result.is_error, text
-        assert result.structured_content == {"result": text}  # clients showing either form see it all
+        both_forms(result)  # clients showing either form see it all
         return text
 
     async def error(self, tool: str, **arguments: Any) -> str:
@@ -163,7 +163,7 @@ async def test_break_on_failure_stops_at_each_failure_then_finishes(
 
     continued = json.loads(await live.call("continue_execution", session_id=session))
     assert continued["success"] and continued["state"] == "running"
-    assert f'wait_for_stop("{run_id}")' in continued["message"]
+    assert f'wait_for_stop(id="{run_id}")' in continued["message"]
 
     reply = await live.wait(run_id)
     second, same_run = stop_ids(reply)

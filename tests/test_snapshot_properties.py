@@ -29,6 +29,13 @@ from pytest_mcpdebug import protocol
 from pytest_mcpdebug.failures.snapshot import take
 from pytest_mcpdebug.values import CHILDREN, is_secret, render
 
+
+def reply_json(reply: Any) -> dict[str, Any]:
+    """A view's reply as its JSON text content reads (the view's own JSON before replies were typed)."""
+    data: dict[str, Any] = json.loads(reply.render())
+    return data
+
+
 RUN = "20260101-000000-abcd01"
 NODE = "test_props.py::test_it"
 
@@ -112,7 +119,7 @@ def _stored(exc: BaseException) -> tuple[Store, dict[str, Any], contextlib.nullc
 
 
 def _user_frames(run_store: Store, run: dict[str, Any]) -> list[dict[str, Any]]:
-    stack = json.loads(frames_view.get_stack_trace(run_store, run, NODE))
+    stack = reply_json(frames_view.get_stack_trace(run_store, run, NODE))
     return [f for f in stack["stackFrames"] if "mcpdebug_snapshot_properties" in f["file"]]
 
 
@@ -124,9 +131,9 @@ def test_property_7_object_inspection_is_complete(attrs: dict[str, Any]) -> None
     store, run, tmp = _stored(exc)
     with tmp:
         frame = _user_frames(store, run)[0]
-        local = json.loads(frames_view.get_local_variables(store, run, NODE, frame["id"]))["variables"]
+        local = reply_json(frames_view.get_local_variables(store, run, NODE, frame["id"]))["variables"]
         [obj] = [v for v in local if v["name"] == "obj"]
-        children = json.loads(frames_view.get_variables(store, run, NODE, obj["variablesReference"]))
+        children = reply_json(frames_view.get_variables(store, run, NODE, obj["variablesReference"]))
         got = {v["name"]: v["value"] for v in children["variables"]}
         assert got == {k: render(v) for k, v in attrs.items()}
 
@@ -141,7 +148,7 @@ def test_property_10_each_frame_shows_its_own_locals(chain: list[dict[str, Any]]
         frames = _user_frames(store, run)
         assert len(frames) == len(chain)
         for frame, expected in zip(frames, reversed(chain), strict=True):  # innermost first
-            got = json.loads(frames_view.get_local_variables(store, run, NODE, frame["id"]))["variables"]
+            got = reply_json(frames_view.get_local_variables(store, run, NODE, frame["id"]))["variables"]
             assert {v["name"]: v["value"] for v in got} == {k: render(v) for k, v in expected.items()}
 
 
@@ -152,7 +159,7 @@ def test_property_14_a_failure_has_message_stack_and_values(chain: list[dict[str
     exc = _raise_through(chain)
     store, run, tmp = _stored(exc)
     with tmp:
-        reply = failure_view.get_failure(store, run, NODE)
+        reply = failure_view.get_failure(store, run, NODE).text
         assert f"ValueError: failed at depth {len(chain) - 1}" in reply
         for depth in range(len(chain)):
             assert f"in f{depth}()" in reply
@@ -167,7 +174,7 @@ def test_property_18_invalid_operations_are_clear_errors(frame_id: int, referenc
     exc = _raise_through([{"a": [1, 2, 3]}])
     store, run, tmp = _stored(exc)
     with tmp:
-        stack = json.loads(frames_view.get_stack_trace(store, run, NODE, include_library=True))
+        stack = reply_json(frames_view.get_stack_trace(store, run, NODE, include_library=True))
         if not 0 <= frame_id < stack["count"]:
             with pytest.raises(lookup.NotFound, match="this failure has frames 0-"):
                 frames_view.get_scopes(store, run, NODE, frame_id)
@@ -175,7 +182,7 @@ def test_property_18_invalid_operations_are_clear_errors(frame_id: int, referenc
         if reference < frames_view.LOCALS_BASE and str(reference) not in snap.children:
             with pytest.raises(lookup.NotFound, match=f"No variablesReference {reference}"):
                 frames_view.get_variables(store, run, NODE, reference)
-        assert json.loads(frames_view.get_stack_trace(store, run, NODE))["success"] is True
+        assert reply_json(frames_view.get_stack_trace(store, run, NODE))["success"] is True
 
 
 @settings(max_examples=100, deadline=None)
@@ -186,17 +193,17 @@ def test_properties_20_21_22_replies_are_structured_typed_and_absolute(chain: li
     exc = _raise_through(chain)
     store, run, tmp = _stored(exc)
     with tmp:
-        stack = json.loads(frames_view.get_stack_trace(store, run, NODE, include_library=True))
+        stack = reply_json(frames_view.get_stack_trace(store, run, NODE, include_library=True))
         assert stack["success"] is True and stack["count"] == len(stack["stackFrames"])
         assert all(os.path.isabs(f["file"]) for f in stack["stackFrames"])
         pending = []
         for frame in stack["stackFrames"]:
-            scopes = json.loads(frames_view.get_scopes(store, run, NODE, frame["id"]))
+            scopes = reply_json(frames_view.get_scopes(store, run, NODE, frame["id"]))
             assert scopes["success"] is True
             pending += [s["variablesReference"] for s in scopes["scopes"] if s["variablesReference"]]
         seen = 0
         while pending and seen < 200:
-            reply = json.loads(frames_view.get_variables(store, run, NODE, pending.pop()))
+            reply = reply_json(frames_view.get_variables(store, run, NODE, pending.pop()))
             assert reply["success"] is True
             for v in reply["variables"]:
                 assert v["type"] and isinstance(v["value"], str)

@@ -276,9 +276,18 @@ def test_store_creates_a_wal_database_and_a_gitignore(tmp_path: Path) -> None:
 
 
 def test_store_keeps_an_existing_gitignore(tmp_path: Path) -> None:
-    (tmp_path / ".gitignore").write_text("custom\n")
-    Store(tmp_path).close()
-    assert (tmp_path / ".gitignore").read_text() == "custom\n"
+    folder = tmp_path / ".mcpdebug"
+    folder.mkdir()
+    (folder / ".gitignore").write_text("custom\n")
+    Store(folder).close()
+    assert (folder / ".gitignore").read_text() == "custom\n"
+
+
+def test_a_folder_that_is_not_a_store_is_never_written_into(tmp_path: Path) -> None:
+    (tmp_path / "app.py").write_text("print('mine')\n")
+    with pytest.raises(StoreError, match="is not a pytest-mcpdebug store and not empty: nothing is written"):
+        Store(tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == ["app.py"]
 
 
 def test_reopening_the_store_keeps_its_contents(tmp_path: Path) -> None:
@@ -313,8 +322,8 @@ def test_opening_without_create_on_a_missing_folder_fails_the_same_way(tmp_path:
 
 
 def test_opening_without_create_works_when_only_a_spool_exists(tmp_path: Path) -> None:
-    (tmp_path / "spool").mkdir()
-    store = Store(tmp_path, create=False)
+    (tmp_path / ".mcpdebug" / "spool").mkdir(parents=True)
+    store = Store(tmp_path / ".mcpdebug", create=False)
     try:
         assert store.runs() == []
     finally:
@@ -403,10 +412,10 @@ def test_phase_output_is_stored_per_test_in_order(store: Store) -> None:
     store.apply(single_process_run())
     run = store.run(RUN)
     assert run is not None
-    call = output_view.get_output(store, run, FAIL, phase="call")
+    call = output_view.get_output(store, run, FAIL, phase="call").text
     assert f"\n2: call of {FAIL}\n3: [stderr] warning: slow\n" in call  # numbers are the whole output's
     assert "setup of" not in call and "teardown of" not in call
-    whole = output_view.get_output(store, run, FAIL)
+    whole = output_view.get_output(store, run, FAIL).text
     assert whole.startswith(f"Lines 1-4 of 4 ({FAIL}; run {RUN};")
     assert [line for line in whole.splitlines() if line[:1].isdigit()] == [
         f"1: setup of {FAIL}",
@@ -414,7 +423,7 @@ def test_phase_output_is_stored_per_test_in_order(store: Store) -> None:
         "3: [stderr] warning: slow",
         f"4: teardown of {FAIL}",
     ]
-    assert "1: warning: slow" in output_view.get_output(store, run, FAIL, stream="stderr")
+    assert "1: warning: slow" in output_view.get_output(store, run, FAIL, stream="stderr").text
 
 
 def test_collection_errors_are_stored(store: Store) -> None:

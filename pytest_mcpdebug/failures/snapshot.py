@@ -21,6 +21,7 @@ from pytest_mcpdebug.values import VarBuilder, is_library, type_name
 SOURCE_CONTEXT: Final = 5
 MAX_FRAMES: Final = 30
 """Frames kept: the innermost ones when there are more."""
+_UNITTEST_CASE: Final = os.path.join("unittest", "case.py")
 
 
 def failure_frames(
@@ -51,11 +52,15 @@ def take(
     entries, dropped = failure_frames(tb, first_code)
     builder = VarBuilder()
     frames = []
-    for frame, line in reversed(entries):  # innermost first, as DAP's stackTrace
+    for index in range(len(entries) - 1, -1, -1):  # innermost first, as DAP's stackTrace
+        frame, line = entries[index]
         path = os.path.abspath(frame.f_code.co_filename)
         library = is_library(path)
         names = [(k, v) for k, v in frame.f_locals.items() if not k.startswith("@")][:200]  # "@py_assert1"...
-        variables = [] if library else [builder.var(k, v, 0) for k, v in names]
+        if library:
+            called_by_test = index > 0 and not is_library(entries[index - 1][0].f_code.co_filename)
+            names = _assert_arguments(frame) if called_by_test else []
+        variables = [builder.var(k, v, 0) for k, v in names]
         frames.append(
             SnapshotFrame(
                 file=path,
@@ -75,6 +80,16 @@ def take(
         frames_dropped=dropped,
         children={str(k): v for k, v in builder.children.items()},
     )
+
+
+def _assert_arguments(frame: FrameType) -> list[tuple[str, Any]]:
+    """The arguments of a unittest ``assert*`` method called by the test (``first``, ``second``, ...),
+    so a failure can say which value was passed as which; other library frames keep no locals."""
+    code = frame.f_code
+    if not (code.co_name.startswith("assert") and frame.f_code.co_filename.endswith(_UNITTEST_CASE)):
+        return []
+    count = code.co_argcount + code.co_kwonlyargcount
+    return [(n, frame.f_locals[n]) for n in code.co_varnames[:count] if n != "self" and n in frame.f_locals]
 
 
 def _exception(exc: BaseException) -> SnapshotException:

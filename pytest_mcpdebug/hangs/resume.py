@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import pytest
 
 from pytest_mcpdebug import protocol
+from pytest_mcpdebug.hangs.leaks import Leak
 from pytest_mcpdebug.recording.reporter import Reporter, final_outcome
 
 if TYPE_CHECKING:
@@ -82,6 +83,24 @@ def possible(config: pytest.Config, generation: int) -> bool:
     if generation >= MAX_GENERATIONS or not hasattr(sys, "orig_argv") or not hasattr(os, "execv"):
         return False
     return sys.argv[1:] == [str(a) for a in config.invocation_params.args]
+
+
+def resume_into(
+    config: pytest.Config, state: dict[str, Any], session: pytest.Session, reporter: Reporter
+) -> tuple[list[pytest.TestReport], list[Leak], list[tuple[str, str]]]:
+    """Register the `Resumed` plugin of a replacement process; returns the reports, leaks and hangs
+    handed on, for the timeouts plugin and the hang summary."""
+    resumed = Resumed(config, state)
+    config.pluginmanager.register(resumed, "mcpdebug-resumed")
+    resumed.start(session)
+    reporter.started = float(state.get("started") or reporter.started)
+    reporter.collected_before = len(resumed.done)
+    leaks: list[Leak] = []
+    for leak in state.get("leaks", []):
+        with contextlib.suppress(TypeError):
+            leaks.append(Leak(**leak))
+    hangs = [(str(n), str(h)) for n, h in state.get("hangs", [])]
+    return list(resumed.reports), leaks, hangs
 
 
 def stuck_state(

@@ -46,11 +46,12 @@ class Tally:
             problem=counts.get("problem"),
         )
 
-    def closing_line(self, run_id: str, *, url: str | None, spool: str, folder: str) -> tuple[str, bool]:
-        """The run's last line, and whether it is a warning."""
+    def closing_line(self, run_id: str, *, url: str | None, spool: str, dir_arg: str) -> tuple[str, bool]:
+        """The run's last line, and whether it is a warning; ``dir_arg`` (`` --dir X`` or "") makes its
+        commands work as pasted where pytest was started."""
         inspect = (
-            f"inspect it with `mcpdebug show {run_id}` or the MCP tool get_run_summary "
-            f"(mcpdebug serve --dir {folder})"
+            f"inspect it with `mcpdebug show {run_id}{dir_arg}`, "
+            f"or serve it to an agent with `mcpdebug serve{dir_arg}`"
         )
         died = (
             f"; worker{'s' if len(self.silent) > 1 else ''} {', '.join(self.silent)} died before "

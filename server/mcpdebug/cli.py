@@ -7,256 +7,28 @@ exit code, never a traceback.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mcpdebug.store import Store, StoreError, output_query
-from mcpdebug.store.output_query import ErrorType, OutputError
-from mcpdebug.views import hang as hang_view
-from mcpdebug.views import lookup, output_window
-from mcpdebug.views import output as output_view
-from mcpdebug.views import output_search as search_view
-from mcpdebug.views import runs as runs_view
-from pytest_mcpdebug import __version__, limits
-from pytest_mcpdebug.folder import DIRNAME, STORE_FILE
+from mcpdebug import command_line
+from mcpdebug.names import EXIT_NOT_FOUND, StoreError
+from mcpdebug.store_dir import find_dir
+from pytest_mcpdebug import limits
+
+if TYPE_CHECKING:
+    from mcpdebug.store import Store
 
 EXIT_USAGE = 2
-EXIT_NOT_FOUND = 3
-
-
-def find_dir(given: str | None, *, create: bool) -> Path:
-    """--dir, else $MCPDEBUG_DIR, else the nearest `.mcpdebug/` in this folder or a parent."""
-    if given:
-        return Path(given).expanduser().resolve()
-    if os.environ.get("MCPDEBUG_DIR"):
-        return Path(os.environ["MCPDEBUG_DIR"]).expanduser().resolve()
-    here = Path.cwd().resolve()
-    for folder in (here, *here.parents):
-        if any((folder / DIRNAME / name).exists() for name in (STORE_FILE, "spool", "hangs")):
-            return folder / DIRNAME
-    if create:
-        return here / DIRNAME
-    raise StoreError(
-        f"no {DIRNAME}/ folder in {here} or its parents: record a run with "
-        "`pytest --mcp-debug` first, or pass --dir PATH/.mcpdebug"
-    )
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="mcpdebug",
-        description="Inspect pytest runs recorded with `pytest --mcp-debug`, "
-        "or serve them to an AI agent over MCP.",
-    )
-    parser.add_argument("--version", action="version", version=f"mcpdebug {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    dir_help = "the .mcpdebug folder (default: $MCPDEBUG_DIR, else the nearest .mcpdebug/ upwards)"
-
-    serve = sub.add_parser("serve", help="run the MCP server (stdio by default) and the live ingest endpoint")
-    serve.add_argument("--dir", help=dir_help)
-    serve.add_argument("--http", action="store_true", help="serve MCP over streamable HTTP instead of stdio")
-    serve.add_argument(
-        "--host",
-        default="127.0.0.1",
-        help="HTTP bind address (default: 127.0.0.1; any other needs --allow-remote)",
-    )
-    serve.add_argument("--port", type=int, default=8765, help="HTTP port (default: 8765; 0 picks a free one)")
-    serve.add_argument(
-        "--token",
-        help="the HTTP bearer token every request must carry (default: $MCPDEBUG_HTTP_TOKEN, else a "
-        "random one, printed at start and kept in .mcpdebug/server.json)",
-    )
-    serve.add_argument(
-        "--allow-remote",
-        action="store_true",
-        help="allow --host to be an address other machines can reach (needs --tls-cert and --tls-key)",
-    )
-    serve.add_argument("--tls-cert", metavar="PEM", help="TLS certificate (chain) file: serve HTTPS")
-    serve.add_argument("--tls-key", metavar="PEM", help="private key file of --tls-cert")
-    serve.add_argument(
-        "--allowed-host",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="a further Host name clients reach a remote server by (repeatable; default: this "
-        "machine's names and addresses)",
-    )
-    serve.add_argument(
-        "--read-only",
-        action="store_true",
-        help="offer only the tools that read recorded runs: none that runs code or changes a process",
-    )
-    serve.add_argument(
-        "--ingest-port",
-        type=int,
-        default=0,
-        help="port of the WebSocket ingest endpoint (default: 0, a free one)",
-    )
-    serve.add_argument(
-        "--debug-idle-timeout",
-        type=_duration,
-        default=1800.0,
-        metavar="DURATION",
-        help="close a debug session after this long without a tool call about it: seconds, or 30m, 2h "
-        "(default: 30m)",
-    )
-    serve.add_argument(
-        "--log-level",
-        default="info",
-        choices=["debug", "info", "warning", "error"],
-        help="level of the server's log: its JSON log file and stderr (default: info; debug adds every "
-        "line the runs write)",
-    )
-    serve.add_argument(
-        "--log-file",
-        metavar="PATH",
-        help="the JSON log (seed 000's format, what `mcpdebug tui` reads); none: no file "
-        "(default: <dir>/logs/debug-mcp-server.log)",
-    )
-    serve.add_argument(
-        "--log-max-size",
-        type=limits.parse_size,
-        default="10MB",
-        metavar="SIZE",
-        help="rotate the JSON log when it reaches this size (default: 10MB)",
-    )
-    serve.add_argument(
-        "--log-backups", type=int, default=5, metavar="N", help="rotated JSON logs kept (default: 5)"
-    )
-
-    for name, spec in limits.SPECS.items():
-        serve.add_argument(
-            limits.option_name(name),
-            dest=name,
-            metavar="SIZE" if spec.parse is limits.parse_size else "N" if name == "max_runs" else "AGE",
-            help=f"{spec.help}; also {limits.env_name(name)} or {name} in [tool.mcpdebug] of pyproject.toml",
-        )
-
-    runs = sub.add_parser("runs", help="list recorded runs, newest first")
-    runs.add_argument("--dir", help=dir_help)
-    runs.add_argument("--limit", type=int, default=20, help="how many runs (default: 20)")
-    runs.add_argument("--json", action="store_true", help="print JSON")
-
-    show = sub.add_parser("show", help="show a run (its failures and tests) or one test of it")
-    show.add_argument("run", nargs="?", default="latest", help='run id or unique prefix (default: "latest")')
-    show.add_argument("test", nargs="?", help="node id (or a unique part of one)")
-    show.add_argument("--dir", help=dir_help)
-    show.add_argument(
-        "--tail", type=int, default=50, help="last lines of the test's output to show (default: 50)"
-    )
-    show.add_argument("--json", action="store_true", help="print JSON")
-
-    logs = sub.add_parser("logs", help="read or search a test's captured output (or the run's)")
-    logs.add_argument("run", nargs="?", default="latest", help='run id or unique prefix (default: "latest")')
-    logs.add_argument("test", nargs="?", help="node id or a unique part (default: output outside tests)")
-    logs.add_argument("--dir", help=dir_help)
-    logs.add_argument(
-        "--range",
-        metavar="START:END",
-        help="lines to show, 1-based, negative from the end: 1:100, -50:-1, 10:-10, -20: (default: last 200)",
-    )
-    logs.add_argument("--grep", metavar="PATTERN", help="show lines matching this Python regex, with context")
-    logs.add_argument(
-        "-C", "--context", type=int, default=3, help="context lines around a match (default: 3)"
-    )
-    logs.add_argument("-i", "--ignore-case", action="store_true", help="case-insensitive --grep")
-    logs.add_argument("--occurrence", type=int, default=1, help="first match to show (default: 1)")
-    logs.add_argument("--max-results", type=int, default=20, help="matches to show (default: 20)")
-    logs.add_argument(
-        "--stream", default="combined", choices=output_query.STREAM_CHOICES, help="default: combined"
-    )
-    logs.add_argument("--phase", choices=output_query.PHASE_CHOICES, help="only this phase's lines")
-    logs.add_argument("--no-line-numbers", action="store_true", help="print lines without their numbers")
-
-    failure = sub.add_parser("failure", help="a failure's frames, locals and source (as get_failure)")
-    failure.add_argument(
-        "run", nargs="?", default="latest", help='run id or unique prefix (default: "latest")'
-    )
-    failure.add_argument(
-        "test", nargs="?", help="node id or a unique part (default: the run's first failure)"
-    )
-    failure.add_argument("--dir", help=dir_help)
-
-    report = sub.add_parser("report", help="write a run as one self-contained HTML file")
-    report.add_argument(
-        "run", nargs="?", default="latest", help='run id or unique prefix (default: "latest")'
-    )
-    report.add_argument("--html", metavar="PATH", required=True, help="the HTML file to write")
-    report.add_argument("--dir", help=dir_help)
-
-    tui = sub.add_parser("tui", help="watch the server's log and the store live in a terminal UI")
-    tui.add_argument("--dir", help=dir_help)
-    tui.add_argument(
-        "--log",
-        metavar="PATH",
-        help="the JSON log to read, e.g. a CI artifact (default: <dir>/logs/debug-mcp-server.log)",
-    )
-
-    hang = sub.add_parser("hang", help="sample a running Python process: where it loops or blocks")
-    hang.add_argument("pid", type=int, help="the process id (its child processes are read too)")
-    hang.add_argument("--seconds", type=float, default=2.0, help="how long to sample (default: 2)")
-    hang.add_argument("--interval", type=float, default=0.1, help="seconds between samples (default: 0.1)")
-
-    tail = sub.add_parser("tail", help="follow a run's output live, as it is written")
-    tail.add_argument("run", nargs="?", default="latest", help='run id or unique prefix (default: "latest")')
-    tail.add_argument("--dir", help=dir_help)
-    tail.add_argument(
-        "-n", "--lines", type=int, default=10, help="lines of history to show first (default: 10)"
-    )
-    tail.add_argument(
-        "--stream", default="combined", choices=output_query.STREAM_CHOICES, help="default: combined"
-    )
-    tail.add_argument("--interval", type=float, default=0.25, help="seconds between looks (default: 0.25)")
-
-    # Process sessions (implemented in mcpdebug.processes.runner and .forwarder)
-    label_help = (
-        "the session's label (default: the command's or file's name; a label in use gets -2, -3, ...)"
-    )
-    url_help = (
-        "the server's ingest URL, ws://127.0.0.1:PORT/?token=T (default: $MCPDEBUG_URL, else the server "
-        "found through the .mcpdebug folder's server.json, looked up again after a server restart)"
-    )
-    run = sub.add_parser(
-        "run", help="run a command as a live process session: output streamed, process controllable over MCP"
-    )
-    run.add_argument("--label", help=label_help)
-    run.add_argument("--server-url", metavar="URL", help=url_help)
-    run.add_argument(
-        "--restart",
-        choices=["no", "on-failure", "always"],
-        default="no",
-        help="start the command again when it exits: on-failure after a non-zero status or a crash, "
-        "always after any exit (default: no)",
-    )
-    run.add_argument("-q", "--quiet", action="store_true", help="record the output without printing it here")
-    run.add_argument("--dir", help=dir_help)
-    run.add_argument("--run-id", help=argparse.SUPPRESS)
-    run.add_argument("--watch-fd", type=int, help=argparse.SUPPRESS)  # stop when this pipe closes
-    run.add_argument("--managed", action="store_true", help=argparse.SUPPRESS)  # started by start_process
-    run.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS]", help="the command")
-
-    forward = sub.add_parser(
-        "forward", help="forward a log file (followed like tail -F), a named pipe or stdin (-) as a session"
-    )
-    forward.add_argument("source", metavar="SOURCE", help="a file, a named pipe, or - for stdin")
-    forward.add_argument("--label", help=label_help)
-    forward.add_argument("--server-url", metavar="URL", help=url_help)
-    forward.add_argument(
-        "-n", "--lines", type=int, metavar="N", help="start with the file's last N lines (default: all of it)"
-    )
-    forward.add_argument("-q", "--quiet", action="store_true", help="print nothing about the session")
-    forward.add_argument("--dir", help=dir_help)
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(_glue_negative_range(sys.argv[1:] if argv is None else argv))
+    parser = command_line.build_parser()
+    args = parser.parse_args(command_line.glue_negative_range(sys.argv[1:] if argv is None else argv))
     if args.command is None:
-        _parser().print_help()
+        parser.print_help()
         return EXIT_USAGE
     try:
         if args.command == "serve":
@@ -267,37 +39,51 @@ def main(argv: list[str] | None = None) -> int:
             return _process_session(args)
         if args.command == "tui":
             return _tui(args)
-        directory = find_dir(args.dir, create=False)
-        store = Store(directory, create=False, limits=_limits(args, directory))
-        if store.read_only:
-            print(f"mcpdebug: note: {store.path} is read-only here: showing what it holds", file=sys.stderr)
-        lookup.refresh(store)
-        if args.command == "runs":
-            return _runs(store, args)
-        if args.command == "logs":
-            return _logs(store, args)
-        if args.command == "tail":
-            return _tail(store, args)
-        if args.command == "report":
-            return _report(store, args)
-        if args.command == "failure":
-            print(hang_view.failure_or_hang(store, lookup.run(store, args.run), args.test))
-            return 0
-        return _show(store, args)
+        return _read(args)
     except (StoreError, limits.LimitsError) as exc:
         print(f"mcpdebug: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # `mcpdebug logs ... | head`: the reader has had enough
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def _read(args: argparse.Namespace) -> int:
+    """The commands that read the store (`runs`, `show`, `failure`, `logs`, `tail`, `report`): they
+    alone import it, so `run`, `forward` and `hang` start quickly."""
+    from mcpdebug import terminal
+    from mcpdebug.store import Store
+    from mcpdebug.store.output_query import ErrorType, OutputError
+    from mcpdebug.views import calls, lookup
+    from mcpdebug.views import hang as hang_view
+
+    calls.for_terminal()
+    directory = find_dir(args.dir, create=False)
+    store = Store(directory, create=False, limits=_limits(args, directory))
+    if store.read_only:
+        print(f"mcpdebug: note: {store.path} is read-only here: showing what it holds", file=sys.stderr)
+    try:
+        lookup.refresh(store)
+        if args.command == "runs":
+            return terminal.runs(store, args)
+        if args.command == "logs":
+            return terminal.logs(store, args)
+        if args.command == "tail":
+            return terminal.tail(store, args)
+        if args.command == "report":
+            return _report(store, args)
+        if args.command == "failure":
+            print(hang_view.failure_or_hang(store, lookup.run(store, args.run), args.test).text)
+            return 0
+        return terminal.show(store, args)
     except lookup.NotFound as exc:
         print(f"mcpdebug: {exc}", file=sys.stderr)
         return EXIT_NOT_FOUND
     except OutputError as exc:
         print(f"mcpdebug: {exc}", file=sys.stderr)
         return EXIT_NOT_FOUND if exc.kind in (ErrorType.LOG_NOT_FOUND, ErrorType.NO_MATCHES) else EXIT_USAGE
-    except KeyboardInterrupt:
-        return 130
-    except BrokenPipeError:  # `mcpdebug logs ... | head`: the reader has had enough
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
 
 
 def _hang(args: argparse.Namespace) -> int:
@@ -315,19 +101,6 @@ def _hang(args: argparse.Namespace) -> int:
     return 0
 
 
-def _duration(text: str) -> float:
-    """Seconds from "90", "90s", "30m" or "2h" (argparse turns a ValueError into a usage error)."""
-    raw = text.strip().lower()
-    scale = {"s": 1, "m": 60, "h": 3600}.get(raw[-1:], 0)
-    value = float(raw[:-1] if scale else raw) * (scale or 1)
-    if not 0 < value < 1e9:
-        raise ValueError(text)
-    return value
-
-
-_duration.__name__ = "duration"  # argparse's message: "invalid duration value: 'x'"
-
-
 def _serve(args: argparse.Namespace) -> int:
     import anyio
 
@@ -340,15 +113,26 @@ def _serve(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     logging.getLogger("mcpdebug.ingest.websockets").setLevel(logging.WARNING)
-    directory = find_dir(args.dir, create=True)
-    try:
-        found = _limits(args, directory)
-    except limits.LimitsError as exc:
-        print(f"mcpdebug serve: {exc}", file=sys.stderr)
+    from mcpdebug.app import GROUPS
+
+    groups = [g.strip() for g in args.tools.split(",") if g.strip()] if args.tools else None
+    unknown = [g for g in groups or [] if g not in GROUPS]
+    if unknown:
+        print(
+            f"mcpdebug serve: unknown tool group {', '.join(map(repr, unknown))}; "
+            f"the groups are {', '.join(GROUPS)}",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     try:
         security = http_auth.from_serve_args(args)
     except http_auth.HttpConfigError as exc:
+        print(f"mcpdebug serve: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        directory = find_dir(args.dir, create=True)
+        found = _limits(args, directory)
+    except (StoreError, limits.LimitsError) as exc:
         print(f"mcpdebug serve: {exc}", file=sys.stderr)
         return EXIT_USAGE
     config = ServeConfig(
@@ -358,6 +142,7 @@ def _serve(args: argparse.Namespace) -> int:
         host=args.host,
         port=args.port,
         ingest_port=args.ingest_port,
+        tools=tuple(groups) if groups is not None else None,
         debug_idle_timeout=args.debug_idle_timeout,
         read_only=args.read_only,
         security=security,
@@ -375,6 +160,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _report(store: Store, args: argparse.Namespace) -> int:
     from mcpdebug.report import html
+    from mcpdebug.views import lookup
 
     run = lookup.run(store, args.run)
     path = Path(args.html).expanduser()
@@ -421,190 +207,6 @@ def _limits(args: argparse.Namespace, directory: Path) -> limits.Limits:
     """Limits from the serve flags, the environment and the project's pyproject.toml."""
     cli = {name: getattr(args, name, None) for name in limits.SPECS}
     return limits.load(cli=cli, env=os.environ, pyproject=directory.parent / "pyproject.toml")
-
-
-def _logs(store: Store, args: argparse.Namespace) -> int:
-    run = lookup.run(store, args.run)
-    if args.grep is not None:
-        print(
-            search_view.search_output(
-                store,
-                run,
-                args.grep,
-                args.test,
-                stream=args.stream,
-                context=args.context,
-                occurrence=args.occurrence,
-                ignore_case=args.ignore_case,
-                max_results=args.max_results,
-            )
-        )
-        return 0
-    start, end = _parse_range(args.range)
-    print(
-        output_view.get_output(
-            store,
-            run,
-            args.test,
-            stream=args.stream,
-            phase=args.phase,
-            start=start,
-            end=end,
-            line_numbers=not args.no_line_numbers,
-        )
-    )
-    return 0
-
-
-def _glue_negative_range(argv: list[str]) -> list[str]:
-    """``--range -50:-1`` would read as an unknown option to argparse: pass it as ``--range=-50:-1``."""
-    if next((a for a in argv if not a.startswith("-")), None) != "logs":
-        return argv  # never rewrite the command of `mcpdebug run`
-    out: list[str] = []
-    args = iter(argv)
-    for arg in args:
-        if arg == "--range":
-            value = next(args, None)
-            out.append(arg if value is None else f"--range={value}")
-        else:
-            out.append(arg)
-    return out
-
-
-def _parse_range(text: str | None) -> tuple[int | None, int | None]:
-    if not text:
-        return None, None
-    head, sep, tail = text.partition(":")
-    try:
-        start = int(head) if head.strip() else None
-        end = int(tail) if tail.strip() else None
-    except ValueError:
-        raise OutputError(
-            ErrorType.INVALID_RANGE, f"--range {text!r} is not START:END; e.g. 1:100, -50:-1 or 10:-10"
-        ) from None
-    if not sep:
-        end = start
-    return start, end
-
-
-def _tail(store: Store, args: argparse.Namespace) -> int:
-    """Print each unit's new lines as they are stored, like ``tail -f`` over every test's output."""
-    import time
-
-    run = lookup.run(store, args.run)
-    rid = run["run_id"]
-    printed: dict[int, int] = {}
-    current: int | None = None
-    first_look = True
-    while True:
-        lookup.refresh(store)
-        run = store.run(rid) or run
-        for unit in output_query.units(store.db, rid):
-            view = output_query.build_view(store.outputs, store.db, rid, unit, stream=args.stream)
-            done = printed.get(unit["id"], 0)
-            if first_look:
-                done = max(view.total - args.lines, 0) if unit is not None else 0
-            if view.total <= done:
-                printed[unit["id"]] = done
-                continue
-            if current != unit["id"]:
-                name = output_window.describe_unit(unit["unit"])
-                if run["kind"] == "process" and unit["unit"] == "":
-                    name = f"process session {run['label']}"
-                print(f"\n==> {name} <==")
-                current = unit["id"]
-            for line in view.lines(done + 1, view.total):
-                prefix = (
-                    "" if args.stream != "combined" or line.stream in ("stdout", "") else f"[{line.stream}] "
-                )
-                print(line.gap_text() if line.number is None else f"{line.number}: {prefix}{line.text}")
-            printed[unit["id"]] = view.total
-        sys.stdout.flush()
-        ended = run["status"] != "running" and (run["kind"] != "process" or run["finished"] is not None)
-        if first_look and ended:
-            print(f"\n(run {rid} is {runs_view.status_text(run)}; nothing more will come)")
-            return 0
-        first_look = False
-        if ended:  # a process session that crashed and restarts has not ended
-            print(f"\n(run {rid} ended: {runs_view.status_text(run)})")
-            return 0
-        time.sleep(max(args.interval, 0.05))
-
-
-def _console() -> Any:
-    from rich.console import Console
-
-    return Console(highlight=False, soft_wrap=False)
-
-
-def _runs(store: Store, args: argparse.Namespace) -> int:
-    runs = store.runs(limit=max(1, args.limit))
-    if args.json:
-        print(json.dumps(runs, indent=2))
-        return 0
-    if not runs:
-        print(runs_view.sessions(runs))
-        return 0
-    from rich.table import Table
-
-    table = Table(title=f"Recorded runs in {store.dir}", title_justify="left")
-    for column in ("run", "status", "started", "duration", "tests", "command"):
-        table.add_column(column, overflow="fold")
-    for run in runs:
-        table.add_row(
-            run["run_id"],
-            runs_view.status_text(run),
-            runs_view.when(run["started"]),
-            runs_view.seconds(runs_view.run_duration(run)),
-            runs_view.counts_text(run["counts"]),
-            run["label"],
-        )
-    _console().print(table)
-    return 0
-
-
-def _show(store: Store, args: argparse.Namespace) -> int:
-    run = lookup.run(store, args.run)
-    rid = run["run_id"]
-    if args.test:
-        test = lookup.test(store, run, args.test)
-        phases = store.phases(rid, test["nodeid"])
-        if args.json:
-            print(json.dumps({"run_id": rid, **test, "phases": phases}, indent=2))
-        else:
-            output = output_view.output_tail(store, run, test["nodeid"], max(0, args.tail))
-            print(runs_view.test_detail(run, test, phases, output))
-        return 0
-    problems = store.problems(rid)
-    errors = store.collection_errors(rid)
-    tests = store.tests(rid)
-    if args.json:
-        print(
-            json.dumps({**run, "problems": problems, "collection_errors": errors, "tests": tests}, indent=2)
-        )
-        return 0
-    from rich.table import Table
-
-    print(
-        runs_view.run_summary(
-            run, problems, errors, [t for t in tests if t["status"] == "running"], store.hangs(run["run_id"])
-        )
-    )
-    table = Table(title=f"Tests of run {rid}", title_justify="left")
-    for column in ("outcome", "duration", "worker", "test", "message"):
-        table.add_column(column, overflow="fold")
-    styles = {"failed": "red", "error": "red", "passed": "green", "running": "yellow"}
-    for t in tests:
-        table.add_row(
-            f"[{styles.get(t['status'], '')}]{t['status']}[/]" if t["status"] in styles else t["status"],
-            runs_view.seconds(t["duration"]),
-            t["worker"],
-            t["nodeid"],
-            t["message"],
-        )
-    print()
-    _console().print(table)
-    return 0
 
 
 if __name__ == "__main__":

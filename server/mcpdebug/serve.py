@@ -47,6 +47,8 @@ class ServeConfig:
     limits: Limits = field(default_factory=Limits)
     read_only: bool = False
     security: http_auth.HttpSecurity | None = None  # required with http: see `http_auth.resolve`
+    tools: tuple[str, ...] | None = None
+    """The tool groups to list (`mcpdebug serve --tools`); None: all of them."""
     debug_idle_timeout: float = DEFAULT_IDLE_TIMEOUT
     log: server_log.LogSettings = field(default_factory=server_log.LogSettings)
 
@@ -100,7 +102,14 @@ async def _run(config: ServeConfig, listener: socket.socket | None) -> None:
     verifier = http_auth.StaticTokenVerifier(security.token) if security else None
     debugger = Debugger(store, sessions, runner, idle_timeout=config.debug_idle_timeout)
     app = build_server(
-        store, sessions, runner, processes, debugger, read_only=config.read_only, token_verifier=verifier
+        store,
+        sessions,
+        runner,
+        processes,
+        debugger,
+        groups=config.tools,
+        read_only=config.read_only,
+        token_verifier=verifier,
     )
     if config.read_only:
         log.info("read-only: %s not offered", ", ".join(app.withheld))

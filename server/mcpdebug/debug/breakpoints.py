@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from mcpdebug.report import entries
+from mcpdebug.views.lookup import quoted
 
 SURROUNDING: Final = 2
 """Lines shown before and after a breakpoint's line in set_breakpoint's reply."""
@@ -108,7 +109,7 @@ class Breakpoints:
         if found is None:
             known = ", ".join(f"{b.id} ({b.where()})" for b in self._items.values()) or "none"
             raise BreakpointError(
-                f"No breakpoint {breakpoint_id!r} in this session. Its breakpoints: {known}; "
+                f"No breakpoint {quoted(breakpoint_id)} in this session. Its breakpoints: {known}; "
                 "list_breakpoints lists them, set_breakpoint adds one."
             )
         return found
@@ -254,3 +255,11 @@ def _compile_error(expression: str) -> str | None:
     except ValueError as exc:
         return f"invalid: {exc}"
     return None
+
+
+def log_breakpoint(session_id: str, event: str, bp: Breakpoint, **fields: Any) -> None:
+    """Seed 000's debug:breakpoint entry for ``bp`` (verified, hit), where debugpy put it."""
+    line = bp.bound_line or bp.line
+    entries.debug_breakpoint(
+        session_id, event, bp.id, bp.file, line, bp.verified, detail=bp.message, **fields
+    )

@@ -13,9 +13,11 @@ import contextlib
 import json
 import os
 import signal
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Final
 
+from mcpdebug.debug.dap import DapClient, DapClosed, EventHandler
 from pytest_mcpdebug.debug import launcher
 
 LAUNCHER: Final = Path(launcher.__file__).resolve()
@@ -26,6 +28,8 @@ DEBUGGEE_ENV: Final = {
     "PYDEVD_DISABLE_FILE_VALIDATION": "1",  # no "frozen modules" warning in the debuggee's stderr
 }
 # Timeouts
+CONFIGURE_TIMEOUT: Final = 15.0
+"""How long debugpy may take to answer each step of the handshake."""
 END_GRACE: Final = 2.0
 """After SIGTERM, how long a debuggee may take to exit before SIGKILL."""
 END_GRACE_TESTS: Final = 3.0
@@ -117,6 +121,49 @@ async def read_report(fd: int, timeout: float | None) -> dict[str, Any] | None:
     except ValueError:
         return {"error": f"the debuggee reported something unexpected: {line[:200]!r}"}
     return report
+
+
+async def stderr_tail(process: asyncio.subprocess.Process) -> str:
+    """The end of what a debuggee that never reported wrote to stderr: why it could not start."""
+    stderr = b""
+    if process.stderr is not None:
+        with contextlib.suppress(Exception):
+            stderr = await asyncio.wait_for(process.stderr.read(), 5.0)
+    return stderr.decode(errors="replace").strip()[-1500:]
+
+
+async def attach(report: dict[str, Any], on_event: EventHandler) -> DapClient:
+    """A DAP connection to the debugpy the report names, authorized with its token if it has one."""
+    dap = await DapClient.connect("127.0.0.1", int(report["port"]), on_event)
+    if report.get("token"):  # before anything else, or pydevd refuses it
+        await dap.request("pydevdAuthorize", {"debugServerAccessToken": report["token"]})
+    return dap
+
+
+async def configure(
+    dap: DapClient,
+    initialized: asyncio.Event,
+    send_settings: Callable[[], Awaitable[None]],
+    *,
+    stop_on_entry: bool,
+    just_my_code: bool,
+) -> None:
+    """DAP's handshake: the attach (or launch) is answered only after configurationDone.
+
+    ``send_settings`` (breakpoints, exception filters) runs once debugpy is initialized, before the
+    debuggee is let go.
+    """
+    await dap.request("initialize", INITIALIZE)
+    started = dap.send(  # pydevd stops on entry only for a "launch"
+        "launch" if stop_on_entry else "attach", attach_arguments(stop_on_entry, just_my_code)
+    )
+    await asyncio.wait_for(initialized.wait(), CONFIGURE_TIMEOUT)
+    await send_settings()
+    try:
+        await dap.request("configurationDone")
+        await asyncio.wait_for(started, CONFIGURE_TIMEOUT)
+    except DapClosed:
+        pass  # it ran and ended at once (before answering): its exit code tells the rest
 
 
 async def end(

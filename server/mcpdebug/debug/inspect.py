@@ -14,17 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from mcpdebug.debug import DebugError
-from mcpdebug.debug.breakpoints import Breakpoint
 from mcpdebug.debug.dap import DapError
-from mcpdebug.debug.watches import Change
+from mcpdebug.debug.stops import Paused, Stop
 from pytest_mcpdebug.values import REDACTED, SECRET_IN_REPR, is_library, is_secret
-
-if TYPE_CHECKING:
-    from mcpdebug.debug.session import DebugSession
 
 # Limits
 VALUE_CHARS: Final = 200
@@ -37,21 +32,7 @@ GROUPS: Final = ("special variables", "function variables", "class variables", "
 """debugpy's groupings of a frame's names: shown only with include_special."""
 
 
-@dataclass
-class Stop:
-    number: int
-    thread: int
-    reason: str
-    description: str = ""
-    frames: list[dict[str, Any]] = field(default_factory=list)
-    """innermost first: id (index), dap (debugpy's frame id), name, file, line, library."""
-    locals: list[dict[str, Any]] = field(default_factory=list)
-    exception: dict[str, str] | None = None
-    changes: list[Change] = field(default_factory=list)
-    breakpoint: Breakpoint | None = None
-
-
-async def capture(session: DebugSession, stop: Stop) -> None:
+async def capture(session: Paused, stop: Stop) -> None:
     """Read what a stop's reply shows: the stack, the top frame's locals, the exception, the watches."""
     dap = session.dap
     assert dap is not None
@@ -79,7 +60,7 @@ async def capture(session: DebugSession, stop: Stop) -> None:
                 stop.breakpoint.hits += 1
 
 
-async def watch_values(session: DebugSession, frame: dict[str, Any]) -> dict[str, str]:
+async def watch_values(session: Paused, frame: dict[str, Any]) -> dict[str, str]:
     """Every watch's text in ``frame`` (its value, or the error its evaluation raised)."""
     assert session.dap is not None
     watches = session.watches.all()
@@ -93,7 +74,7 @@ async def watch_values(session: DebugSession, frame: dict[str, Any]) -> dict[str
     return {w.id: _watch_value(w.expression, r) for w, r in zip(watches, results, strict=False)}
 
 
-async def answer(session: DebugSession, command: str, arguments: dict[str, Any]) -> dict[str, Any]:
+async def answer(session: Paused, command: str, arguments: dict[str, Any]) -> dict[str, Any]:
     if command == "files":
         return _files(session)
     doing = {
@@ -132,7 +113,7 @@ def _stack(stop: Stop, include_library: bool) -> dict[str, Any]:
     return {"stackFrames": kept, "count": len(kept), **({"libraryFramesHidden": hidden} if hidden else {})}
 
 
-async def _scopes(session: DebugSession, frame: dict[str, Any]) -> dict[str, Any]:
+async def _scopes(session: Paused, frame: dict[str, Any]) -> dict[str, Any]:
     assert session.dap is not None
     body = await session.dap.request("scopes", {"frameId": frame["dap"]})
     scopes = [
@@ -146,7 +127,7 @@ async def _scopes(session: DebugSession, frame: dict[str, Any]) -> dict[str, Any
     return {"scopes": scopes, "frame": _describe(frame)}
 
 
-async def _variables(session: DebugSession, reference: int) -> dict[str, Any]:
+async def _variables(session: Paused, reference: int) -> dict[str, Any]:
     assert session.dap is not None
     try:
         body = await session.dap.request("variables", {"variablesReference": reference})
@@ -158,9 +139,7 @@ async def _variables(session: DebugSession, reference: int) -> dict[str, Any]:
     return _listed([_variable(v) for v in body.get("variables", [])])
 
 
-async def _locals(
-    session: DebugSession, frame: dict[str, Any], *, include_special: bool
-) -> list[dict[str, Any]]:
+async def _locals(session: Paused, frame: dict[str, Any], *, include_special: bool) -> list[dict[str, Any]]:
     scopes = (await _scopes(session, frame))["scopes"]
     chosen = next((s for s in scopes if s["name"].lower().startswith("local")), scopes[0] if scopes else None)
     if chosen is None or not chosen["variablesReference"]:
@@ -171,7 +150,7 @@ async def _locals(
     return [v for v in variables if v["name"] not in GROUPS and not v["name"].startswith("__")]
 
 
-async def _evaluate(session: DebugSession, frame: dict[str, Any], expression: str) -> dict[str, Any]:
+async def _evaluate(session: Paused, frame: dict[str, Any], expression: str) -> dict[str, Any]:
     if not expression.strip():
         raise DebugError("The expression is empty: give Python code, e.g. len(items).")
     assert session.dap is not None
@@ -194,7 +173,7 @@ async def _evaluate(session: DebugSession, frame: dict[str, Any], expression: st
     }
 
 
-def _files(session: DebugSession) -> dict[str, Any]:
+def _files(session: Paused) -> dict[str, Any]:
     """What get_source_context may read: the session's folder, and the files of its stop and breakpoints."""
     files = [f["file"] for f in session.stop.frames] if session.stop is not None else []
     return {"root": str(session.root), "files": [*files, *session.breakpoints.files()]}

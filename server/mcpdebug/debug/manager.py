@@ -28,6 +28,7 @@ from mcpdebug.live.sessions import Sessions
 from mcpdebug.processes.test_runs import ManagedRun, RunError, Runner
 from mcpdebug.report import entries
 from mcpdebug.store import Store
+from mcpdebug.views.lookup import quoted
 from pytest_mcpdebug.recording.run_id import new_run_id
 
 DEFAULT_IDLE_TIMEOUT: Final = 1800.0
@@ -61,7 +62,9 @@ class Debugger:
         self, language: str = "python", name: str | None = None, executable_path: str | None = None
     ) -> DebugSession:
         if language.strip().lower() != "python":
-            raise DebugError(f"Only language='python' can be debugged here (debugpy); got {language!r}.")
+            raise DebugError(
+                f"Only language='python' can be debugged here (debugpy); got {quoted(language)}."
+            )
         executable = _executable(executable_path)
         session_id = new_run_id()
         session = DebugSession(
@@ -89,7 +92,7 @@ class Debugger:
             )
         live = ", ".join(f"{s.id} ({s.name}, {s.state})" for s in self._live.values()) or "none"
         raise DebugError(
-            f"No debug session {session_id!r}. Open now: {live}. create_debug_session (scripts) or "
+            f"No debug session {quoted(session_id)}. Open now: {live}. create_debug_session (scripts) or "
             "run_tests(debug=True) (tests) start one; list_debug_sessions lists them."
         )
 
@@ -243,8 +246,8 @@ def _executable(path: str | None) -> str:
     found = shutil.which(os.path.expanduser(path))
     if found is None:
         raise DebugError(
-            f"executable_path {path!r} is not an executable Python interpreter (nor found on PATH); omit "
-            f"it to use the server's ({sys.executable})."
+            f"executable_path {quoted(path)} is not an executable Python interpreter (nor found on PATH); "
+            f"omit it to use the server's ({sys.executable})."
         )
     return found
 

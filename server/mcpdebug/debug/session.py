@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any, Final
 
 from mcpdebug.debug import DebugError, debuggee, inspect
-from mcpdebug.debug.breakpoints import Breakpoint, Breakpoints
-from mcpdebug.debug.dap import REQUEST_TIMEOUT, DapClient, DapClosed, DapError
-from mcpdebug.debug.inspect import Stop
+from mcpdebug.debug.breakpoints import Breakpoints, log_breakpoint
+from mcpdebug.debug.changes import Changes
+from mcpdebug.debug.dap import REQUEST_TIMEOUT, DapClient, DapError
 from mcpdebug.debug.output import OutputRecorder
+from mcpdebug.debug.stops import Stop
 from mcpdebug.debug.watches import Watch, Watches
 from mcpdebug.live.sessions import SessionError
 from mcpdebug.processes.test_runs import ManagedRun
@@ -31,7 +32,6 @@ from mcpdebug.report import entries
 from mcpdebug.store import Store
 
 # Timeouts
-CONFIGURE_TIMEOUT: Final = 15.0
 SCRIPT_REPORT_TIMEOUT: Final = 60.0
 """A script's launcher reports within a second; a test run only after collection (no limit)."""
 NUDGES: Final = (0.002, 0.01, 0.03, 0.06, 0.1, 0.15)
@@ -77,7 +77,7 @@ class DebugSession:
         self._initialized = asyncio.Event()
         self._capture: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._changed = asyncio.Event()
+        self._changes = Changes()
         self._exited = asyncio.Event()
         self._resumes = 0
 
@@ -101,10 +101,14 @@ class DebugSession:
             self.logpoints_in_dap = report.get("logpoints") != "stdout"
             if self.kind == "script":
                 self._record_output(report)
-            self.dap = await DapClient.connect("127.0.0.1", int(report["port"]), self._on_event)
-            if report.get("token"):  # before anything else, or pydevd refuses it
-                await self.dap.request("pydevdAuthorize", {"debugServerAccessToken": report["token"]})
-            await self._configure(stop_on_entry, just_my_code)
+            self.dap = await debuggee.attach(report, self._on_event)
+            await debuggee.configure(
+                self.dap,
+                self._initialized,
+                self._send_settings,
+                stop_on_entry=stop_on_entry,
+                just_my_code=just_my_code,
+            )
             if self.state == "starting":
                 self.state = "running"
         except (DapError, OSError, TimeoutError, asyncio.TimeoutError, KeyError, ValueError) as exc:
@@ -119,11 +123,7 @@ class DebugSession:
         elif self.kind == "tests":
             return  # pytest ended before its tests ran (usage or collection error): its outcome says why
         else:
-            stderr = b""
-            if self.kind == "script" and self.process is not None and self.process.stderr is not None:
-                with contextlib.suppress(Exception):
-                    stderr = await asyncio.wait_for(self.process.stderr.read(), 5.0)
-            tail = stderr.decode(errors="replace").strip()[-1500:]
+            tail = await debuggee.stderr_tail(self.process) if self.process is not None else ""
             self.error = "The debuggee ended before debugpy could listen" + (f":\n{tail}" if tail else ".")
         await self._end_process()
 
@@ -141,23 +141,10 @@ class DebugSession:
         self._spawn(self.output.read("stdout", self.process.stdout))
         self._spawn(self.output.read("stderr", self.process.stderr))
 
-    async def _configure(self, stop_on_entry: bool, just_my_code: bool) -> None:
-        """DAP's handshake: the attach (or launch) is answered only after configurationDone."""
-        dap = self.dap
-        assert dap is not None
-        await dap.request("initialize", debuggee.INITIALIZE)
-        started = dap.send(  # pydevd stops on entry only for a "launch"
-            "launch" if stop_on_entry else "attach", debuggee.attach_arguments(stop_on_entry, just_my_code)
-        )
-        await asyncio.wait_for(self._initialized.wait(), CONFIGURE_TIMEOUT)
+    async def _send_settings(self) -> None:
         for path in self.breakpoints.files():
             await self.sync_breakpoints(path)
         await self.sync_exception_filters()
-        try:
-            await dap.request("configurationDone")
-            await asyncio.wait_for(started, CONFIGURE_TIMEOUT)
-        except DapClosed:
-            pass  # it ran and ended at once (before answering): its exit code tells the rest
 
     # Breakpoints ----------------------------------------------------------------------------------
 
@@ -176,7 +163,7 @@ class DebugSession:
         )
         self._dap_ids.update(self.breakpoints.bound(sent, list(body.get("breakpoints", [])), path))
         for bp in sent:
-            _log_breakpoint(self.id, "verified", bp)
+            log_breakpoint(self.id, "verified", bp)
 
     async def sync_exception_filters(self) -> None:
         if self.attached:
@@ -228,18 +215,15 @@ class DebugSession:
             return self._resumes > resumes or self.stops > after or self.state in ("terminated", "closed")
 
         for at in NUDGES:  # on a schedule: other events must not spend the wake-ups at once
-            while not resumed() and loop.time() < start + at:
-                await self._wait_changed(start + at - loop.time())
+            await self._changes.until(resumed, start + at)
             if resumed():
                 return
             if self.dap is not None:
                 self.dap.tell("exceptionInfo", {"threadId": thread})
 
     async def pause(self, wait: float) -> None:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + wait
-        while self.state == "starting" and loop.time() < deadline:  # pause it as soon as it runs
-            await self._wait_changed(deadline - loop.time())
+        deadline = asyncio.get_running_loop().time() + wait
+        await self._changes.until(lambda: self.state != "starting", deadline)  # pause it once it runs
         if self.state == "paused":
             return
         self.require_started("pause")
@@ -254,17 +238,14 @@ class DebugSession:
 
     async def wait(self, after: int, timeout: float) -> None:
         """Until a stop numbered above ``after`` is captured, the debuggee ended, or ``timeout``."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + max(timeout, 0.0)
-        while True:
-            if self.state in ("terminated", "closed"):
-                return
-            if self.stop is not None and self.stop.number > after:
-                return
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return
-            await self._wait_changed(remaining)
+        deadline = asyncio.get_running_loop().time() + max(timeout, 0.0)
+
+        def stopped_or_ended() -> bool:
+            return self.state in ("terminated", "closed") or (
+                self.stop is not None and self.stop.number > after
+            )
+
+        await self._changes.until(stopped_or_ended, deadline)
 
     async def wait_for_stop(self, timeout: float) -> None:
         """The stop it is paused at now, or the next one (or its end, or ``timeout``)."""
@@ -376,7 +357,7 @@ class DebugSession:
             if ours is not None:
                 with contextlib.suppress(LookupError):
                     Breakpoints.update(self.breakpoints.get(ours), bp_body)
-                    _log_breakpoint(self.id, "verified", self.breakpoints.get(ours))
+                    log_breakpoint(self.id, "verified", self.breakpoints.get(ours))
         else:
             return
         self.updated_at = time.time()
@@ -389,12 +370,7 @@ class DebugSession:
             self.output.log(text)
 
     async def _capture_stop(self, number: int, body: dict[str, Any]) -> None:
-        stop = Stop(
-            number=number,
-            thread=int(body.get("threadId", 0)),
-            reason=str(body.get("reason", "pause")),
-            description=str(body.get("description") or body.get("text") or ""),
-        )
+        stop = Stop.reported(number, body)
         try:
             await inspect.capture(self, stop)
         except DapError:
@@ -403,7 +379,7 @@ class DebugSession:
             if number == self.stops and self.state == "paused":
                 self.stop = stop
             self._notify()
-            _log_stop(self.id, stop)
+            stop.log(self.id)
 
     # Helpers --------------------------------------------------------------------------------------
 
@@ -414,25 +390,4 @@ class DebugSession:
         return task
 
     def _notify(self) -> None:
-        self._changed.set()
-        self._changed = asyncio.Event()
-
-    async def _wait_changed(self, timeout: float) -> None:
-        with contextlib.suppress(TimeoutError, asyncio.TimeoutError):
-            await asyncio.wait_for(self._changed.wait(), timeout)
-
-
-def _log_stop(session_id: str, stop: Stop) -> None:
-    """Seed 000's debug:state for a stop, with where it stopped (and debug:breakpoint for a hit)."""
-    top = stop.frames[0] if stop.frames else None
-    location = {"file": top["file"], "line": top["line"], "function": top["name"]} if top else None
-    entries.debug_state(session_id, "paused", reason=stop.reason, location=location, thread_id=stop.thread)
-    if stop.breakpoint is not None:
-        _log_breakpoint(session_id, "hit", stop.breakpoint, hits=stop.breakpoint.hits)
-
-
-def _log_breakpoint(session_id: str, event: str, bp: Breakpoint, **fields: Any) -> None:
-    line = bp.bound_line or bp.line
-    entries.debug_breakpoint(
-        session_id, event, bp.id, bp.file, line, bp.verified, detail=bp.message, **fields
-    )
+        self._changes.notify()

@@ -10,6 +10,8 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
+from mcpdebug.views.lookup import quoted
+
 
 @dataclass
 class Watch:
@@ -51,7 +53,7 @@ class Watches:
         watch = self._items.pop(watch_id, None)
         if watch is None:
             known = ", ".join(f"{w.id} ({w.expression})" for w in self._items.values()) or "none"
-            raise WatchError(f"No watch {watch_id!r} in this session. Its watches: {known}.")
+            raise WatchError(f"No watch {quoted(watch_id)} in this session. Its watches: {known}.")
         return watch
 
     def all(self) -> list[Watch]:

@@ -19,10 +19,13 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from mcpdebug.processes.test_runs import Progress, RunError, Runner
+from mcpdebug.processes.test_runs import Progress, RunError, Runner, working_dir
+from mcpdebug.replies import Detection
 from mcpdebug.views import hang as hang_view
 from mcpdebug.views import runs as runs_view
+from mcpdebug.views.calls import call
 from pytest_mcpdebug import protocol
+from pytest_mcpdebug.protocol import HangReport
 
 OUTPUT_LINES = 30
 HUNG = 124
@@ -35,14 +38,14 @@ async def tests(
     timeout: float,
     interval: float,
     progress: Progress | None,
-) -> str:
+) -> Detection:
     args = [*selection, f"--mcp-debug-timeout={timeout:g}", f"--mcp-debug-sample-interval={interval:g}"]
     managed = await runner.start(args, cwd, None, False)
     result = await runner.wait(managed.run_id, None, progress)
     return await asyncio.to_thread(_tests_reply, runner, managed.run_id, result.run)
 
 
-def _tests_reply(runner: Runner, run_id: str, run: dict[str, Any] | None) -> str:
+def _tests_reply(runner: Runner, run_id: str, run: dict[str, Any] | None) -> Detection:
     store = runner.store
     hangs = store.hangs(run_id)
     managed = runner.runs.get(run_id)
@@ -52,28 +55,39 @@ def _tests_reply(runner: Runner, run_id: str, run: dict[str, Any] | None) -> str
         raise RunError(f"pytest exited with status {code} before running tests:\n{tail}")
     counts = runs_view.counts_text(run["counts"])
     if not hangs:
-        return (
+        text = (
             f"COMPLETED: no test hung (run {run_id}, {runs_view.status_text(run)}; {counts}).\n"
-            f'get_run_summary(run_id="{run_id}") has the details.'
+            f"{call('get_run_summary', run_id=run_id)} has the details."
         )
+        return Detection(text=text, verdict="COMPLETED", run_id=run_id, exit_status=run.get("exit_status"))
     parts = [f"HUNG: {len(hangs)} test(s) of run {run_id} hung ({counts})."]
     parts += [hang_view.render(h, run_id, full=False) for h in hangs[:3]]
     if len(hangs) > 3:
         parts.append("Also hung: " + ", ".join(h["nodeid"] for h in hangs[3:]))
-    parts.append(f'get_hang(run_id="{run_id}", test=...) shows every thread, the locals and the output.')
-    return runs_view.bound("\n\n".join(parts))
+    parts.append(
+        f"{call('get_hang', run_id=run_id, test='...')} shows every thread, the locals and the output."
+    )
+    first: HangReport = hangs[0]["report"]
+    return Detection(
+        text=runs_view.bound("\n\n".join(parts)),
+        verdict="HUNG",
+        run_id=run_id,
+        exit_status=run.get("exit_status"),
+        hung_tests=[h["nodeid"] for h in hangs[:20]],
+        kind=first.kind,
+        file=first.file or None,
+        line=first.line or None,
+    )
 
 
-async def command(command_line: str, cwd: str | None, timeout: float, interval: float) -> str:
+async def command(command_line: str, cwd: str | None, timeout: float, interval: float) -> Detection:
     try:
         argv = shlex.split(command_line)
     except ValueError as exc:
         raise RunError(f"Cannot parse the command ({exc}); quote it as a shell would.") from None
     if not argv:
         raise RunError('The command is empty; give e.g. "python worker.py --once".')
-    folder = Path(cwd).expanduser() if cwd else Path.cwd()
-    if not folder.is_dir():
-        raise RunError(f"cwd {str(folder)!r} is not a directory.")
+    folder = working_dir(cwd)
     program = _python_program(argv)
     with tempfile.TemporaryDirectory(prefix="mcpdebug-detect-") as scratch:
         report_path = Path(scratch) / "report.json"
@@ -97,33 +111,46 @@ async def command(command_line: str, cwd: str | None, timeout: float, interval: 
     tail = "\n".join(output)
     if report is not None:
         hang = {"nodeid": command_line, "phase": "", "report": report}
-        return runs_view.bound(
+        text = runs_view.bound(
             "HUNG: "
             + hang_view.render(hang, "(detect_hang)", full=True).removeprefix("HANG ")
             + (f"\n\nIts last output:\n{tail}" if tail else "")
         )
+        return Detection(
+            text=text, verdict="HUNG", kind=report.kind, file=report.file or None, line=report.line or None
+        )
     if code is None:
-        return runs_view.bound(
+        text = runs_view.bound(
             f"HUNG: {command_line!r} was still running after {timeout:g} s and was stopped. It is not a "
             "Python program, so there are no stacks; for a Python program give it as `python script.py` "
             "(or a .py path) to get where it hangs." + (f"\n\nIts last output:\n{tail}" if tail else "")
         )
-    return runs_view.bound(
+        return Detection(text=text, verdict="HUNG")
+    text = runs_view.bound(
         f"COMPLETED: {command_line!r} exited with status {code} within {timeout:g} s."
         + (f"\n\nIts last output:\n{tail}" if tail else "")
     )
+    return Detection(text=text, verdict="COMPLETED", exit_status=code)
 
 
 PID_SAMPLING = 2.0
 """Seconds a running process is sampled for (or the timeout, if shorter)."""
 
 
-async def process(pid: int, seconds: float, interval: float) -> str:
+async def process(pid: int, seconds: float, interval: float) -> Detection:
     """A running process, sampled from outside with py-spy: what it is doing, as a hang's headline."""
-    return await asyncio.to_thread(process_text, pid, seconds, interval)
+    report, text = await asyncio.to_thread(_sample, pid, seconds, interval)
+    return Detection(
+        text=text, verdict="SAMPLED", kind=report.kind, file=report.file or None, line=report.line or None
+    )
 
 
 def process_text(pid: int, seconds: float, interval: float) -> str:
+    """`mcpdebug hang PID`: the same report, as text."""
+    return _sample(pid, seconds, interval)[1]
+
+
+def _sample(pid: int, seconds: float, interval: float) -> tuple[HangReport, str]:
     from pytest_mcpdebug.hangs import pid as by_pid
 
     try:
@@ -133,7 +160,7 @@ def process_text(pid: int, seconds: float, interval: float) -> str:
             f"Cannot sample pid {pid}: {exc}. Give the pid of a running Python process "
             "(`ps -eo pid,args | grep python`)."
         ) from None
-    return hang_view.process_text(report, pid, by_pid.command_of(pid))
+    return report, hang_view.process_text(report, pid, by_pid.command_of(pid))
 
 
 def _python_program(argv: list[str]) -> list[str] | None:

@@ -25,6 +25,7 @@ from typing import Any, Final
 from mcpdebug.live.sessions import LiveSession, Sessions
 from mcpdebug.store import Store
 from mcpdebug.views import lookup
+from mcpdebug.views.lookup import quoted
 from pytest_mcpdebug.recording.run_id import new_run_id
 
 # Timeouts
@@ -70,6 +71,20 @@ class Outcome:
     managed: ManagedRun | None = None
 
 
+def working_dir(cwd: str | None) -> Path:
+    """The folder a run or command starts in: ``cwd`` (or the server's), which must be a directory."""
+    folder = Path(cwd).expanduser() if cwd else Path.cwd()
+    try:
+        found = folder.is_dir()
+    except (OSError, ValueError):  # a name too long, a NUL byte
+        found = False
+    if not found:
+        raise RunError(
+            f"cwd {quoted(str(folder))} is not a directory; give the project's folder (or omit it)."
+        )
+    return folder
+
+
 class Runner:
     def __init__(self, store: Store, sessions: Sessions, *, url: str | None, token: str | None) -> None:
         self.store = store
@@ -89,17 +104,15 @@ class Runner:
         pass_fds: tuple[int, ...] = (),
     ) -> ManagedRun:
         """``debug_env`` and ``pass_fds``: a debug run's settings and report pipe (`mcpdebug.debug`)."""
+        folder = working_dir(cwd)
+        bad = [a for a in args if not isinstance(a, str)]
+        if bad:
+            raise RunError(f"args must be strings, as on a command line; got {quoted(bad[:3])}")
         if self.url is None or self.token is None:
             raise RunError(
                 "This server does not ingest runs (another `mcpdebug serve` on the same folder does), so it "
                 "could not follow a run it starts; call run_tests on that server."
             )
-        folder = Path(cwd).expanduser() if cwd else Path.cwd()
-        if not folder.is_dir():
-            raise RunError(f"cwd {str(folder)!r} is not a directory; give the project's folder (or omit it).")
-        bad = [a for a in args if not isinstance(a, str)]
-        if bad:
-            raise RunError(f"args must be strings, as on a command line; got {bad[:3]!r}")
         run_id = new_run_id()
         command = [sys.executable, "-m", "pytest", "--mcp-debug"]
         if break_on_failure:

@@ -27,6 +27,11 @@ BREAKPOINT: Final = logging.getLogger("debug-mcp.breakpoint")
 VARIABLES: Final = logging.getLogger("debug-mcp.variables")
 SESSION: Final = logging.getLogger("debug-mcp.session")
 OUTPUT: Final = logging.getLogger("debug-mcp.output")
+# Until `server_log.open_log` attaches the file, entries cost one level check and go nowhere: not to
+# the root logger either, where the MCP SDK puts a console handler (an in-memory server, a test or a
+# benchmark would otherwise print every tool call).
+logging.getLogger("debug-mcp").setLevel(logging.CRITICAL + 10)
+logging.getLogger("debug-mcp").propagate = False
 
 TYPES: Final = (
     "tool:call",

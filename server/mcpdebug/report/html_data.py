@@ -16,6 +16,7 @@ from mcpdebug.report import extras
 from mcpdebug.store import Store, output_query
 from mcpdebug.views import hang as hang_view
 from mcpdebug.views import runs as runs_view
+from mcpdebug.views import time_text
 from pytest_mcpdebug.protocol import HangReport, HangThread, Snapshot, SnapshotVar
 
 # Limits
@@ -81,8 +82,8 @@ def _run(run: dict[str, Any]) -> dict[str, Any]:
         "label": run["label"] or "pytest",
         "status": runs_view.status_text(run),
         "ok": run["status"] == "finished" and not any(run["counts"].get(k) for k in PROBLEMS),
-        "started": runs_view.when(run["started"]),
-        "duration": runs_view.seconds(runs_view.run_duration(run)),
+        "started": time_text.when(run["started"]),
+        "duration": time_text.seconds(runs_view.run_duration(run)),
         "counts": runs_view.counts_text(run["counts"]),
         "command": " ".join(["pytest", *run.get("args", [])]) if run["kind"] == "pytest" else run["label"],
         "where": run.get("rootdir") or run.get("cwd") or "",

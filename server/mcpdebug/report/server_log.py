@@ -186,8 +186,3 @@ def open_log(directory: Path, settings: LogSettings, *, project: Path | None = N
         logger.addHandler(handler)
     listener.start()
     return ServerLog(path=path, handler=handler, listener=listener, file=file, loggers=[entries, server])
-
-
-# Until a log is opened, entries cost one level check and go nowhere (not to stderr either).
-logging.getLogger(ROOT_LOGGER).setLevel(logging.CRITICAL + 10)
-logging.getLogger(ROOT_LOGGER).propagate = False

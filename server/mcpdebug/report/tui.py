@@ -253,8 +253,8 @@ def _key(call: dict[str, Any]) -> str:
 
 def main(args: argparse.Namespace) -> int:
     """`mcpdebug tui [--dir D] [--log PATH]`."""
-    from mcpdebug.cli import find_dir
     from mcpdebug.store import StoreError
+    from mcpdebug.store_dir import find_dir
 
     directory: Path | None
     try:

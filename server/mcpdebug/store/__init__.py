@@ -7,7 +7,8 @@ holds), each test's output in a file of its own, and retention. Only the server 
 - `output_query`: line ranges, regex search and time windows over stored output
 """
 
-from mcpdebug.store.database import Store, StoreError
+from mcpdebug.names import StoreError
+from mcpdebug.store.database import Store
 from mcpdebug.store.queries import FINAL_OUTCOMES, PHASE_ORDER, PROBLEM_OUTCOMES
 from mcpdebug.store.schema import SCHEMA_VERSION
 

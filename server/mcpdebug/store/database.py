@@ -12,7 +12,6 @@ import contextlib
 import logging
 import os
 import shutil
-import socket
 import sqlite3
 import threading
 import time
@@ -20,10 +19,12 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from mcpdebug.names import StoreError
 from mcpdebug.store import recovery
 from mcpdebug.store.diagnosis import DiagnosisQueries
 from mcpdebug.store.events import HANDLERS, touch_run
 from mcpdebug.store.history import HistoryQueries
+from mcpdebug.store.liveness import Liveness
 from mcpdebug.store.output_files import OUTPUT_DIR, Outputs, safe_name, unit_key
 from mcpdebug.store.queries import Queries
 from mcpdebug.store.schema import SCHEMA, SCHEMA_VERSION, migrate, schema_version
@@ -31,26 +32,20 @@ from pytest_mcpdebug import protocol
 from pytest_mcpdebug.folder import (
     SPOOL_DIR,
     STORE_FILE,
+    FolderError,
     coverage_file,
     coverage_parts,
     ensure_dir,
-    pid_alive,
 )
 from pytest_mcpdebug.limits import Limits
 
 EVENT_BYTES = 200
 """What a stored event costs, roughly (its rows and indexes), for the store-size limit."""
-REMOTE_SILENCE = 3600.0
-"""Seconds without any event of a run from another host after which it is taken for crashed."""
 
 log = logging.getLogger("mcpdebug.store")
 
 
-class StoreError(Exception):
-    """A store that cannot be opened or used; the message says what to do."""
-
-
-class Store(Queries, HistoryQueries, DiagnosisQueries):
+class Store(Liveness, Queries, HistoryQueries, DiagnosisQueries):
     """The store of one `.mcpdebug/` folder.
 
     Each thread gets its own SQLite connection (tools run in worker threads while the event loop
@@ -90,6 +85,8 @@ class Store(Queries, HistoryQueries, DiagnosisQueries):
                     raise
         except (sqlite3.Error, OSError) as exc:
             raise StoreError(f"cannot open the store {path}: {exc}") from exc
+        except FolderError as exc:
+            raise StoreError(str(exc)) from None
         self._identity = recovery.identity(path)
 
     def _prepare(self) -> None:
@@ -335,53 +332,6 @@ class Store(Queries, HistoryQueries, DiagnosisQueries):
             (self.dir / "processes" / f"{safe_name(run_id)}.log").unlink(missing_ok=True)
         self.db.execute("PRAGMA incremental_vacuum")
 
-    def refresh_liveness(self) -> None:
-        """Mark runs that will never finish as crashed: their controlling process is gone.
-
-        Gone means it said goodbye without finishing the run, or it died on this host, or (on another
-        host, where no pid can be checked) nothing of the run arrived for `REMOTE_SILENCE`: a spool
-        copied from a CI machine whose run crashed. The controlling process is the run's own pid once
-        ``run_started`` is stored; before that (a run killed during start-up, or one whose start is
-        lost), every process of the run must be gone.
-        """
-        host = socket.gethostname()
-        rows = self.db.execute(
-            "SELECT r.run_id, r.pid AS run_pid, r.host AS run_host, max(r.last_event, r.stored) AS seen, "
-            "p.worker, p.pid, p.host, p.finished "
-            "FROM runs r LEFT JOIN processes p USING (run_id) WHERE r.status='running'"
-        ).fetchall()
-        runs: dict[str, list[sqlite3.Row]] = {}
-        for row in rows:
-            runs.setdefault(row["run_id"], []).append(row)
-        silent = time.time() - REMOTE_SILENCE
-        dead = [run_id for run_id, procs in runs.items() if _controller_gone(procs, host, silent)]
-        if dead:
-            self.mark_crashed(dead)
-
-    def mark_crashed(self, run_ids: list[str]) -> None:
-        with self.transaction() as db:
-            db.executemany(
-                "UPDATE runs SET status='crashed' WHERE run_id=? AND status='running'",
-                [(r,) for r in run_ids],
-            )
-
-    def connection_closed(self, run_id: str, process: str) -> None:
-        """A process's connection ended without its goodbye: if it ran the run from another host, where
-        its pid cannot be checked, the run is taken for crashed (until it connects again)."""
-        row = self.db.execute(
-            "SELECT p.worker, p.host, p.finished, r.pid AS run_pid, p.pid FROM processes p "
-            "JOIN runs r USING (run_id) WHERE p.run_id=? AND p.process=?",
-            (run_id, process),
-        ).fetchone()
-        if row is None or row["finished"] is not None:
-            return
-        controls = row["worker"] in ("main", "controller") or (
-            row["run_pid"] and row["run_pid"] == row["pid"]
-        )
-        local = row["host"] == socket.gethostname()
-        if controls and (not local or not pid_alive(row["pid"] or 0)):
-            self.mark_crashed([run_id])
-
     def mark_recovered(self, run_id: str, tests: list[tuple[str, str]]) -> None:
         """A run rebuilt from its output files alone: its tests' outcomes are unknown."""
         with self.transaction() as db:
@@ -394,28 +344,3 @@ class Store(Queries, HistoryQueries, DiagnosisQueries):
                 "INSERT OR IGNORE INTO tests (run_id, nodeid, worker, status) VALUES (?, ?, ?, 'unknown')",
                 [(run_id, nodeid, worker) for nodeid, worker in tests],
             )
-
-    def connection_opened(self, run_id: str) -> None:
-        """A process of the run is back (it had lost the server, not died): it is running again."""
-        self.db.execute("UPDATE runs SET status='running' WHERE run_id=? AND status='crashed'", (run_id,))
-
-
-def _controller_gone(procs: list[sqlite3.Row], host: str, silent: float) -> bool:
-    first = procs[0]
-    controllers = [p for p in procs if p["worker"] in ("main", "controller")]
-    if first["run_pid"] and not controllers:  # its start is stored, its process events are not
-        if first["run_host"] != host:
-            return bool(first["seen"] < silent)
-        return not pid_alive(first["run_pid"])
-    watched = controllers or [p for p in procs if p["worker"] is not None]
-    if not watched and not first["run_pid"]:
-        return True  # no process of it was ever heard of: only the dump of a dead one, say
-
-    def gone(p: sqlite3.Row) -> bool:
-        if p["finished"] is not None:
-            return True
-        if p["host"] == host:
-            return bool(p["pid"]) and not pid_alive(p["pid"])
-        return bool(first["seen"] < silent)
-
-    return all(gone(p) for p in watched)

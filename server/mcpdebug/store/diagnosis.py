@@ -11,6 +11,7 @@ from typing import Any
 
 import msgspec
 
+from mcpdebug.store.queries import MAX_ID_QUERY
 from pytest_mcpdebug import protocol
 
 _trace_decoder = msgspec.json.Decoder(protocol.Trace)
@@ -72,6 +73,8 @@ class DiagnosisQueries:
 
     def traced_tests(self, query: str, limit: int = 20) -> list[str]:
         """Node ids with a trace that contain ``query``."""
+        if len(query) > MAX_ID_QUERY:  # no node id is this long, and SQLite refuses such LIKE patterns
+            return []
         escaped = query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
         rows = self.db.execute(
             "SELECT DISTINCT nodeid FROM traces WHERE nodeid LIKE ? ESCAPE '\\' ORDER BY nodeid LIMIT ?",

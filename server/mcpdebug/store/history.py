@@ -12,6 +12,7 @@ import re
 import sqlite3
 from typing import Any, Final
 
+from mcpdebug.store.queries import MAX_ID_QUERY
 from pytest_mcpdebug import protocol
 
 # Limits
@@ -141,6 +142,8 @@ class HistoryQueries:
 
     def history_nodeids(self, query: str, limit: int = 20) -> list[str]:
         """Node ids in the history that contain ``query``."""
+        if len(query) > MAX_ID_QUERY:  # no node id is this long, and SQLite refuses such LIKE patterns
+            return []
         escaped = query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
         rows = self.db.execute(
             "SELECT DISTINCT nodeid FROM history WHERE nodeid LIKE ? ESCAPE '\\' ORDER BY nodeid LIMIT ?",

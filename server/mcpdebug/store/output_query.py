@@ -20,16 +20,21 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Final
 
+import regex
+
+from mcpdebug.names import COMBINED
 from mcpdebug.store.output_files import Outputs, Segment, row_dict
 
-COMBINED: Final = "combined"
-STREAM_CHOICES: Final = (COMBINED, "stdout", "stderr", "log", "warnings")
-PHASE_CHOICES: Final = ("setup", "call", "teardown", "collect", "fixture")
 _REGEX_SPECIALS = frozenset(".^$*+?{}[]\\|()")
 _NON_ASCII_FOLDS = frozenset("iks")
 """ASCII letters that Python's case-insensitive regexes also match to non-ASCII ones (İ ı K ſ)."""
 _SEES_PAST_LINE = ("\\A", "\\Z", "\\z", "(?=", "(?!", "(?<=", "(?<!")
 """Anchors and lookarounds: whether they match depends on what is before or after the line."""
+SEARCH_SECONDS: Final = 0.25
+"""Matching time one regex call (a block of lines) may take, in CPU seconds as `regex` counts it.
+Scanning even a large block takes milliseconds; a pattern that backtracks catastrophically blows
+this on its first line, so its reply comes back within a second even on a busy machine, with an
+error that says why."""
 
 
 class ErrorType(Enum):
@@ -39,6 +44,7 @@ class ErrorType(Enum):
     NO_MATCHES = "no matches"
     INVALID_OCCURRENCE = "invalid occurrence"
     INVALID_ARGUMENT = "invalid argument"
+    SEARCH_TIMEOUT = "search too slow"
 
 
 class OutputError(ValueError):
@@ -220,30 +226,45 @@ Finder = Callable[[bytes], Iterator[int]]
 """Yields the 0-based indexes of a block's lines that match."""
 
 
-def compile_search(pattern: str, ignore_case: bool = False) -> Finder:
-    """A finder for ``pattern``: literal text is found with bytes search, anything else with ``re``."""
+def compile_search(pattern: str, ignore_case: bool = False, budget: float = SEARCH_SECONDS) -> Finder:
+    """A finder for ``pattern``: literal text is found with bytes search (linear), anything else with
+    the `regex` module, which takes Python's syntax and a time limit: a call that spends ``budget``
+    seconds matching stops the search with an error that says why. Matching releases the GIL
+    (``concurrent``), so other calls go on meanwhile."""
     if not pattern:
         raise OutputError(ErrorType.INVALID_SEARCH, "Invalid search: the pattern is empty.")
     try:
-        regex = re.compile(pattern, re.MULTILINE | (re.IGNORECASE if ignore_case else 0))
-    except re.error as exc:
+        compiled = regex.compile(pattern, regex.MULTILINE | (regex.IGNORECASE if ignore_case else 0))
+    except regex.error as exc:
         raise OutputError(
             ErrorType.INVALID_SEARCH,
-            f"Invalid regular expression {pattern!r}: {exc}. Patterns are Python regexes; escape "
+            f"Invalid regular expression {_quoted(pattern)}: {exc}. Patterns are Python regexes; escape "
             "special characters with a backslash to search for them literally "
-            f"(e.g. {re.escape(pattern)!r}).",
+            f"(e.g. {_quoted(re.escape(pattern))}).",
         ) from None
-    literal = not (_REGEX_SPECIALS & set(pattern))
+
+    def first(hay: str, pos: int = 0) -> Any:
+        try:
+            return compiled.search(hay, pos, timeout=budget, concurrent=True)
+        except TimeoutError:
+            raise OutputError(
+                ErrorType.SEARCH_TIMEOUT,
+                f"The pattern {_quoted(pattern)} was stopped after {budget:g} s of matching: it backtracks "
+                "catastrophically (nested or overlapping repeats such as (a+)+ or (a|aa)+ try exponentially "
+                "many ways on a line that almost matches). Make the repeated parts unable to match the "
+                "same text, or search for a literal part of it.",
+            ) from None
 
     def finder(data: bytes) -> Iterator[int]:
         text = data.decode("utf-8", "replace")
 
         def search(hay: str, pos: int) -> tuple[int, int] | None:
-            m = regex.search(hay, pos)
+            m = first(hay, pos)
             return (m.start(), m.end()) if m else None
 
-        return _matching_lines(text, "\n", search, regex)
+        return _matching_lines(text, "\n", search, first)
 
+    literal = not (_REGEX_SPECIALS & set(pattern))
     if literal and "\n" in pattern:
         return lambda data: iter(())
     if literal and not ignore_case:
@@ -251,7 +272,7 @@ def compile_search(pattern: str, ignore_case: bool = False) -> Finder:
         return lambda data: _matching_lines(data, b"\n", lambda hay, pos: _find(hay, needle, pos))
     if literal and pattern.isascii():
         lowered = pattern.lower().encode()
-        # bytes.lower() folds ASCII only; re also folds the Kelvin sign, the long s and the dotted
+        # bytes.lower() folds ASCII only; regexes also fold the Kelvin sign, the long s and the dotted
         # and dotless i onto k, s and i, so a block with other characters goes through the regex.
         folds = not _NON_ASCII_FOLDS.isdisjoint(lowered.decode())
 
@@ -265,9 +286,14 @@ def compile_search(pattern: str, ignore_case: bool = False) -> Finder:
         # Searched across a block, these would see a neighbouring line's newline where the line
         # starts or ends; each line is searched on its own instead (slower, but exact).
         return lambda data: (
-            i for i, line in enumerate(data.decode("utf-8", "replace").split("\n")) if regex.search(line)
+            i for i, line in enumerate(data.decode("utf-8", "replace").split("\n")) if first(line)
         )
     return finder
+
+
+def _quoted(text: str, limit: int = 200) -> str:
+    shown = repr(text)
+    return shown if len(shown) <= limit else f"{shown[:limit]}... ({len(shown) - limit} more characters)"
 
 
 def _find(hay: bytes, needle: bytes, pos: int) -> tuple[int, int] | None:
@@ -279,7 +305,7 @@ def _matching_lines(
     hay: Any,
     nl: Any,
     search: Callable[[Any, int], tuple[int, int] | None],
-    regex: re.Pattern[str] | None = None,
+    recheck: Callable[[str], Any] | None = None,
 ) -> Iterator[int]:
     """Lines of ``hay`` with a match, each once; a match spanning lines is checked on its line alone."""
     size = len(hay)
@@ -294,7 +320,7 @@ def _matching_lines(
         line_end = hay.find(nl, begin)
         if line_end < 0:
             line_end = size
-        if finish <= line_end or (regex is not None and regex.search(hay[line_start:line_end])):
+        if finish <= line_end or (recheck is not None and recheck(hay[line_start:line_end])):
             yield line
         line += 1
         pos = counted = line_end + 1

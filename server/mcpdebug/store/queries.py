@@ -14,6 +14,8 @@ from pytest_mcpdebug.folder import pid_alive
 PHASE_ORDER = {"setup": 0, "call": 1, "teardown": 2}
 FINAL_OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
 PROBLEM_OUTCOMES = ("failed", "error")
+MAX_ID_QUERY = 10_000
+"""Longest part of an id searched for with LIKE: SQLite refuses longer patterns, and no id is this long."""
 
 
 class Queries:
@@ -56,6 +58,8 @@ class Queries:
         ).fetchone()
         if row is not None:
             return str(row[0])
+        if len(run_id) > MAX_ID_QUERY:  # no run id is this long (and SQLite refuses LIKE patterns over 50 KB)
+            return None
         rows = self.db.execute(
             "SELECT run_id FROM runs WHERE run_id LIKE ? ESCAPE '\\' LIMIT 2", (_like_prefix(run_id),)
         ).fetchall()
@@ -86,6 +90,8 @@ class Queries:
 
     def find_tests(self, run_id: str, query: str, limit: int = 20) -> list[str]:
         """Node ids of the run that contain ``query`` (for a test given by part of its id)."""
+        if len(query) > MAX_ID_QUERY:
+            return []
         rows = self.db.execute(
             "SELECT nodeid FROM tests WHERE run_id=? AND nodeid LIKE ? ESCAPE '\\' ORDER BY nodeid LIMIT ?",
             (run_id, "%" + _like_escape(query) + "%", limit),

@@ -1,11 +1,13 @@
-"""The MCP tools and resources, one module per concern; each has ``register(server, context)``.
+"""The MCP tools, in groups (one module per concern), and the prompts that guide an agent through them.
 
 - `runs`: recorded runs and their tests (list_sessions, get_run_summary, list_tests, get_test)
 - `failures`: a failure's snapshot and its frames, stored or live (get_failure, get_stack_trace, ...)
 - `hangs`: why a test hung, and running something under the hang watchdog (get_hang, detect_hang)
 - `live`: running tests and driving a held test (run_tests, wait_for_stop, evaluate_expression, ...)
 - `output`: stored output (get_output, search_output, get_logs, and the output resources)
+- `guide`: the prompts (investigate_failure, diagnose_hang, triage_run) and argument completion
 
-`context` holds what they share: the store, the live sessions, the test runner, and the wrappers
-that turn lookup failures into error results an agent can act on.
+`args` describes every argument once; `context` holds what the groups share (the store, the live
+sessions, the test runner, the ``@tool`` marker and the error wrappers); `server` is the MCP server
+class that turns replies into both content forms and bad arguments into errors an agent can act on.
 """

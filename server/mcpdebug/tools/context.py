@@ -1,18 +1,20 @@
 """What every tools module shares: the store, live sessions, the test runner, and error handling.
 
-Each tools module has one class of `ToolGroup` whose methods are its tools (and resources), and a
-``register(server, context)`` that adds them. A tool never lets a lookup failure escape as a server
-error: `reads_store` (sync tools), `ToolGroup.stored` (async tools computing in a worker thread) and
-`ToolGroup.asking` (live requests and runs) turn it into an error result whose message says what
-exists and what to call instead.
+Each tools module has one `ToolGroup` subclass named after its concern (``group = "runs"``): its
+methods marked ``@tool(ANNOTATIONS)`` are its tools, each returning a `mcpdebug.replies` model, and
+``register`` adds them (and the module's resources). A tool never lets a lookup failure escape as a
+server error: `reads_store` (sync tools), `ToolGroup.stored` (async tools computing in a worker
+thread) and `ToolGroup.asking` (live requests and runs) turn it into an error result whose message
+says what exists and what to call instead.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import wraps
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import anyio.to_thread
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
@@ -27,28 +29,11 @@ from mcpdebug.store import Store
 from mcpdebug.store.output_query import OutputError
 from mcpdebug.views import lookup
 
-# A tool's annotation decides where it is offered: `--read-only` serves only READ_ONLY tools, and
-# every other tool's description starts with what it does beyond reading (see `side_effect`).
-READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
-RUNS_CODE = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=True)
-CONTROLS = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+if TYPE_CHECKING:
+    from mcpdebug.tools.server import ToolServer
 
 M = TypeVar("M", bound=Callable[..., Any])
 T = TypeVar("T")
-
-
-def side_effect(annotations: ToolAnnotations | None) -> str | None:
-    """What a tool does beyond reading the store, said first in its description; None if nothing.
-
-    Decided from the annotation alone, so a new tool is classified by how it is registered. A tool
-    registered without annotations counts as running code: what is not declared safe is not offered
-    as safe.
-    """
-    if annotations is not None and annotations.read_only_hint is True:
-        return None
-    if annotations is not None and annotations.destructive_hint is False:
-        return "Changes a running test process"
-    return "Runs code on this machine"
 
 
 @dataclass
@@ -62,8 +47,25 @@ class ToolContext:
     debugger: Debugger
 
 
+def tool(annotations: ToolAnnotations) -> Callable[[M], M]:
+    """Mark a `ToolGroup` method as a tool with these annotations (READ_ONLY, RUNS_CODE, CONTROLS).
+
+    Its name is the tool's name, its docstring (dedented) the description, its parameters (typed
+    with `mcpdebug.tools.args`) the ``inputSchema`` and its return annotation the ``outputSchema``.
+    """
+
+    def mark(fn: M) -> M:
+        fn.__mcp_tool__ = annotations  # type: ignore[attr-defined]
+        return fn
+
+    return mark
+
+
 class ToolGroup:
-    """Base of each tools module's class: its methods are the tools, ``register`` adds them."""
+    """Base of each tools module's class: its ``@tool`` methods are the tools, ``register`` adds them."""
+
+    group: ClassVar[str]
+    """The name `mcpdebug serve --tools` selects this group by."""
 
     def __init__(self, context: ToolContext) -> None:
         self.context = context
@@ -72,10 +74,24 @@ class ToolGroup:
         self.runner = context.runner
         self.debugger = context.debugger
 
-    async def stored(self, fn: Callable[[], str]) -> str:
+    def tools(self) -> list[tuple[Callable[..., Any], ToolAnnotations]]:
+        """The group's tools with their annotations, in the order they are defined."""
+        found = []
+        for name in vars(type(self)):
+            annotations = getattr(getattr(type(self), name), "__mcp_tool__", None)
+            if annotations is not None:
+                found.append((getattr(self, name), annotations))
+        return found
+
+    def register(self, server: ToolServer) -> None:
+        """Add the group's tools to ``server``; a group with resources extends this."""
+        for method, hints in self.tools():
+            server.add_reply_tool(method, hints, inspect.cleandoc(method.__doc__ or ""))
+
+    async def stored(self, fn: Callable[[], T]) -> T:
         """A stored-data reply, computed in a worker thread (SQLite and files)."""
 
-        def call() -> str:
+        def call() -> T:
             try:
                 return lookup.reading(self.store, fn)
             except (lookup.NotFound, OutputError) as exc:

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from typing import Annotated, ClassVar, TypeVar
+from typing import Annotated, ClassVar, Literal, TypeVar
 
-from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
@@ -24,7 +23,8 @@ from mcpdebug.debug.dap import DapError
 from mcpdebug.debug.session import EXCEPTION_FILTERS, DebugSession
 from mcpdebug.debug.watches import WatchError
 from mcpdebug.live.sessions import SessionError
-from mcpdebug.tools.context import CONTROLS, READ_ONLY, RUNS_CODE, ToolContext, ToolGroup
+from mcpdebug.tools.annotations import CONTROLS, READ_ONLY, RUNS_CODE
+from mcpdebug.tools.context import ToolGroup, tool
 from mcpdebug.views import debug as debug_view
 
 T = TypeVar("T")
@@ -32,8 +32,9 @@ T = TypeVar("T")
 SessionId = Annotated[
     str,
     Field(
+        min_length=1,
         description="A debug session's id, from create_debug_session, run_tests(debug=True) or "
-        "list_debug_sessions."
+        "list_debug_sessions.",
     ),
 ]
 Wait = Annotated[
@@ -46,7 +47,8 @@ Wait = Annotated[
     ),
 ]
 BreakpointId = Annotated[
-    str, Field(description="A breakpoint's id (bp1, ...) from set_breakpoint or list_breakpoints.")
+    str,
+    Field(min_length=1, description="A breakpoint's id (bp1, ...) from set_breakpoint or list_breakpoints."),
 ]
 
 
@@ -68,22 +70,34 @@ def reply(model: BaseModel) -> CallToolResult:
 class DebugTools(ToolGroup):
     group: ClassVar[str] = "debug"
 
+    @tool(CONTROLS)
     async def create_debug_session(
         self,
-        language: Annotated[str, Field(description='The language to debug: only "python".')] = "python",
+        language: Annotated[
+            Literal["python"], Field(description='The language to debug: only "python" (the default).')
+        ] = "python",
         name: Annotated[
-            str | None, Field(description="A name to tell sessions apart (default Debug-<time>).")
+            str | None,
+            Field(
+                min_length=1,
+                max_length=200,
+                description="A name to tell sessions apart (default Debug-<time>).",
+            ),
         ] = None,
         executable_path: Annotated[
             str | None,
             Field(
+                min_length=1,
                 description="The Python interpreter to run the script with (it needs debugpy); default: "
-                "the server's."
+                "the server's.",
             ),
         ] = None,
     ) -> Annotated[CallToolResult, debug_view.SessionCreated]:
-        """Create a debug session for a Python script (state "created"): set_breakpoint, add_watch and
-        set_exception_breakpoints may be called before start_debugging runs it."""
+        """Create a debug session for a Python script, in state "created".
+
+        set_breakpoint, add_watch and set_exception_breakpoints may be called before start_debugging
+        runs it.
+        """
         session = self._do(lambda: self.debugger.create(language, name, executable_path))
         return reply(
             debug_view.SessionCreated(
@@ -96,12 +110,16 @@ class DebugTools(ToolGroup):
             )
         )
 
+    @tool(RUNS_CODE)
     async def start_debugging(
         self,
         session_id: SessionId,
         script_path: Annotated[
             str,
-            Field(description='The script to run (relative to the project folder), or "-m package.module".'),
+            Field(
+                min_length=1,
+                description='The script to run (relative to the project folder), or "-m package.module".',
+            ),
         ],
         args: Annotated[list[str] | None, Field(description="Command-line arguments for the script.")] = None,
         dap_launch_args: Annotated[
@@ -109,9 +127,11 @@ class DebugTools(ToolGroup):
         ] = None,
         wait: Wait = 10.0,
     ) -> Annotated[CallToolResult, debug_view.ExecutionReply]:
-        """Run the session's script under debugpy with the project's interpreter and return at its first
-        stop (breakpoint, exception, entry) or its end. Its stdout/stderr are stored: get_output(run_id=
-        session_id)."""
+        """Run the session's script under debugpy and return at its first stop or its end.
+
+        A stop is a breakpoint, an exception or the entry; the project's interpreter runs it. Its
+        stdout and stderr are stored: get_output(run_id=session_id).
+        """
         session = self._session(session_id)
         launch = dap_launch_args or LaunchArgs()
         await self._await(
@@ -126,12 +146,17 @@ class DebugTools(ToolGroup):
         await session.wait(0, wait)
         return await self._stopped(session)
 
+    @tool(READ_ONLY)
     async def list_debug_sessions(self) -> Annotated[CallToolResult, debug_view.DebugSessionList]:
-        """Debug sessions of this server (open ones first, then recently closed ones with why): id, name,
-        kind (script or tests), state (created, starting, running, paused, terminated, closed), where."""
+        """Debug sessions of this server: open ones first, then recently closed ones with why.
+
+        Each with id, name, kind (script or tests), state (created, starting, running, paused,
+        terminated, closed) and where it is.
+        """
         rows = [debug_view.session_info(s) for s in self.debugger.listed()]
         return reply(debug_view.DebugSessionList(sessions=rows, count=len(rows)))
 
+    @tool(CONTROLS)
     async def close_debug_session(
         self, session_id: SessionId
     ) -> Annotated[CallToolResult, debug_view.SessionClosed]:
@@ -139,18 +164,22 @@ class DebugTools(ToolGroup):
         session = await self._await(self.debugger.close(session_id))
         return reply(_closed(session))
 
+    @tool(RUNS_CODE)  # a condition or log message runs code in the debuggee
     async def set_breakpoint(
         self,
         session_id: SessionId,
-        file: Annotated[str, Field(description="Source file, absolute or relative to the project folder.")],
+        file: Annotated[
+            str, Field(min_length=1, description="Source file, absolute or relative to the project folder.")
+        ],
         line: Annotated[
             int, Field(description="1-based line; set_breakpoint on a line that has one updates it.", ge=1)
         ],
         condition: Annotated[
-            str | None, Field(description="Python expression: stop only when it is true.")
+            str | None, Field(min_length=1, description="Python expression: stop only when it is true.")
         ] = None,
         hit_condition: Annotated[
-            str | None, Field(description='Stop on the Nth hit: "5", ">= 3", "% 2" (every 2nd).')
+            str | None,
+            Field(min_length=1, description='Stop on the Nth hit: "5", ">= 3", "% 2" (every 2nd).'),
         ] = None,
         log_message: Annotated[
             str | None,
@@ -160,19 +189,24 @@ class DebugTools(ToolGroup):
             ),
         ] = None,
     ) -> Annotated[CallToolResult, debug_view.BreakpointInfo]:
-        """Set a breakpoint (or logpoint) and say where debugpy bound it (verified, line), with the source
-        around it. Before the debuggee starts it is pending; a bad condition is refused (conditionError).
-        Logpoint lines are stored as the session's output (search_output)."""
+        """Set a breakpoint (or logpoint) and say where debugpy bound it, with the source around it.
+
+        Before the debuggee starts it is pending; a bad condition is refused (conditionError).
+        Logpoint lines are stored as the session's output (search_output).
+        """
         session = self._session(session_id)
         bp, _ = self._do(lambda: session.breakpoints.add(file, line, condition, hit_condition, log_message))
         await self._await(session.sync_breakpoints(bp.file))
         return reply(debug_view.breakpoint_info(bp, with_context=True))
 
+    @tool(READ_ONLY)
     async def list_breakpoints(
         self, session_id: SessionId
     ) -> Annotated[CallToolResult, debug_view.BreakpointList]:
-        """A session's breakpoints (id, file, bound line, verified, enabled, condition, hits) and its
-        exception filters."""
+        """A session's breakpoints and its exception filters.
+
+        Each breakpoint with id, file, bound line, verified, enabled, condition and hits.
+        """
         session = self._session(session_id)
         rows = [debug_view.breakpoint_info(b) for b in session.breakpoints.all()]
         return reply(
@@ -184,6 +218,7 @@ class DebugTools(ToolGroup):
             )
         )
 
+    @tool(CONTROLS)
     async def remove_breakpoint(
         self, session_id: SessionId, breakpoint_id: BreakpointId
     ) -> Annotated[CallToolResult, debug_view.BreakpointList]:
@@ -193,6 +228,7 @@ class DebugTools(ToolGroup):
         await self._await(session.sync_breakpoints(removed.file))
         return await self.list_breakpoints(session_id)
 
+    @tool(CONTROLS)
     async def toggle_breakpoint(
         self,
         session_id: SessionId,
@@ -206,6 +242,7 @@ class DebugTools(ToolGroup):
         await self._await(session.sync_breakpoints(bp.file))
         return reply(debug_view.breakpoint_info(bp))
 
+    @tool(CONTROLS)
     async def set_exception_breakpoints(
         self,
         session_id: SessionId,
@@ -234,24 +271,28 @@ class DebugTools(ToolGroup):
             )
         )
 
+    @tool(CONTROLS)
     async def step_over(
         self, session_id: SessionId, wait: Wait = 10.0
     ) -> Annotated[CallToolResult, debug_view.ExecutionReply]:
         """Run the current line (calls included) and stop at the next one; returns the new stop."""
         return await self._execute(session_id, "next", wait)
 
+    @tool(CONTROLS)
     async def step_into(
         self, session_id: SessionId, wait: Wait = 10.0
     ) -> Annotated[CallToolResult, debug_view.ExecutionReply]:
         """Step into the call on the current line (or to the next line); returns the new stop."""
         return await self._execute(session_id, "stepIn", wait)
 
+    @tool(CONTROLS)
     async def step_out(
         self, session_id: SessionId, wait: Wait = 10.0
     ) -> Annotated[CallToolResult, debug_view.ExecutionReply]:
         """Run until the current function returns to its caller; returns the new stop."""
         return await self._execute(session_id, "stepOut", wait)
 
+    @tool(CONTROLS)
     async def pause_execution(
         self, session_id: SessionId, wait: Wait = 10.0
     ) -> Annotated[CallToolResult, debug_view.ExecutionReply]:
@@ -260,11 +301,13 @@ class DebugTools(ToolGroup):
         await self._await(session.pause(wait))
         return await self._stopped(session)
 
+    @tool(RUNS_CODE)
     async def add_watch(
         self,
         session_id: SessionId,
         expression: Annotated[
-            str, Field(description="Python expression, evaluated in the top frame at every stop.")
+            str,
+            Field(min_length=1, description="Python expression, evaluated in the top frame at every stop."),
         ],
     ) -> Annotated[CallToolResult, debug_view.WatchInfo]:
         """Watch an expression: every stop's reply lists the watches whose value changed (old -> new)."""
@@ -272,14 +315,18 @@ class DebugTools(ToolGroup):
         watch = await self._await(session.add_watch(expression))
         return reply(debug_view.watch_info(watch))
 
+    @tool(CONTROLS)
     async def remove_watch(
-        self, session_id: SessionId, watch_id: Annotated[str, Field(description="A watch's id (w1, ...).")]
+        self,
+        session_id: SessionId,
+        watch_id: Annotated[str, Field(min_length=1, description="A watch's id (w1, ...).")],
     ) -> Annotated[CallToolResult, debug_view.WatchList]:
         """Stop watching an expression; returns the remaining watches."""
         session = self._session(session_id)
         self._do(lambda: session.watches.remove(watch_id))
         return await self.list_watches(session_id)
 
+    @tool(READ_ONLY)
     async def list_watches(self, session_id: SessionId) -> Annotated[CallToolResult, debug_view.WatchList]:
         """A session's watches with their value at the last stop."""
         session = self._session(session_id)
@@ -326,26 +373,3 @@ def _closed(session: DebugSession) -> debug_view.SessionClosed:
         message=f"Closed debug session {session.id}{code}; its output stays readable: "
         f'get_output(run_id="{session.id}").',
     )
-
-
-def register(server: MCPServer, context: ToolContext) -> None:
-    tools = DebugTools(context)
-    for tool, hints in (
-        (tools.create_debug_session, CONTROLS),
-        (tools.start_debugging, RUNS_CODE),
-        (tools.list_debug_sessions, READ_ONLY),
-        (tools.close_debug_session, CONTROLS),
-        (tools.set_breakpoint, RUNS_CODE),  # a condition or log message runs code in the debuggee
-        (tools.list_breakpoints, READ_ONLY),
-        (tools.remove_breakpoint, CONTROLS),
-        (tools.toggle_breakpoint, CONTROLS),
-        (tools.set_exception_breakpoints, CONTROLS),
-        (tools.step_over, CONTROLS),
-        (tools.step_into, CONTROLS),
-        (tools.step_out, CONTROLS),
-        (tools.pause_execution, CONTROLS),
-        (tools.add_watch, RUNS_CODE),
-        (tools.remove_watch, CONTROLS),
-        (tools.list_watches, READ_ONLY),
-    ):
-        server.add_tool(tool, annotations=hints)

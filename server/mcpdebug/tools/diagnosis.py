@@ -1,7 +1,7 @@
 """Diagnosis beyond the failing stack: get_suspects (coverage-based fault localisation), trace_test and
 get_history (how a failing test's values got their state), get_test_history and list_flaky.
 
-Typed replies (`mcpdebug.views.diagnosis_replies`): each carries its whole report in ``text``.
+Typed replies (`mcpdebug.replies.diagnosis`): each carries its whole report in ``text``.
 """
 
 from __future__ import annotations
@@ -9,34 +9,23 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import anyio.to_thread
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
-from mcpdebug.tools.context import READ_ONLY, RUNS_CODE, ToolContext, ToolGroup, reads_store
+from mcpdebug.replies.diagnosis import FlakyList, Suspects, TestHistory, TraceReply, ValueHistoryReply
+from mcpdebug.tools.annotations import READ_ONLY, RUNS_CODE
+from mcpdebug.tools.args import RunId, Test
+from mcpdebug.tools.context import ToolGroup, reads_store, tool
 from mcpdebug.views import flaky as flaky_view
 from mcpdebug.views import lookup, value_history
 from mcpdebug.views import suspects as suspects_view
-from mcpdebug.views.diagnosis_replies import FlakyList, Suspects, TestHistory, TraceReply, ValueHistoryReply
-
-RunId = Annotated[
-    str,
-    Field(
-        min_length=1,
-        description='A run id from list_sessions (a unique prefix works), or "latest" for the newest run. '
-        'Default: "latest".',
-    ),
-]
-Test = Annotated[
-    str,
-    Field(
-        min_length=1,
-        description="A test's node id as pytest prints it, or a unique part of it (list_tests lists them).",
-    ),
-]
 
 
 class DiagnosisTools(ToolGroup):
+    group = "diagnosis"
+
+    @tool(READ_ONLY)
     @reads_store
     def get_suspects(
         self,
@@ -47,12 +36,15 @@ class DiagnosisTools(ToolGroup):
             Field(description='Rank lines ("statement", the default) or whole functions ("function").'),
         ] = "statement",
     ) -> Suspects:
-        """Which lines (or functions) most likely hold the bug: ranked by how much more the run's failing
-        tests ran them than its passing tests (Ochiai; DStar orders ties). Each with file, line,
-        function, source, score and how many failing and passing tests ran it; ties are explained.
-        Needs a run recorded with --mcp-debug-coverage."""
+        """Which lines (or functions) most likely hold the bug, from a run recorded with coverage.
+
+        Ranked by how much more the run's failing tests ran them than its passing tests (Ochiai;
+        DStar orders ties). Each with file, line, function, source, score and how many failing and
+        passing tests ran it; ties are explained. Needs --mcp-debug-coverage.
+        """
         return suspects_view.suspects(self.store, lookup.run(self.store, run_id), top, level)
 
+    @tool(RUNS_CODE)
     async def trace_test(
         self,
         ctx: Context,
@@ -68,11 +60,12 @@ class DiagnosisTools(ToolGroup):
             float, Field(gt=0, le=3600, description="Seconds to wait for the traced run. Default: 120.")
         ] = 120.0,
     ) -> TraceReply:
-        """Re-run one test of a run with line tracing of the project's code, recording how its locals
-        changed, and answer how the failing line's values got their state: each operand, where it was
-        set, and the function whose return produced it, back to the lines that computed it. Says so
-        when the traced run's outcome differs (flaky, time-dependent). get_history reads the trace
-        again."""
+        """Re-run one test with line tracing and say how the failing line's values got their state.
+
+        Records how its locals changed in the project's code: each operand, where it was set, and
+        the function whose return produced it, back to the lines that computed it. Says so when the
+        traced run's outcome differs (flaky, time-dependent). get_history reads the trace again.
+        """
 
         def prepare() -> tuple[dict[str, Any], dict[str, Any]]:
             lookup.refresh(self.store)
@@ -118,6 +111,7 @@ class DiagnosisTools(ToolGroup):
         except lookup.NotFound as exc:
             raise ToolError(str(exc)) from None
 
+    @tool(READ_ONLY)
     @reads_store
     def get_history(
         self,
@@ -139,12 +133,16 @@ class DiagnosisTools(ToolGroup):
             ),
         ] = "latest",
     ) -> ValueHistoryReply:
-        """How a traced test's values got their state ("how did `total` get this value?"), from the
-        trace trace_test recorded: each assignment with line, function, old -> new, and for the failing
-        line's operands the last place each was set, followed into the functions that returned them."""
+        """How a traced test's values got their state ("how did `total` get this value?").
+
+        From the trace trace_test recorded: each assignment with line, function, old -> new, and for
+        the failing line's operands the last place each was set, followed into the functions that
+        returned them.
+        """
         found = value_history.find_trace(self.store, test, run_id)
         return value_history.history(self.store, found, name)
 
+    @tool(READ_ONLY)
     @reads_store
     def get_test_history(
         self,
@@ -153,11 +151,15 @@ class DiagnosisTools(ToolGroup):
             int, Field(ge=1, le=500, description="Records to list, newest first. Default: 20.")
         ] = 20,
     ) -> TestHistory:
-        """A test's outcome in each recorded run, newest first: outcome, duration, phase and message of a
-        failure, and the code version (commit, uncommitted changes); kept after the runs' output is
-        evicted. Says whether its latest failure is new, known flaky, or failing since an earlier run."""
+        """A test's outcome in each recorded run, newest first, and whether its failure is new.
+
+        Each with outcome, duration, phase and message of a failure, and the code version (commit,
+        uncommitted changes); kept after the runs' output is evicted. Says whether its latest failure
+        is new, known flaky, or failing since an earlier run.
+        """
         return flaky_view.test_history(self.store, test, limit)
 
+    @tool(READ_ONLY)
     @reads_store
     def list_flaky(
         self,
@@ -165,13 +167,9 @@ class DiagnosisTools(ToolGroup):
             int, Field(ge=1, le=1000, description="How many recent runs to look at. Default: 50.")
         ] = 50,
     ) -> FlakyList:
-        """Tests that both passed and failed on the same code version (commit plus uncommitted changes)
-        in recent runs, with counts and their last failure."""
+        """Tests that both passed and failed on the same code version in recent runs.
+
+        The same version: the same commit plus the same uncommitted changes. Each with counts and its
+        last failure.
+        """
         return flaky_view.flaky_list(self.store, runs)
-
-
-def register(server: MCPServer, context: ToolContext) -> None:
-    tools = DiagnosisTools(context)
-    for tool in (tools.get_suspects, tools.get_history, tools.get_test_history, tools.list_flaky):
-        server.add_tool(tool, annotations=READ_ONLY)
-    server.add_tool(tools.trace_test, annotations=RUNS_CODE)

@@ -6,65 +6,71 @@ alive right now (see `live`): the same replies either way.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Annotated
 
-from mcp.server.mcpserver import MCPServer
+from pydantic import Field
 
-from mcpdebug.tools.context import READ_ONLY, ToolContext, ToolGroup, reads_store
+from mcpdebug.replies import FailureReport, Scopes, SourceContext, Stack, Variables
+from mcpdebug.tools.annotations import READ_ONLY
+from mcpdebug.tools.args import (
+    Example,
+    FailureTest,
+    FrameId,
+    LiveSessionId,
+    OptionalFrameId,
+    RunId,
+    VariablesReference,
+)
+from mcpdebug.tools.context import ToolGroup, reads_store, tool
 from mcpdebug.views import frames as frames_view
 from mcpdebug.views import hang as hang_view
 from mcpdebug.views import live as live_view
 from mcpdebug.views import lookup
 from mcpdebug.views import suspects as suspects_view
-
-SESSION_HELP = (
-    " session_id: a live session (a test held at its failure, from run_tests or list_sessions): read "
-    "the live frames instead of the stored snapshot."
-)
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def live_capable(fn: F) -> F:
-    """Say in the tool's description what its ``session_id`` argument does."""
-    fn.__doc__ = (fn.__doc__ or "") + SESSION_HELP
-    return fn
+from mcpdebug.views.calls import call
 
 
 class FailureTools(ToolGroup):
+    group = "failures"
+
+    @tool(READ_ONLY)
     @reads_store
-    def get_failure(self, run_id: str = "latest", test: str | None = None) -> str:
-        """Everything about one failure, from the snapshot taken while the failing frames were alive:
-        exception, chain and notes (hypothesis's falsifying example), pytest's assertion introspection,
-        each frame from the raise point to the test (absolute path, line, source, locals with type and
-        value; secrets redacted), and the tail of the test's output. Without test: the run's first
-        failure, and a list of the others."""
+    def get_failure(self, run_id: RunId = "latest", test: FailureTest = None) -> FailureReport:
+        """Everything about one failure, from a snapshot taken while its frames were alive.
+
+        The exception, its chain and notes (hypothesis's falsifying example), pytest's assertion
+        introspection, each frame from the raise point to the test (absolute path, line, source,
+        locals with type and value; secrets redacted; library frames named), and the tail of the
+        test's output. Without test: the run's first failure and a list of the others.
+        """
         run = lookup.run(self.store, run_id)
-        text = hang_view.failure_or_hang(self.store, run, test)
+        reply = hang_view.failure_or_hang(self.store, run, test)
         suspects = suspects_view.failure_suspects(self.store, run)
         if suspects:
-            text += "\n\n" + suspects
-        headline = text.split("\n", 1)[0]
+            reply.text += "\n\n" + suspects
         for held in self.sessions.held():
-            if f" {held.nodeid} ({held.when}) in run {held.run_id}" in headline:
-                text += (
-                    f"\n\nThis test is held alive now as session {held.id}: "
-                    f'evaluate_expression(session_id="{held.id}", expression=...) runs code in its frames.'
+            if held.nodeid == reply.test and held.run_id == reply.run_id:
+                reply.session_id = held.id
+                reply.next_call = call("evaluate_expression", session_id=held.id, expression="...")
+                reply.text += (
+                    f"\n\nThis test is held alive now as session {held.id}: {reply.next_call} runs code in "
+                    "its frames."
                 )
-        return text
+        return reply
 
-    @live_capable
+    @tool(READ_ONLY)
     async def get_stack_trace(
         self,
-        run_id: str = "latest",
-        test: str | None = None,
-        include_library: bool = False,
-        session_id: str | None = None,
-    ) -> str:
-        """The failing test's frames, innermost (the raise point, id 0) first: id, function, absolute
-        file, line. Library frames (stdlib, site-packages, pytest) only with include_library. Without
-        test: the run's first failure."""
+        run_id: RunId = "latest",
+        test: FailureTest = None,
+        include_library: Annotated[
+            bool,
+            Field(description="Also list library frames (stdlib, site-packages, pytest). Default: false."),
+            Example("true"),
+        ] = False,
+        session_id: LiveSessionId = None,
+    ) -> Stack:
+        """The failing test's frames, innermost (the raise point, id 0) first: id, function, file, line."""
         if session_id:
             return await self.asking(
                 live_view.inspect(self.sessions, session_id, "stack", include_library=include_library)
@@ -75,12 +81,15 @@ class FailureTools(ToolGroup):
             )
         )
 
-    @live_capable
+    @tool(READ_ONLY)
     async def get_scopes(
-        self, frame_id: int, run_id: str = "latest", test: str | None = None, session_id: str | None = None
-    ) -> str:
-        """The scopes of a frame (its Locals; live also its Globals) with the variablesReference to pass
-        to get_variables."""
+        self,
+        frame_id: FrameId,
+        run_id: RunId = "latest",
+        test: FailureTest = None,
+        session_id: LiveSessionId = None,
+    ) -> Scopes:
+        """A frame's scopes (its Locals; live also its Globals) with the variablesReference of each."""
         if session_id:
             return await self.asking(
                 live_view.inspect(self.sessions, session_id, "scopes", frame_id=frame_id)
@@ -89,16 +98,18 @@ class FailureTools(ToolGroup):
             lambda: frames_view.get_scopes(self.store, lookup.run(self.store, run_id), test, frame_id)
         )
 
-    @live_capable
+    @tool(READ_ONLY)
     async def get_variables(
         self,
-        variables_reference: int,
-        run_id: str = "latest",
-        test: str | None = None,
-        session_id: str | None = None,
-    ) -> str:
-        """The variables under a variablesReference (a scope from get_scopes, or an expandable value):
-        name, value, type and their own variablesReference (0 = nothing to expand)."""
+        variables_reference: VariablesReference,
+        run_id: RunId = "latest",
+        test: FailureTest = None,
+        session_id: LiveSessionId = None,
+    ) -> Variables:
+        """The variables under a variablesReference: name, value, type and their own reference.
+
+        A reference of 0 means there is nothing to expand.
+        """
         if session_id:
             return await self.asking(
                 live_view.inspect(
@@ -111,17 +122,18 @@ class FailureTools(ToolGroup):
             )
         )
 
-    @live_capable
+    @tool(READ_ONLY)
     async def get_local_variables(
         self,
-        frame_id: int | None = None,
-        include_special: bool = False,
-        run_id: str = "latest",
-        test: str | None = None,
-        session_id: str | None = None,
-    ) -> str:
-        """A frame's locals in one call (default: the test function's frame). include_special shows
-        dunder names too."""
+        frame_id: OptionalFrameId = None,
+        include_special: Annotated[
+            bool, Field(description="Also show dunder names (__x__). Default: false."), Example("true")
+        ] = False,
+        run_id: RunId = "latest",
+        test: FailureTest = None,
+        session_id: LiveSessionId = None,
+    ) -> Variables:
+        """A frame's local variables in one call: name, value, type and variablesReference."""
         if session_id:
             return await self.asking(
                 live_view.inspect(
@@ -134,18 +146,30 @@ class FailureTools(ToolGroup):
             )
         )
 
-    @live_capable
+    @tool(READ_ONLY)
     async def get_source_context(
         self,
-        file: str,
-        line: int,
-        lines_context: int = 5,
-        run_id: str = "latest",
-        test: str | None = None,
-        session_id: str | None = None,
-    ) -> str:
-        """Source lines around a line of a file of the run's rootdir or of the failure's frames (others
-        are refused), as the file is on disk now."""
+        file: Annotated[
+            str,
+            Field(
+                description="A file of the run's rootdir (absolute or relative) or of the failure's frames."
+            ),
+            Example('"src/cart.py"'),
+        ],
+        line: Annotated[int, Field(ge=1, description="The line to show, 1-based."), Example("42")],
+        lines_context: Annotated[
+            int,
+            Field(ge=0, le=100, description="Lines to show before and after it. Default: 5."),
+            Example("10"),
+        ] = 5,
+        run_id: RunId = "latest",
+        test: FailureTest = None,
+        session_id: LiveSessionId = None,
+    ) -> SourceContext:
+        """Source lines around a line of a file, as the file is on disk now.
+
+        Only files of the run's rootdir or of the failure's frames are read.
+        """
         if session_id:
             return await self.asking(
                 live_view.source(self.sessions, self.store, session_id, file, line, lines_context)
@@ -155,16 +179,3 @@ class FailureTools(ToolGroup):
                 self.store, lookup.run(self.store, run_id), test, file, line, lines_context
             )
         )
-
-
-def register(server: MCPServer, context: ToolContext) -> None:
-    tools = FailureTools(context)
-    for tool in (
-        tools.get_failure,
-        tools.get_stack_trace,
-        tools.get_scopes,
-        tools.get_variables,
-        tools.get_local_variables,
-        tools.get_source_context,
-    ):
-        server.add_tool(tool, annotations=READ_ONLY)

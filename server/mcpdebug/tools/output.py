@@ -3,37 +3,63 @@ resources (a test's output, a line range, a search) with node ids percent-encode
 
 from __future__ import annotations
 
-from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.resources import ResourceSecurity
+from typing import Annotated, Literal
 
-from mcpdebug.tools.context import READ_ONLY, ToolContext, ToolGroup, reads_store, reads_store_resource
+from mcp.server.mcpserver.resources import ResourceSecurity
+from pydantic import Field
+
+from mcpdebug.replies import Logs, OutputWindow, SearchResult
+from mcpdebug.tools.annotations import READ_ONLY
+from mcpdebug.tools.args import Example, OutputTest, Pattern, RunId, SearchTest, Since, Stream
+from mcpdebug.tools.context import ToolGroup, reads_store, reads_store_resource, tool
+from mcpdebug.tools.server import ToolServer
 from mcpdebug.views import logs as logs_view
 from mcpdebug.views import lookup
 from mcpdebug.views import output as output_view
 from mcpdebug.views import output_search as search_view
 
+LineNumber = Annotated[
+    int | None,
+    Field(description="1-based line, inclusive; negative counts from the end (-1 is the last line)."),
+    Example("-50"),
+]
+
 
 class OutputTools(ToolGroup):
+    group = "output"
+
+    @tool(READ_ONLY)
     @reads_store
     def get_output(
         self,
-        run_id: str = "latest",
-        test: str | None = None,
-        stream: str = "combined",
-        phase: str | None = None,
-        start: int | None = None,
-        end: int | None = None,
-        since: str | None = None,
-        until: str | None = None,
-        line_numbers: bool = True,
-    ) -> str:
-        """Lines a test printed or logged, live while it runs. Without start/end: the last 200 lines.
-        start/end are 1-based and inclusive; negative counts from the end (start=-50, end=-1 is the
-        last 50 lines). test: a node id (or a unique part); omitted: the run's output outside tests
-        (collection, session fixtures). stream: combined (stdout, stderr, log and warnings
-        interleaved, non-stdout lines tagged), stdout, stderr, log or warnings. phase: setup, call or
-        teardown. since/until: ISO time, epoch seconds or an age like 5m. Long replies show a window
-        and say how to get the rest."""
+        run_id: RunId = "latest",
+        test: OutputTest = None,
+        stream: Stream = "combined",
+        phase: Annotated[
+            Literal["setup", "call", "teardown"] | None,
+            Field(description="Only this phase's lines. Default: every phase."),
+            Example('"call"'),
+        ] = None,
+        start: LineNumber = None,
+        end: LineNumber = None,
+        since: Since = None,
+        until: Annotated[
+            str | None,
+            Field(
+                min_length=1,
+                description="Only lines written until: ISO time, epoch seconds or an age. Default: now.",
+            ),
+            Example('"1m"'),
+        ] = None,
+        line_numbers: Annotated[
+            bool, Field(description="Prefix each line with its number. Default: true."), Example("false")
+        ] = True,
+    ) -> OutputWindow:
+        """Lines a test printed or logged (live while it runs); without start/end the last 200.
+
+        start=-50, end=-1 is the last 50 lines. A long reply shows a window and names the calls for
+        the lines before and after it.
+        """
         return output_view.get_output(
             self.store,
             lookup.run(self.store, run_id),
@@ -47,22 +73,36 @@ class OutputTools(ToolGroup):
             line_numbers=line_numbers,
         )
 
+    @tool(READ_ONLY)
     @reads_store
     def search_output(
         self,
-        pattern: str,
-        run_id: str = "latest",
-        test: str | None = None,
-        stream: str = "combined",
-        context: int = 3,
-        occurrence: int = 1,
-        ignore_case: bool = False,
-        max_results: int = 20,
-    ) -> str:
-        """Find lines matching a Python regex in a test's output (or, without test, in every test of
-        the run; each hit names its test). Shows the total number of matching lines and up to
-        max_results of them from the occurrence-th on, each with context lines before and after and
-        the match marked >>> N: line <<<; says how to get the next one."""
+        pattern: Pattern,
+        run_id: RunId = "latest",
+        test: SearchTest = None,
+        stream: Stream = "combined",
+        context: Annotated[
+            int,
+            Field(ge=0, le=50, description="Lines shown before and after each match. Default: 3."),
+            Example("5"),
+        ] = 3,
+        occurrence: Annotated[
+            int,
+            Field(ge=1, description="The first match to show (a reply names the next one). Default: 1."),
+            Example("2"),
+        ] = 1,
+        ignore_case: Annotated[
+            bool, Field(description="Match regardless of case. Default: false."), Example("true")
+        ] = False,
+        max_results: Annotated[
+            int, Field(ge=1, le=1000, description="Most matches to show. Default: 20."), Example("5")
+        ] = 20,
+    ) -> SearchResult:
+        """Lines matching a regex in a test's output, or in every test of a run, with context.
+
+        Gives the number of matching lines (0 is a normal answer) and the matches from the
+        occurrence-th on, each marked >>> N: line <<< among its context, with the call for the next.
+        """
         return search_view.search_output(
             self.store,
             lookup.run(self.store, run_id),
@@ -75,21 +115,44 @@ class OutputTools(ToolGroup):
             max_results=max_results,
         )
 
+    @tool(READ_ONLY)
     @reads_store
     def get_logs(
         self,
-        labels: list[str],
-        lines: int = 100,
-        since: str | None = None,
-        stream: str = "both",
-        pattern: str | None = None,
-        max_results: int = 1000,
-    ) -> str:
-        """The last `lines` lines of one or more sessions merged in time order, across all their tests.
-        labels: run ids (or "latest", or a session label such as "pytest tests -x"). stream: stdout,
-        stderr, log, warnings or both (all). pattern: a regex the lines must match. since: ISO time
-        or an age like 10m. Replies start with total_results, truncated, sessions_queried,
-        sessions_not_found and time_range."""
+        labels: Annotated[
+            list[Annotated[str, Field(min_length=1)]],
+            Field(
+                min_length=1,
+                description='Runs to read: run ids or labels (commands) from list_sessions, or "latest".',
+            ),
+            Example('["latest"]'),
+        ],
+        lines: Annotated[
+            int,
+            Field(ge=1, le=10_000, description="Newest lines to take from each run. Default: 100."),
+            Example("50"),
+        ] = 100,
+        since: Since = None,
+        stream: Annotated[
+            Literal["both", "stdout", "stderr", "log", "warnings"],
+            Field(description='One stream, or "both" (the default) for all of them.'),
+            Example('"stderr"'),
+        ] = "both",
+        pattern: Annotated[
+            str | None,
+            Field(min_length=1, max_length=2000, description="A regex the lines must match. Default: all."),
+            Example('"ERROR"'),
+        ] = None,
+        max_results: Annotated[
+            int,
+            Field(ge=1, le=10_000, description="Most lines in the reply, newest kept. Default: 1000."),
+            Example("200"),
+        ] = 1000,
+    ) -> Logs:
+        """The newest lines of one or more runs, across all their tests, merged in time order.
+
+        Starts with total_results, truncated, sessions_queried, sessions_not_found and time_range.
+        """
         return logs_view.get_logs(
             self.store,
             labels,
@@ -112,11 +175,11 @@ class OutputTools(ToolGroup):
 
     @reads_store_resource
     def run_output(self, run_id: str) -> str:
-        return output_view.get_output(self.store, lookup.run(self.store, run_id), None)
+        return output_view.get_output(self.store, lookup.run(self.store, run_id), None).text
 
     @reads_store_resource
     def test_output(self, run_id: str, nodeid: str) -> str:
-        return output_view.get_output(self.store, lookup.run(self.store, run_id), nodeid)
+        return output_view.get_output(self.store, lookup.run(self.store, run_id), nodeid).text
 
     @reads_store_resource
     def test_range(
@@ -128,7 +191,9 @@ class OutputTools(ToolGroup):
         lineNumbers: bool = True,
     ) -> str:
         run = lookup.run(self.store, run_id)
-        return output_view.get_output(self.store, run, nodeid, start=start, end=end, line_numbers=lineNumbers)
+        return output_view.get_output(
+            self.store, run, nodeid, start=start, end=end, line_numbers=lineNumbers
+        ).text
 
     @reads_store_resource
     def test_search(
@@ -150,7 +215,7 @@ class OutputTools(ToolGroup):
             occurrence=occurrence,
             ignore_case=caseInsensitive,
             max_results=1,
-        )
+        ).render()
 
     @reads_store_resource
     def run_search(
@@ -159,7 +224,19 @@ class OutputTools(ToolGroup):
         run = lookup.run(self.store, run_id)
         return search_view.search_output(
             self.store, run, q, None, context=context, occurrence=occurrence, ignore_case=caseInsensitive
-        )
+        ).render()
+
+    def register(self, server: ToolServer) -> None:
+        super().register(server)
+        node = ResourceSecurity(exempt_params={"nodeid"})
+        for method, uri, name, mime, description, has_node in RESOURCES:
+            server.resource(
+                uri,
+                name=name,
+                mime_type=mime,
+                description=description,
+                **({"security": node} if has_node else {}),  # type: ignore[arg-type]
+            )(getattr(self, method))
 
 
 RESOURCES = (
@@ -182,18 +259,3 @@ RESOURCES = (
      "run-output-search", "text/plain",
      "Search every test's output of a run for a regex; each hit names its test.", False),
 )  # fmt: skip
-
-
-def register(server: MCPServer, context: ToolContext) -> None:
-    tools = OutputTools(context)
-    for tool in (tools.get_output, tools.search_output, tools.get_logs):
-        server.add_tool(tool, annotations=READ_ONLY)
-    node = ResourceSecurity(exempt_params={"nodeid"})
-    for method, uri, name, mime, description, has_node in RESOURCES:
-        server.resource(
-            uri,
-            name=name,
-            mime_type=mime,
-            description=description,
-            **({"security": node} if has_node else {}),  # type: ignore[arg-type]
-        )(getattr(tools, method))

@@ -12,13 +12,15 @@ from collections.abc import Callable
 from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 import anyio.to_thread
-from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from mcpdebug.processes.managed import ProcessError, ProcessManager
+from mcpdebug.replies import ProcessControl, ProcessSession, StartedProcess, StdinSent
 from mcpdebug.store.output_query import OutputError
-from mcpdebug.tools.context import RUNS_CODE, ToolContext, ToolGroup
+from mcpdebug.tools.annotations import RUNS_CODE
+from mcpdebug.tools.args import Example
+from mcpdebug.tools.context import ToolContext, ToolGroup, tool
 from mcpdebug.views import lookup
 from mcpdebug.views import processes as processes_view
 
@@ -28,60 +30,12 @@ SignalName = Literal["SIGTERM", "SIGKILL", "SIGINT", "SIGHUP", "SIGUSR1", "SIGUS
 Label = Annotated[
     str,
     Field(
+        min_length=1,
         description="A process session's label, as start_process or list_sessions gives it (its newest "
-        "session with that label), or its run id."
+        "session with that label), or its run id.",
     ),
+    Example('"web"'),
 ]
-
-
-class ProcessSession(BaseModel):
-    """One process session, with seed 004's fields."""
-
-    label: str
-    run_id: str = Field(description="The session's id: get_output(run_id=...) reads its output")
-    mode: str = Field(description="managed (started by start_process), run (mcpdebug run) or forward")
-    status: str = Field(description="running, stopped, crashed, restarting or disconnected")
-    pid: int | None = Field(None, description="The command's pid (a forward session has none)")
-    exit_code: int | None = Field(None, description="Its last exit status; -N when signal N ended it")
-    command: list[str]
-    source: str | None = Field(None, description="What a forward session reads")
-    cwd: str
-    restart: str = Field(description="Restart policy: no, on-failure or always")
-    restarts: int
-    started: str | None
-    exited: str | None = Field(None, description="When the process last exited")
-    ended: str | None = Field(None, description="When the session ended (its runner stopped)")
-    lines: int = Field(description="Lines stored")
-    bytes: int = Field(description="Bytes stored")
-    message: str = Field(description="What its last state change said")
-    test_run: str | None = Field(None, description="The test run whose test started it, if one did")
-
-
-class StartedProcess(BaseModel):
-    session: ProcessSession
-    output: str = Field(
-        description="Its output so far: the last 20 lines, and when there are more, how many were left "
-        "out and the call (and resource) that reads them"
-    )
-    text: str = Field(description="The complete report: state and output")
-
-
-class ProcessControl(BaseModel):
-    success: bool
-    message: str
-    action: str
-    signal: str | None = None
-    pid: int | None = Field(None, description="The process signalled, or the new process after a restart")
-    old_pid: int | None = Field(None, description="After a restart: the process that was replaced")
-    session: ProcessSession
-
-
-class StdinSent(BaseModel):
-    success: bool
-    message: str
-    bytes_sent: int
-    label: str
-    pid: int | None
 
 
 class ProcessTools(ToolGroup):
@@ -91,6 +45,8 @@ class ProcessTools(ToolGroup):
         super().__init__(context)
         self.processes: ProcessManager = context.processes
 
+    # All three run code here: a restart runs the command again, stdin may feed a shell.
+    @tool(RUNS_CODE)
     async def start_process(
         self,
         command: Annotated[
@@ -99,17 +55,24 @@ class ProcessTools(ToolGroup):
                 description='The command: a string, split as a shell would but run without one ("python '
                 'server.py --port 8000"), or a list of arguments.'
             ),
+            Example('"python server.py --port 8000"'),
         ],
         label: Annotated[
             str | None,
             Field(
+                min_length=1,
                 description="The session's name in get_logs and control_process. Default: the program's name "
-                "(server for python server.py); a name in use gets -2, -3, ..."
+                "(server for python server.py); a name in use gets -2, -3, ...",
             ),
+            Example('"web"'),
         ] = None,
         cwd: Annotated[
             str | None,
-            Field(description="Its working folder. Default: the project (the .mcpdebug folder's parent)."),
+            Field(
+                min_length=1,
+                description="Its working folder. Default: the project (the .mcpdebug folder's parent).",
+            ),
+            Example('"services/api"'),
         ] = None,
         env: Annotated[
             dict[str, str] | None,
@@ -117,6 +80,7 @@ class ProcessTools(ToolGroup):
                 description="Variables added to the server's environment (PYTHONUNBUFFERED=1 is set "
                 "unless given)."
             ),
+            Example('{"PORT": "8000"}'),
         ] = None,
         restart: Annotated[
             Restart,
@@ -124,12 +88,14 @@ class ProcessTools(ToolGroup):
                 description="Start it again when it exits: on-failure after a non-zero status or a crash, "
                 "always after any exit (not after control_process stops it). Default: no."
             ),
+            Example('"on-failure"'),
         ] = "no",
         startup_seconds: Annotated[
             float,
             Field(
                 ge=0, le=60, description="How long to collect its first output before replying. Default: 2."
             ),
+            Example("5"),
         ] = 2.0,
     ) -> StartedProcess:
         """Start a process (a service a test talks to) as a managed session: its output is recorded live.
@@ -157,6 +123,7 @@ class ProcessTools(ToolGroup):
 
         return await self._build(build)
 
+    @tool(RUNS_CODE)
     async def control_process(
         self,
         label: Label,
@@ -166,6 +133,7 @@ class ProcessTools(ToolGroup):
                 description="restart: stop it (SIGTERM, then SIGKILL after 5 s) and start it again; "
                 "signal: send `signal`."
             ),
+            Example('"restart"'),
         ],
         signal: Annotated[
             SignalName,
@@ -173,6 +141,7 @@ class ProcessTools(ToolGroup):
                 description="The signal for action=signal, sent to its process group. SIGTERM, SIGINT "
                 "and SIGKILL stop it for good (whatever its restart policy). Default: SIGTERM."
             ),
+            Example('"SIGUSR1"'),
         ] = "SIGTERM",
     ) -> ProcessControl:
         """Restart a process session's process, or send it a signal; replies with the acknowledgment.
@@ -205,6 +174,7 @@ class ProcessTools(ToolGroup):
             session=_session(after, connected),
         )
 
+    @tool(RUNS_CODE)
     async def send_stdin(
         self,
         label: Label,
@@ -213,6 +183,7 @@ class ProcessTools(ToolGroup):
             Field(
                 description='Text written to its stdin as given (end a line with "\\n" for a line reader).'
             ),
+            Example('"yes\\n"'),
         ],
     ) -> StdinSent:
         """Write text to a process session's stdin; replies with the bytes sent.
@@ -249,10 +220,3 @@ class ProcessTools(ToolGroup):
 
 def _session(session: dict[str, Any], connected: set[str]) -> ProcessSession:
     return ProcessSession(**processes_view.row(session, connected))
-
-
-def register(server: MCPServer, context: ToolContext) -> None:
-    tools = ProcessTools(context)
-    # All three run code here: a restart runs the command again, stdin may feed a shell.
-    for tool in (tools.start_process, tools.control_process, tools.send_stdin):
-        server.add_tool(tool, annotations=RUNS_CODE)

@@ -16,10 +16,11 @@ from pydantic import BaseModel, Field
 
 from mcpdebug.debug import breakpoints as bp_source
 from mcpdebug.debug.breakpoints import Breakpoint
-from mcpdebug.debug.inspect import Stop
 from mcpdebug.debug.session import DebugSession
+from mcpdebug.debug.stops import Stop
 from mcpdebug.debug.watches import Watch
 from mcpdebug.processes.test_runs import RunError, Runner
+from mcpdebug.replies import DebugSessionInfo, Location, Variable, WatchChange
 from mcpdebug.store import Store
 from mcpdebug.views import live as live_view
 from mcpdebug.views import lookup
@@ -45,27 +46,6 @@ class SourceContext(BaseModel):
     surrounding: list[SourceLine]
 
 
-class Variable(BaseModel):
-    name: str
-    value: str
-    type: str
-    variablesReference: int = Field(description="get_variables expands it when above 0")
-
-
-class WatchChange(BaseModel):
-    watchId: str
-    expression: str
-    old: str | None
-    new: str
-
-
-class Location(BaseModel):
-    file: str = Field(description="absolute path")
-    line: int
-    function: str
-    lineContent: str
-
-
 class ExecutionReply(BaseModel):
     """Where a debug session is after start, a step, continue or pause."""
 
@@ -82,24 +62,6 @@ class ExecutionReply(BaseModel):
     exitCode: int | None = None
     next: str = Field(description="what to call next")
     text: str = Field(description="the complete reply; the other fields repeat its facts")
-
-
-class DebugSessionInfo(BaseModel):
-    id: str
-    name: str
-    language: str = "python"
-    kind: str = Field(description="script (start_debugging) or tests (run_tests(debug=True))")
-    state: str = Field(description="created, starting, running, paused, terminated or closed")
-    reason: str | None = None
-    location: str | None = None
-    target: str = ""
-    pid: int | None = None
-    exitCode: int | None = None
-    breakpoints: int = 0
-    watches: int = 0
-    createdAt: str
-    updatedAt: str
-    ended: str | None = Field(default=None, description="why it was closed")
 
 
 class SessionCreated(BaseModel):
@@ -175,7 +137,7 @@ async def reply(session: DebugSession, store: Store, runner: Runner) -> Executio
     if session.kind == "tests" and session.state in ("terminated", "closed") and session.error is None:
         try:
             result = await runner.wait(session.id, 5.0)
-            finished = await asyncio.to_thread(live_view.outcome, store, result)
+            finished = (await asyncio.to_thread(live_view.outcome, store, result)).text
         except (lookup.NotFound, RunError) as exc:  # it died before recording anything: that says why
             finished = str(exc)
     return execution(session, finished)

@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mcpdebug.diagnosis.flaky import Entry, classify, describe_version, flaky_tests
-from mcpdebug.views.diagnosis_replies import FlakyEntry, FlakyList, HistoryEntry, TestHistory
+from mcpdebug.replies.diagnosis import FlakyEntry, FlakyList, HistoryEntry, TestHistory
 from mcpdebug.views.failure_history import VERDICT_WINDOW
-from mcpdebug.views.lookup import NotFound
-from mcpdebug.views.runs import bound, seconds, when
+from mcpdebug.views.lookup import LISTED, NotFound, quoted
+from mcpdebug.views.runs import bound
+from mcpdebug.views.time_text import seconds, when
 
 if TYPE_CHECKING:
     from mcpdebug.store import Store
@@ -27,10 +28,10 @@ def resolve_test(store: Store, query: str) -> str:
     if len(matches) == 1:
         return matches[0]
     if matches:
-        listing = "\n".join(f"  {m}" for m in matches)
-        raise NotFound(f"{query!r} matches several tests in the history; give one of:\n{listing}")
+        listing = "\n".join(f"  {m}" for m in matches[:LISTED])
+        raise NotFound(f"{quoted(query)} matches several tests in the history; give one of:\n{listing}")
     raise NotFound(
-        f"No recorded run has a test matching {query!r}; list_tests(run_id=...) lists a run's tests."
+        f"No recorded run has a test matching {quoted(query)}; list_tests(run_id=...) lists a run's tests."
     )
 
 

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from mcpdebug.replies import FailureReport, HangInfo
 from mcpdebug.store import Store
 from mcpdebug.views import failure as failure_view
 from mcpdebug.views import lookup, output_window
 from mcpdebug.views import output as output_view
+from mcpdebug.views import runs as runs_view
+from mcpdebug.views.calls import call
 from pytest_mcpdebug.protocol import HangProcess, HangReport, HangThread
 
 ACTIONS: Final = {
@@ -33,21 +36,26 @@ KINDS: Final = {
 }
 
 
-def get_hang(store: Store, run: dict[str, Any], test: str | None) -> str:
+def get_hang(store: Store, run: dict[str, Any], test: str | None) -> HangInfo:
     rid = run["run_id"]
     hangs = store.hangs(rid)
+    if test is not None:
+        lookup.test(store, run, test)  # an unknown test is an error, hangs or not
     if not hangs:
-        raise lookup.NotFound(
-            f"Run {rid} has no hangs: no test ran past an mcpdebug timeout. Run with --mcp-debug-timeout "
-            f'SECONDS (or run_tests(args=["--mcp-debug-timeout", "30"])) to diagnose hangs; '
-            f'get_run_summary(run_id="{rid}") shows what happened.'
+        timeout = call("run_tests", args=["--mcp-debug-timeout", "30"])
+        text = (
+            f"Run {rid} has no hangs: no test ran past an mcpdebug timeout "
+            f"({runs_view.counts_text(run['counts'])}). "
+            f"Run with --mcp-debug-timeout SECONDS (or {timeout}) to diagnose hangs; "
+            f"{call('get_run_summary', run_id=rid)} shows what happened."
         )
+        return HangInfo(text=text, run_id=rid, next_call=call("get_run_summary", run_id=rid))
     chosen = hangs[0]
     if test is not None:
         nodeid = lookup.test(store, run, test)["nodeid"]
         mine = [h for h in hangs if h["nodeid"] == nodeid]
         if not mine:
-            names = ", ".join(h["nodeid"] for h in hangs)
+            names = lookup.listing([h["nodeid"] or "(the run)" for h in hangs])
             raise lookup.NotFound(f"{nodeid} did not hang in run {rid}. Hangs: {names}.")
         chosen = mine[0]
     text = render(chosen, rid, full=True)
@@ -58,7 +66,19 @@ def get_hang(store: Store, run: dict[str, Any], test: str | None) -> str:
         text += f"\n\nOther hangs in this run ({len(others)}):\n" + "\n".join(
             f"- {h['nodeid']}: {h['summary']}" for h in others[:20]
         )
-    return output_window.bounded(text)
+    report: HangReport = chosen["report"]
+    return HangInfo(
+        text=output_window.bounded(text),
+        run_id=rid,
+        test=chosen["nodeid"] or None,
+        kind=report.kind,
+        summary=report.summary,
+        file=report.file or None,
+        line=report.line or None,
+        function=report.function or None,
+        other_hangs=[h["nodeid"] or "(the run)" for h in others[:20]],
+        next_call=call("get_output", run_id=rid, test=chosen["nodeid"] or None),
+    )
 
 
 def render(hang: dict[str, Any], run_id: str, *, full: bool) -> str:
@@ -131,19 +151,24 @@ def _thread(thread: HangThread, full: bool) -> list[str]:
     cpu = f", CPU {thread.cpu:.2f} s" if thread.cpu is not None else ""
     where = f" {thread.summary}" if thread.summary and not thread.test else ""
     out = [f"  {label}{thread.name}{extra}{cpu}:{where}"]
-    hidden = 0
     for number, frame in enumerate(thread.frames):
-        if frame.library and number > 0 and not full:
-            hidden += 1
-            continue
-        if frame.library and number > 2:
-            hidden += 1
+        if frame.library and (number > 2 or (number > 0 and not full)):
+            out.append(
+                f"    #{number} {_short_path(frame.file)}:{frame.line} in {frame.function}() [library]"
+            )
             continue
         code = f"   `{frame.code}`" if frame.code else ""
         out.append(f"    #{number} {frame.file}:{frame.line} in {frame.function}(){code}")
-    if hidden:
-        out.append(f"    ({hidden} library frames not shown: pytest, pluggy, the standard library)")
     return out
+
+
+def _short_path(path: str) -> str:
+    """A library file as its package path (``_pytest/runner.py``): where it is installed adds nothing."""
+    for marker in ("/site-packages/", "/dist-packages/", "/lib/python3"):
+        if marker in path:
+            tail = path.split(marker, 1)[1]
+            return tail.split("/", 1)[1] if marker == "/lib/python3" and "/" in tail else tail
+    return path
 
 
 def _processes(processes: list[HangProcess], full: bool) -> list[str]:
@@ -185,29 +210,31 @@ def hang_section(store: Store, run_id: str, nodeid: str) -> str:
     return (
         "\n\n"
         + render(hangs[0], run_id, full=False)
-        + f'\nget_hang(run_id="{run_id}", test="{nodeid}") shows every thread and the output before it.'
+        + f"\n{call('get_hang', run_id=run_id, test=nodeid)} shows every thread and the output before it."
     )
 
 
-def failure_or_hang(store: Store, run: dict[str, Any], test: str | None) -> str:
-    """get_failure's text: the failure snapshot, with the hang diagnosis of a test that hung; for a
+def failure_or_hang(store: Store, run: dict[str, Any], test: str | None) -> FailureReport:
+    """get_failure's reply: the failure snapshot, with the hang diagnosis of a test that hung; for a
     test whose process died (no snapshot could be taken), what is known: the crash, the hang report
-    or sampled stack if any, and its last output."""
+    or sampled stack if any, and its last output; for a run without any failure, a normal reply
+    saying so."""
     try:
-        text = failure_view.get_failure(store, run, test)
-    except lookup.NotFound:
+        reply = failure_view.get_failure(store, run, test)
+    except failure_view.NoFailures as exc:
         crash = _crash(store, run, test)
-        if crash is None:
+        if crash is not None:
+            return crash
+        if test is not None:
             raise
-        return crash
-    headline = text.split("\n", 1)[0]
-    for hang in store.hangs(run["run_id"]):
-        if headline.startswith((f"FAILED {hang['nodeid']} (", f"ERROR {hang['nodeid']} (")):
-            text += hang_section(store, run["run_id"], hang["nodeid"])
-    words = headline.split(" ")
-    if len(words) > 1:
-        text += attempts_section(store, run["run_id"], words[1])
-    return text
+        rid = run["run_id"]
+        return FailureReport(text=str(exc), run_id=rid, kind="none", next_call=call("list_tests", run_id=rid))
+    for hung in store.hangs(run["run_id"]):
+        if hung["nodeid"] == reply.test:
+            reply.text += hang_section(store, run["run_id"], hung["nodeid"])
+    if reply.test:
+        reply.text += attempts_section(store, run["run_id"], reply.test)
+    return reply
 
 
 def attempts_section(store: Store, run_id: str, nodeid: str) -> str:
@@ -226,39 +253,70 @@ def attempts_section(store: Store, run_id: str, nodeid: str) -> str:
     return "\n".join(lines)
 
 
-def _crash(store: Store, run: dict[str, Any], test: str | None) -> str | None:
-    """The text for a test without a snapshot that hung or died, or None if it simply did not fail."""
+def _crash(store: Store, run: dict[str, Any], test: str | None) -> FailureReport | None:
+    """The reply for a test without a snapshot that hung or died, or None if it simply did not fail."""
     rid = run["run_id"]
     if test is None:
         if store.hangs(rid):
-            return get_hang(store, run, None)
+            return _as_failure(get_hang(store, run, None))
         running = store.tests(rid, ("running",)) if run["status"] in ("crashed", "killed") else []
         return _died(store, run, running[0]) if running else None
     row = lookup.test(store, run, test)
     if store.hangs(rid, row["nodeid"]):
-        return get_hang(store, run, row["nodeid"])
+        return _as_failure(get_hang(store, run, row["nodeid"]))
     if row["status"] == "running" and run["status"] in ("crashed", "killed"):
         return _died(store, run, row)
     failed = [p for p in store.phases(rid, row["nodeid"]) if p["outcome"] == "failed"]
     if not failed or store.failures(rid, row["nodeid"]):
         return None
     phase = failed[0]
-    return output_window.bounded(
+    more = call("get_output", run_id=rid, test=row["nodeid"])
+    text = output_window.bounded(
         f"FAILED {row['nodeid']} ({phase['phase']}) in run {rid}: {phase['message'] or '(no message)'}\n"
         "No snapshot of its frames: its process ended before it could take one (a crashed xdist worker, "
         "os._exit, a signal), so there are no locals to show.\n\n"
         f"pytest's report:\n{phase['longrepr'][-4000:]}\n\n"
         f"{output_view.output_tail(store, run, row['nodeid'], 30)}\n\n"
-        f'Next: get_output(run_id="{rid}", test="{row["nodeid"]}") reads all it wrote.'
+        f"Next: {more} reads all it wrote."
+    )
+    return FailureReport(
+        text=text,
+        run_id=rid,
+        test=row["nodeid"],
+        kind="failed" if phase["phase"] == "call" else "error",
+        phase=phase["phase"],
+        exception=phase["message"] or None,
+        next_call=more,
     )
 
 
-def _died(store: Store, run: dict[str, Any], test: dict[str, Any]) -> str:
+def _as_failure(hang: HangInfo) -> FailureReport:
+    return FailureReport(
+        text=hang.text,
+        run_id=hang.run_id,
+        test=hang.test,
+        kind="hang",
+        file=hang.file,
+        line=hang.line,
+        function=hang.function,
+        exception=hang.summary,
+        next_call=hang.next_call,
+    )
+
+
+def _died(store: Store, run: dict[str, Any], test: dict[str, Any]) -> FailureReport:
     """A process that vanished without a trace (os._exit, SIGKILL): what the store still knows."""
     output = output_view.output_tail(store, run, test["nodeid"], 30)
-    return output_window.bounded(
+    text = output_window.bounded(
         f"CRASHED {test['nodeid']} in run {run['run_id']}: its process (worker {test['worker']}) ended "
         "while the test ran, without a traceback or a hang report: it exited without a fatal signal "
         "Python could catch (os._exit, SIGKILL, the OOM killer) or before it could write one.\n\n"
         f"{output}"
+    )
+    return FailureReport(
+        text=text,
+        run_id=run["run_id"],
+        test=test["nodeid"],
+        kind="crashed",
+        next_call=call("get_output", run_id=run["run_id"], test=test["nodeid"]),
     )

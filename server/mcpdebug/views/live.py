@@ -15,23 +15,34 @@ from msgspec.structs import replace
 
 from mcpdebug.live.sessions import LiveSession, Sessions
 from mcpdebug.processes.test_runs import ManagedRun, Outcome
+from mcpdebug.replies import Data, Evaluation, HeldSession, RunState, Scopes, SourceContext, Stack, Variables
 from mcpdebug.store import Store
 from mcpdebug.views import failure as failure_view
 from mcpdebug.views import hang as hang_view
-from mcpdebug.views import lookup
+from mcpdebug.views import lookup, time_text
 from mcpdebug.views import runs as runs_view
-from mcpdebug.views.frames import _reply, source_context
+from mcpdebug.views.calls import call
+from mcpdebug.views.frames import source_context
 from pytest_mcpdebug.protocol import SnapshotVar
 
+INSPECT_REPLIES: dict[str, type[Data]] = {
+    "stack": Stack,
+    "scopes": Scopes,
+    "variables": Variables,
+    "locals": Variables,
+    "evaluate": Evaluation,
+}
 
-async def inspect(sessions: Sessions, session_id: str, command: str, **arguments: Any) -> str:
+
+async def inspect(sessions: Sessions, session_id: str, command: str, **arguments: Any) -> Any:
+    """The held process's answer to ``command``, typed as the stored-snapshot tools' replies."""
     result = await sessions.request(session_id, command, arguments)
-    return _reply({"session": session_id, **result})
+    return INSPECT_REPLIES[command].model_validate({"session": session_id, **result})
 
 
 async def source(
     sessions: Sessions, store: Store, session_id: str, file: str, line: int, lines_context: int
-) -> str:
+) -> SourceContext:
     if sessions.is_local(session_id):  # a debug session: its folder and the files of its stop
         where = await sessions.request(session_id, "files", {})
         return source_context(where["root"], where["files"], file, line, lines_context)
@@ -40,6 +51,23 @@ async def source(
     run = await asyncio.to_thread(store.run, session.run_id)
     files = [f["file"] for f in stack.get("stackFrames", [])]
     return source_context(run["rootdir"] if run else "", files, file, line, lines_context)
+
+
+def held_rows(sessions: list[LiveSession]) -> list[HeldSession]:
+    now = time.time()
+    return [
+        HeldSession(
+            session_id=s.id,
+            test=s.nodeid,
+            run_id=s.run_id,
+            worker=s.worker,
+            reason=s.reason,
+            resumes_in=round(max(s.timeout - (now - max(s.held_at, s.active_at)), 0), 1)
+            if s.timeout
+            else None,
+        )
+        for s in sessions
+    ]
 
 
 def held_sessions(sessions: list[LiveSession]) -> str:
@@ -52,7 +80,7 @@ def held_sessions(sessions: list[LiveSession]) -> str:
         what = "hung, paused" if s.reason == "hang" else f"{s.when} failed"
         lines.append(
             f"- session {s.id}: {s.nodeid} ({what}), run {s.run_id}, worker {s.worker}, held "
-            f"{runs_view.seconds(now - s.held_at)}"
+            f"{time_text.seconds(now - s.held_at)}"
             + (f"; resumes by itself after {left:.0f} s more without a request" if left is not None else "")
         )
     return "\n".join(lines)
@@ -72,14 +100,38 @@ async def live_locals(sessions: Sessions, session_id: str) -> list[dict[str, Any
     return out
 
 
-def outcome(store: Store, result: Outcome, frames: list[dict[str, Any]] | None = None) -> str:
+def outcome(store: Store, result: Outcome, frames: list[dict[str, Any]] | None = None) -> RunState:
     """The reply of run_tests and wait_for_stop (``frames``: `live_locals` of a stop)."""
     if result.kind == "stopped":
-        assert result.session is not None
-        return runs_view.bound(_stopped(store, result.session, result.run, frames or []))
+        session = result.session
+        assert session is not None
+        return RunState(
+            text=runs_view.bound(_stopped(store, session, result.run, frames or [])),
+            state="stopped",
+            run_id=session.run_id,
+            session_id=session.id,
+            test=session.nodeid,
+            next_call=call("evaluate_expression", session_id=session.id, expression="..."),
+        )
+    rid = result.run["run_id"] if result.run else (result.managed.run_id if result.managed else None)
     if result.kind == "waiting":
-        return runs_view.bound(_waiting(result))
-    return runs_view.bound(_finished(store, result))
+        return RunState(
+            text=runs_view.bound(_waiting(result)),
+            state="running",
+            run_id=rid,
+            next_call=call("wait_for_stop", id=rid, timeout=60),
+        )
+    text = runs_view.bound(_finished(store, result))
+    run = result.run or {}
+    managed = result.managed
+    code = run.get("exit_status", managed.returncode if managed else None)
+    return RunState(
+        text=text,
+        state="finished",
+        run_id=rid,
+        exit_status=code,
+        next_call=call("get_run_summary", run_id=rid),
+    )
 
 
 def _stopped(
@@ -170,7 +222,7 @@ def _finished(store: Store, result: Outcome) -> str:
             "Fix the arguments or the project and call run_tests again."
         )
     rid = run["run_id"]
-    summary = runs_view.summary(store, run)
+    summary = runs_view.summary(store, run).text
     exit_note = ""
     if managed is not None and managed.returncode is not None and run.get("exit_status") is None:
         exit_note = f"\nThe pytest process exited with status {managed.returncode} without finishing its run."

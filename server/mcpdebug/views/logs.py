@@ -5,15 +5,31 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from dataclasses import dataclass, field
 from typing import Any, Final
 
+from mcpdebug.replies import LogLine, Logs
 from mcpdebug.store import Store, output_query
 from mcpdebug.store.output_files import Segment
 from mcpdebug.store.output_query import ErrorType, OutputError
+from mcpdebug.views import lookup
 from mcpdebug.views.output_window import LINE_CHARS, MAX_REPLY_CHARS, parse_time, uri
 
 MAX_LOG_LINES: Final = 10_000
 """Most lines `get_logs` collects per session (a reply shows far fewer; this bounds memory)."""
+
+
+Entry = tuple[float, int, int, str, str, str, str]
+"""A line of a session: ts, unit, line, session (run id), test, stream, text."""
+
+
+@dataclass
+class _Found:
+    queried: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    entries: list[Entry] = field(default_factory=list)
+    names: dict[str, str] = field(default_factory=dict)
+    """run id -> how its lines are tagged: a process session's label."""
 
 
 def get_logs(
@@ -25,8 +41,47 @@ def get_logs(
     stream: str = "both",
     pattern: str | None = None,
     max_results: int = 1000,
-) -> str:
+) -> Logs:
     """Seed 004's multi-session query: the last ``lines`` lines of each session, merged by time."""
+    _check(labels, stream, lines, max_results)
+    lines, max_results = min(lines, MAX_LOG_LINES), min(max_results, MAX_LOG_LINES)
+    start_time = parse_time(since, "since")
+    finder = output_query.compile_search(pattern) if pattern else None
+    found = _collect(store, labels, lines, start_time, stream, finder)
+    processes = list(dict.fromkeys(s["label"] for s in store.process_sessions()))[:10]
+    known = [*store.run_ids(10), *processes]
+    if not found.queried:
+        raise OutputError(
+            ErrorType.LOG_NOT_FOUND,
+            f"No session matches {lookup.listing([lookup.quoted(label) for label in labels], 5)}; known "
+            f"sessions (newest first): {', '.join(known) or 'none yet'}. Labels are run ids, "
+            "\"latest\", a run's command or a process session's label, as list_sessions shows them.",
+        )
+    entries = sorted(found.entries, key=lambda e: e[:3])  # time, unit, line: a batch shares one time
+    total = len(entries)
+    truncated = total > max_results
+    entries = entries[-max_results:]
+    reply = Logs(
+        total_results=total,
+        truncated=truncated,
+        sessions_queried=found.queried,
+        sessions_not_found=found.missing,
+        time_range=f"oldest {_iso(entries[0][0])}, newest {_iso(entries[-1][0])}" if entries else None,
+        known_sessions=known if found.missing else None,
+        lines=[],
+    )
+    cut = _add_lines(reply, entries, found.names)
+    if cut:
+        note = (
+            f" (reply size limit: showing the newest {len(reply.lines)} of {total}; "
+            "narrow with since= or pattern=)"
+        )
+    else:
+        note = f" (kept the newest {max_results})" if truncated else ""
+    return reply.with_text(_text(reply, note, empty=not entries))
+
+
+def _check(labels: list[str], stream: str, lines: int, max_results: int) -> None:
     if not labels:
         raise OutputError(
             ErrorType.INVALID_ARGUMENT,
@@ -39,71 +94,78 @@ def get_logs(
         )
     if lines < 1 or max_results < 1:
         raise OutputError(ErrorType.INVALID_ARGUMENT, "lines and max_results must be at least 1.")
-    lines, max_results = min(lines, MAX_LOG_LINES), min(max_results, MAX_LOG_LINES)
-    start_time = parse_time(since, "since")
-    finder = output_query.compile_search(pattern) if pattern else None
-    queried: list[str] = []
-    missing: list[str] = []
-    entries: list[
-        tuple[float, int, int, str, str, str, str]
-    ] = []  # ts, unit, line, session, test, stream, text
-    names: dict[str, str] = {}  # run id -> how its lines are tagged: a process session's label
+
+
+def _collect(
+    store: Store,
+    labels: list[str],
+    lines: int,
+    start_time: float | None,
+    stream: str,
+    finder: output_query.Finder | None,
+) -> _Found:
+    """The newest ``lines`` lines of each session named, and which names matched none."""
+    found = _Found()
     for label in labels:
         run_id = store.resolve_run(label)
         if run_id is None:
-            missing.append(label)
+            found.missing.append(label)
             continue
-        queried.append(label)
+        found.queried.append(label)
         process = store.process_sessions(run_id)
         if process:
-            names[run_id] = process[0]["label"]
-        found = session_lines(store, run_id, lines, start_time, stream, finder)
+            found.names[run_id] = process[0]["label"]
+        entries = session_lines(store, run_id, lines, start_time, stream, finder)
         if not process and stream == "both":  # its failures count among its newest lines
-            found = sorted(found + failure_entries(store, run_id, start_time, finder))[-lines:]
-        entries += found
-    entries.sort(key=lambda e: e[:3])  # time, then unit and line: a batch shares one timestamp
-    total = len(entries)
-    truncated = total > max_results
-    entries = entries[-max_results:]
-    meta = [
-        f"total_results: {total}",
-        f"truncated: {'true' if truncated else 'false'}"
-        + (f" (kept the newest {max_results})" if truncated else ""),
-        f"sessions_queried: {json.dumps(queried)}",
-        f"sessions_not_found: {json.dumps(missing)}",
-    ]
-    if entries:
-        meta.append(f"time_range: oldest {_iso(entries[0][0])}, newest {_iso(entries[-1][0])}")
-    if missing:
-        known = list(dict.fromkeys(s["label"] for s in store.process_sessions()))[:10]
-        meta.append(
-            "known sessions (newest first): "
-            + ", ".join(store.run_ids(10))
-            + (f"; process sessions: {', '.join(known)}" if known else "")
-        )
-    body = [
-        f"{_iso(ts)} [{names[session]}] {st}| {text}"
-        if session in names
-        else f"{_iso(ts)} [{session}] {test or '(outside tests)'} {st}| {text}"
-        for ts, _, _, session, test, st, text in entries
-    ]
-    budget = MAX_REPLY_CHARS - sum(map(len, meta)) - 500
-    kept: list[str] = []
+            entries = sorted(entries + failure_entries(store, run_id, start_time, finder))[-lines:]
+        found.entries += entries
+    return found
+
+
+def _add_lines(reply: Logs, entries: list[Entry], names: dict[str, str]) -> bool:
+    """The newest entries that fit in a reply, oldest first; True if the size limit cut some."""
+    budget = MAX_REPLY_CHARS - 2_000
     size = 0
-    for line in reversed(body):
-        line = line if len(line) <= LINE_CHARS else line[:LINE_CHARS] + " [...]"
-        if size + len(line) + 1 > budget:
-            meta[1] = (
-                f"truncated: true (reply size limit: showing the newest {len(kept)} of {total}; "
-                "narrow with since= or pattern=)"
-            )
+    cut = False
+    for ts, _, _, session, test, st, text in reversed(entries):
+        text = text if len(text) <= LINE_CHARS else text[:LINE_CHARS] + " [...]"
+        line = LogLine(
+            time=_iso(ts),
+            session=names.get(session, session),
+            test=test or None,
+            stream=st,
+            text=text,
+            process=session in names,
+        )
+        size += len(text) + len(test) + len(session) + 100  # its line in the JSON, the larger form
+        if size > budget:
+            reply.truncated = cut = True
             break
-        kept.append(line)
-        size += len(line) + 1
-    kept.reverse()
-    if not entries and not missing:
-        kept = ["(no lines matched)"]
-    return "\n".join([*meta, "", *kept])
+        reply.lines.append(line)
+    reply.lines.reverse()
+    return cut
+
+
+def _text(reply: Logs, note: str, *, empty: bool) -> str:
+    meta = [
+        f"total_results: {reply.total_results}",
+        f"truncated: {'true' if reply.truncated else 'false'}" + note,
+        f"sessions_queried: {json.dumps(reply.sessions_queried)}",
+        f"sessions_not_found: {json.dumps(reply.sessions_not_found)}",
+    ]
+    if reply.time_range:
+        meta.append(f"time_range: {reply.time_range}")
+    if reply.known_sessions:
+        meta.append("known sessions (newest first): " + ", ".join(reply.known_sessions))
+    body = [
+        f"{ln.time} [{ln.session}] {ln.stream}| {ln.text}"
+        if ln.process
+        else f"{ln.time} [{ln.session}] {ln.test or '(outside tests)'} {ln.stream}| {ln.text}"
+        for ln in reply.lines
+    ]
+    if empty and not reply.sessions_not_found:
+        body = ["(no lines matched)"]
+    return "\n".join([*meta, "", *body])
 
 
 def _iso(ts: float) -> str:
@@ -119,7 +181,7 @@ def session_lines(
     finder: output_query.Finder | None,
     *,
     until: float | None = None,
-) -> list[tuple[float, int, int, str, str, str, str]]:
+) -> list[Entry]:
     """The newest ``wanted`` matching lines of a run (written between ``since`` and ``until``), from
     all its units, newest segments first."""
     db = store.db
@@ -139,7 +201,7 @@ def session_lines(
         sql += " AND ts <= ?"
         params.append(until)
     sql += " ORDER BY ts DESC, first DESC"
-    found: list[tuple[float, int, int, str, str, str, str]] = []
+    found: list[Entry] = []
     for row in db.execute(sql, params):
         unit = units.get(row[0])
         if unit is None:
@@ -162,7 +224,7 @@ def session_lines(
 
 def failure_entries(
     store: Store, run_id: str, since: float | None, finder: output_query.Finder | None
-) -> list[tuple[float, int, int, str, str, str, str]]:
+) -> list[Entry]:
     """A test run's failed phases as lines of its log, at the time each failed (stream "failure"),
     so a service's error and the test that saw it line up in one timeline."""
     found = []

@@ -9,18 +9,38 @@ import sqlite3
 import unicodedata
 import warnings
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from mcpdebug.ingest import recovery
 from mcpdebug.ingest.hang_dumps import attribute_hang_dumps
 from mcpdebug.ingest.spool import ingest_spool
 from mcpdebug.store import FINAL_OUTCOMES, Store
+from mcpdebug.views.calls import call
+
+QUOTE_CHARS: Final = 200
+"""Most characters of a caller's input an error quotes (a 50,000-character id is not echoed back)."""
+LISTED: Final = 20
+"""Most valid ids an error lists."""
 
 T = TypeVar("T")
 
 
 class NotFound(LookupError):
     """What was asked for does not exist; the message lists what does and what to try."""
+
+
+def quoted(value: object, limit: int = QUOTE_CHARS) -> str:
+    """``repr(value)``, cut to ``limit`` characters with how many more there were."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit} more characters)"
+
+
+def listing(items: list[str], limit: int = LISTED) -> str:
+    """``a, b, c``, at most ``limit`` of them and how many more."""
+    shown = ", ".join(items[:limit])
+    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
 
 
 def refresh(store: Store) -> None:
@@ -68,8 +88,8 @@ def run(store: Store, run_id: str | None) -> dict[str, Any]:
             "(or call run_tests), then list_sessions."
         )
     raise NotFound(
-        f"Unknown run {run_id!r}. Recorded runs, newest first: {', '.join(recent)}. "
-        'Use run_id="latest" for the newest, or list_sessions for details.'
+        f"Unknown run {quoted(run_id)}. Recorded runs, newest first: {', '.join(recent)}. "
+        f'Use run_id="latest" for the newest, or {call("list_sessions")} for details.'
     )
 
 
@@ -77,7 +97,7 @@ def test(store: Store, run_row: dict[str, Any], query: str) -> dict[str, Any]:
     """A test by exact node id, or by a part of it that matches exactly one test."""
     rid = run_row["run_id"]
     if not query:
-        raise NotFound(f'Name a test: a node id from list_tests(run_id="{rid}").')
+        raise NotFound(f"Name a test: a node id from {call('list_tests', run_id=rid)}.")
     others = spellings(query)
     for spelling in (query, *others):
         exact = store.test(rid, spelling)
@@ -95,14 +115,18 @@ def test(store: Store, run_row: dict[str, Any], query: str) -> dict[str, Any]:
         assert found is not None
         return found
     if matches:
-        listing = "\n".join(f"  {m}" for m in matches)
-        raise NotFound(f"{query!r} matches several tests of run {rid}; give one of:\n{listing}")
-    failed = [t["nodeid"] for t in store.tests(rid, ("failed", "error"))][:10]
+        shown = "\n".join(f"  {m}" for m in matches[:LISTED])
+        more = f"\n  ... and {len(matches) - LISTED} more" if len(matches) > LISTED else ""
+        raise NotFound(
+            f"{quoted(query)} matches several tests of run {rid} ({len(matches)}); "
+            f"give one of:\n{shown}{more}"
+        )
+    failed = [t["nodeid"] for t in store.tests(rid, ("failed", "error"))]
     total = sum(run_row["counts"].values())
-    hint = f" Failed or errored tests: {', '.join(failed)}." if failed else ""
+    hint = f" Failed or errored tests: {listing(failed, 10)}." if failed else ""
     raise NotFound(
-        f"No test matching {query!r} in run {rid} ({total} tests).{hint} "
-        f'list_tests(run_id="{rid}") lists them all.'
+        f"No test matching {quoted(query)} in run {rid} ({total} tests).{hint} "
+        f"{call('list_tests', run_id=rid)} lists them all."
     )
 
 
@@ -143,7 +167,7 @@ def outcomes(value: str | None) -> list[str] | None:
     bad = [v for v in wanted if v not in valid]
     if bad:
         raise NotFound(
-            f"Unknown outcome {', '.join(map(repr, bad))}; use one or more of "
+            f"Unknown outcome {', '.join(map(quoted, bad[:5]))}; use one or more of "
             f"{', '.join(valid)} (comma-separated)."
         )
     return wanted

@@ -5,18 +5,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from mcpdebug.names import COMBINED, PHASE_CHOICES, STREAM_CHOICES
+from mcpdebug.replies import OutputWindow
 from mcpdebug.store import Store, output_query
-from mcpdebug.store.output_query import COMBINED
+from mcpdebug.views.calls import call
 from mcpdebug.views.output_window import (
     DEFAULT_WINDOW,
     Addr,
     bounded,
-    call,
     check_choice,
     no_output,
     parse_time,
     render,
     resolve_unit,
+    uri,
     what,
     where,
 )
@@ -35,12 +37,12 @@ def get_output(
     until: str | None = None,
     line_numbers: bool = True,
     keep_end: bool = False,
-) -> str:
+) -> OutputWindow:
     """``keep_end``: if the range does not fit in a reply, show its end rather than its start
     (always so without a range)."""
-    check_choice(stream, output_query.STREAM_CHOICES, "stream")
+    check_choice(stream, STREAM_CHOICES, "stream")
     if phase is not None:
-        check_choice(phase, output_query.PHASE_CHOICES, "phase")
+        check_choice(phase, PHASE_CHOICES, "phase")
     unit = resolve_unit(store, run, test)
     view = output_query.build_view(
         store.outputs,
@@ -54,8 +56,18 @@ def get_output(
     )
     addr = Addr(run["run_id"], unit["unit"], stream, phase)
     described = what(view, run["label"] if run.get("kind") == "process" and unit["unit"] == "" else None)
+    reply = OutputWindow(
+        text="",
+        run_id=run["run_id"],
+        test=unit["unit"] or None,
+        stream=stream,
+        total=view.total,
+        uri=uri(run["run_id"], unit["unit"]),
+        path=str(store.outputs.path(run["run_id"], unit["id"])) if unit["id"] else None,
+    )
     if view.total == 0 and start is None and end is None:
-        return no_output(store, run, unit, view, described)
+        reply.text = no_output(store, run, unit, view, described)
+        return reply
     first, last = output_query.resolve_range(start, end, view.total)
     # a window counted from the end ("the last N lines") keeps its end when the reply limit cuts it
     tail = (
@@ -78,13 +90,17 @@ def get_output(
         footer.append(f"[{view.total - shown} lines omitted]")
         if shown_first > 1:
             before = max(shown_first - DEFAULT_WINDOW, 1)
-            footer.append(f"[Earlier lines: {addr.call('get_output', start=before, end=shown_first - 1)}]")
+            reply.earlier = addr.call("get_output", start=before, end=shown_first - 1)
+            footer.append(f"[Earlier lines: {reply.earlier}]")
         if shown_last < view.total:
             after = min(shown_last + DEFAULT_WINDOW, view.total)
-            footer.append(f"[Later lines: {addr.call('get_output', start=shown_last + 1, end=after)}]")
+            reply.later = addr.call("get_output", start=shown_last + 1, end=after)
+            footer.append(f"[Later lines: {reply.later}]")
         footer.append(f"[Search it: {addr.call('search_output', pattern='...')}]")
     footer += where(store, run, unit)
-    return bounded("\n".join(parts + (["", *footer] if footer else [])))
+    reply.first, reply.last = (shown_first, shown_last) if view.total else (None, None)
+    reply.text = bounded("\n".join(parts + (["", *footer] if footer else [])))
+    return reply
 
 
 def output_tail(store: Store, run: dict[str, Any], nodeid: str, lines: int) -> str:
@@ -96,5 +112,5 @@ def output_tail(store: Store, run: dict[str, Any], nodeid: str, lines: int) -> s
         return f"Captured output: {unit['lines']} lines: " + call(
             "get_output", run_id=run["run_id"], test=nodeid
         )
-    text = get_output(store, run, nodeid, start=-min(lines, unit["lines"]), end=-1, keep_end=True)
+    text = get_output(store, run, nodeid, start=-min(lines, unit["lines"]), end=-1, keep_end=True).text
     return "--- captured output (stdout, stderr, log, warnings) ---\n" + text

@@ -14,10 +14,12 @@ from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import quote
 
+from mcpdebug.names import COMBINED
 from mcpdebug.store import Store, output_query
 from mcpdebug.store.output_files import is_run_unit
-from mcpdebug.store.output_query import COMBINED, ErrorType, Line, OutputError, View
+from mcpdebug.store.output_query import ErrorType, Line, OutputError, View
 from mcpdebug.views import lookup
+from mcpdebug.views.calls import call
 from pytest_mcpdebug.output.lines import cut_at
 
 MAX_REPLY_CHARS: Final = 30_000
@@ -66,13 +68,6 @@ def uri(run_id: str, key: str, suffix: str = "output") -> str:
     return f"mcpdebug://runs/{run_id}/tests/{quote(key, safe='')}/{suffix}"
 
 
-def call(name: str, **args: Any) -> str:
-    shown = ", ".join(
-        f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}" for k, v in args.items() if v is not None
-    )
-    return f"{name}({shown})".replace("'", '"')
-
-
 def parse_time(value: str | None, what: str, now: float | None = None) -> float | None:
     """An ISO timestamp, seconds since the epoch, or a relative age like 30s, 5m, 2h, 1d."""
     if value is None or value == "":
@@ -91,8 +86,8 @@ def parse_time(value: str | None, what: str, now: float | None = None) -> float 
     except ValueError:
         raise OutputError(
             ErrorType.INVALID_ARGUMENT,
-            f"{what}={value!r} is not a time; use an ISO timestamp (2026-11-21T10:30:00), seconds since "
-            "the epoch, or an age such as 30s, 5m, 2h or 1d.",
+            f"{what}={lookup.quoted(value)} is not a time; use an ISO timestamp (2026-11-21T10:30:00), "
+            "seconds since the epoch, or an age such as 30s, 5m, 2h or 1d.",
         ) from None
     return parsed.timestamp()
 
@@ -100,7 +95,8 @@ def parse_time(value: str | None, what: str, now: float | None = None) -> float 
 def check_choice(value: str, choices: tuple[str, ...], what: str) -> str:
     if value not in choices:
         raise OutputError(
-            ErrorType.INVALID_ARGUMENT, f"{what}={value!r} is not valid; use one of {', '.join(choices)}."
+            ErrorType.INVALID_ARGUMENT,
+            f"{what}={lookup.quoted(value)} is not valid; use one of {', '.join(choices)}.",
         )
     return value
 

@@ -17,8 +17,9 @@ from mcpdebug.store import Store
 from mcpdebug.views import logs as logs_view
 from mcpdebug.views import lookup
 from mcpdebug.views import output as output_view
-from mcpdebug.views.output_window import LINE_CHARS, call
-from mcpdebug.views.runs import seconds, when
+from mcpdebug.views.calls import call
+from mcpdebug.views.output_window import LINE_CHARS
+from mcpdebug.views.time_text import seconds, when
 
 STARTUP_LINES: Final = 20
 """Lines of a new process's output in `start_process`'s reply (seed 003's default window)."""
@@ -120,7 +121,7 @@ def find(store: Store, label: str) -> dict[str, Any]:
         return found[0]
     known = list(dict.fromkeys(s["label"] for s in store.process_sessions()))[:20]
     raise lookup.NotFound(
-        f"No process session {label!r}. "
+        f"No process session {lookup.quoted(label)}. "
         + (f"Process sessions: {', '.join(known)}. " if known else "There are no process sessions yet. ")
         + "Start one with start_process(command=...), or `mcpdebug run --label NAME -- COMMAND` in a "
         "shell; list_sessions lists them."
@@ -133,7 +134,7 @@ def startup_output(store: Store, session: dict[str, Any]) -> str:
     if not session["lines"]:
         return "(no output yet) " + call("get_logs", labels=[session["label"]])
     shown = min(STARTUP_LINES, session["lines"])
-    return output_view.get_output(store, run, None, start=-shown, end=-1, keep_end=True)
+    return output_view.get_output(store, run, None, start=-shown, end=-1, keep_end=True).text
 
 
 def summary(store: Store, run: dict[str, Any]) -> str:

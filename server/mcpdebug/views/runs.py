@@ -6,16 +6,24 @@ their tail and say what was left out and how to get it.
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 from typing import TYPE_CHECKING, Any
 
+from mcpdebug.replies import PhaseRow, Problem, RunSummary, SessionRow, TestDetail, TestList, TestRow
+from mcpdebug.views.calls import call, in_terminal
 from mcpdebug.views.failure_history import failure_notes
+from mcpdebug.views.time_text import seconds, when
 
 if TYPE_CHECKING:
     from mcpdebug.store import Store
 
 MAX_REPLY_CHARS = 30_000
 LONGREPR_CHARS = 12_000
+MAX_PROBLEMS = 50
+"""Failures a run summary lists; the rest are a list_tests call away."""
+MESSAGE_CHARS = 120
+"""A failure's one-line message as the typed fields carry it (the text has twice as much)."""
 
 _EXIT_MEANINGS = {
     0: "all tests passed",
@@ -25,7 +33,7 @@ _EXIT_MEANINGS = {
     4: "usage error",
     5: "no tests collected",
 }
-_LABELS = {
+LABELS = {
     "failed": "FAILED",
     "error": "ERROR",
     "passed": "passed",
@@ -34,17 +42,8 @@ _LABELS = {
     "xpassed": "XPASS",
     "running": "RUNNING",
 }
+WITH_MESSAGE = ("failed", "error", "skipped", "xfailed")
 _COUNT_ORDER = ("failed", "error", "passed", "skipped", "xfailed", "xpassed", "running")
-
-
-def when(ts: float | None) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else "-"
-
-
-def seconds(value: float | None) -> str:
-    if value is None:
-        return "-"
-    return f"{value:.2f}s" if value < 60 else f"{int(value // 60)}m{value % 60:04.1f}s"
 
 
 def counts_text(counts: dict[str, int]) -> str:
@@ -74,9 +73,29 @@ def run_duration(run: dict[str, Any]) -> float | None:
     return end - float(run["started"])
 
 
+def session_rows(runs: list[dict[str, Any]]) -> list[SessionRow]:
+    return [
+        SessionRow(
+            run_id=run["run_id"],
+            kind=run["kind"],
+            label=run["label"] or "",
+            status=run["status"],
+            exit_status=run.get("exit_status"),
+            started=dt.datetime.fromtimestamp(run["started"]).isoformat(timespec="seconds"),
+            duration=round(d, 3) if (d := run_duration(run)) is not None else None,
+            counts=run["counts"],
+        )
+        for run in runs
+    ]
+
+
 def sessions(runs: list[dict[str, Any]]) -> str:
     if not runs:
-        return "No sessions recorded yet. Run `pytest --mcp-debug` (or the run_tests tool) to record one."
+        return (
+            "No sessions recorded yet. Run `pytest --mcp-debug` in the project"
+            + (" (or call run_tests)" if not in_terminal() else "")
+            + " to record one."
+        )
     lines = [f"{len(runs)} session{'s' if len(runs) != 1 else ''}, newest first:"]
     for run in runs:
         tests = sum(run["counts"].values())
@@ -91,15 +110,24 @@ def sessions(runs: list[dict[str, Any]]) -> str:
     return bound("\n".join(lines))
 
 
-def summary(store: Store, run: dict[str, Any]) -> str:
-    """`run_summary` of a stored run, with its failures, collection errors, running tests and hangs."""
+def summary(store: Store, run: dict[str, Any]) -> RunSummary:
+    """The run's summary, with its failures, collection errors, running tests and hangs; a process
+    session's speaks of its process."""
     if run.get("kind") == "process":
-        from mcpdebug.views import processes  # imports this module
+        from mcpdebug.views import processes
 
-        return processes.summary(store, run)
+        return RunSummary(
+            text=processes.summary(store, run),
+            run_id=run["run_id"],
+            status=run["status"],
+            exit_status=run.get("exit_status"),
+            counts=run["counts"],
+            failures=[],
+            next_call=call("get_logs", labels=[run["label"] or run["run_id"]]),
+        )
     rid = run["run_id"]
     problems = store.problems(rid)
-    return run_summary(
+    text = run_summary(
         run,
         problems,
         store.collection_errors(rid),
@@ -107,6 +135,29 @@ def summary(store: Store, run: dict[str, Any]) -> str:
         store.hangs(rid),
         failure_notes(store, rid, [p["nodeid"] for p in problems]),
     )
+    return RunSummary(
+        text=text,
+        run_id=rid,
+        status=run["status"],
+        exit_status=run.get("exit_status"),
+        counts=run["counts"],
+        failures=[
+            Problem(
+                test=p["nodeid"],
+                outcome="failed" if p["phase"] == "call" else "error",
+                phase=p["phase"],
+                message=_cut(p["message"] or "", MESSAGE_CHARS),
+            )
+            for p in problems[:MAX_PROBLEMS]
+        ],
+        next_call=_next_call(rid, problems),
+    )
+
+
+def _next_call(rid: str, problems: list[dict[str, Any]]) -> str:
+    if problems:
+        return call("get_failure", run_id=rid, test=problems[0]["nodeid"])
+    return call("list_tests", run_id=rid)
 
 
 def run_summary(
@@ -127,7 +178,8 @@ def run_summary(
         f", host {run['host'] or '?'}" + (f", {run['workers']} xdist workers" if run["workers"] else ""),
         f"Started {when(run['started'])}; "
         + (
-            f"took {seconds(run_duration(run))}"
+            f'took {seconds(run_duration(run))} (collection and tests; pytest\'s "in ...s" also counts '
+            "printing its report)"
             if run["status"] != "running"
             else f"running for {seconds(run_duration(run))}"
         ),
@@ -136,11 +188,15 @@ def run_summary(
     ]
     if problems:
         lines += ["", f"Failures and errors ({len(problems)}):"]
-        for p in problems:
+        for p in problems[:MAX_PROBLEMS]:
             label = "FAILED" if p["phase"] == "call" else "ERROR"
-            lines.append(f"- {label} {p['nodeid']} ({p['phase']}): {p['message'] or '(no message)'}")
+            message = _cut(p["message"] or "(no message)", 2 * MESSAGE_CHARS)
+            lines.append(f"- {label} {p['nodeid']} ({p['phase']}): {message}")
             if notes and p["nodeid"] in notes:
                 lines.append(f"    history: {notes[p['nodeid']]}")
+        if len(problems) > MAX_PROBLEMS:
+            more = call("list_tests", run_id=rid, outcome="failed,error", offset=MAX_PROBLEMS)
+            lines.append(f"- ... and {len(problems) - MAX_PROBLEMS} more: {more}")
     if collect_errors:
         lines += ["", f"Collection errors ({len(collect_errors)}):"]
         lines += [f"- ERROR {e['nodeid']}: {e['message']}" for e in collect_errors]
@@ -153,49 +209,71 @@ def run_summary(
     if hangs:
         lines += ["", f"Hangs and stops ({len(hangs)}):"]
         lines += [f"- {h['nodeid'] or '(the run)'} [{h['kind']}]: {h['summary']}" for h in hangs]
-        lines += [f'  get_hang(run_id="{rid}", test=...) gives every thread\'s stack and the locals.']
+        lines += [f"  {call('get_hang', run_id=rid, test='...')} gives every thread's stack and the locals."]
     if problems:
+        first = problems[0]["nodeid"]
         lines += [
             "",
-            f'Next: get_failure(run_id="{rid}", test="{problems[0]["nodeid"]}") for the failing frames '
-            "with their locals and source; get_test(...) for pytest's traceback text; "
-            "search_output(pattern=...) searches every test's output.",
+            f"Next: {call('get_failure', run_id=rid, test=first)} for the failing frames with their locals "
+            f"and source; {call('get_test', run_id=rid, test=first)} for pytest's traceback text; "
+            f"{call('search_output', run_id=rid, pattern='...')} searches every test's output.",
         ]
     elif not collect_errors:
-        lines += ["", f'Next: list_tests(run_id="{rid}") lists every test.']
+        lines += ["", f"Next: {call('list_tests', run_id=rid)} lists every test."]
     return bound("\n".join(lines))
 
 
 def test_list(
     run: dict[str, Any], tests: list[dict[str, Any]], total: int, outcome: str | None, offset: int, limit: int
-) -> str:
-    shown = tests[offset : offset + limit]
-    what = f" with outcome {outcome}" if outcome else ""
-    lines = [
-        f"Run {run['run_id']}: {len(tests)} of {total} tests{what}"
-        + (f", showing {offset + 1}-{offset + len(shown)}" if len(shown) < len(tests) else "")
-        + ":"
-    ]
-    for t in shown:
-        label = _LABELS.get(t["status"], t["status"])
-        line = f"{label:8} {seconds(t['duration']):>8}  {t['worker']:10} {t['nodeid']}"
-        if t["message"] and t["status"] in ("failed", "error", "skipped", "xfailed"):
-            line += f" - {t['message']}"
-        lines.append(line)
-    if offset + len(shown) < len(tests):
-        lines.append(
-            f'... {len(tests) - offset - len(shown)} more: list_tests(run_id="{run["run_id"]}"'
-            + (f', outcome="{outcome}"' if outcome else "")
-            + f", offset={offset + len(shown)})"
+) -> TestList:
+    """A page of ``tests`` from ``offset``: at most ``limit`` of them, fewer if more would not fit in
+    a reply (its text, or its JSON: each row is in both), with the call for the next page."""
+    rid = run["run_id"]
+    reply = TestList(run_id=rid, total=total, matching=len(tests), offset=offset, tests=[])
+    lines: list[str] = []
+    size = 0
+    for t in tests[offset : offset + limit]:
+        row = TestRow(
+            test=t["nodeid"],
+            outcome=t["status"],
+            duration=round(t["duration"], 4) if t["duration"] is not None else None,
+            worker=t["worker"] or "",
+            message=_cut(t["message"], 2 * MESSAGE_CHARS)
+            if t["message"] and t["status"] in WITH_MESSAGE
+            else None,
         )
-    return bound("\n".join(lines))
+        line = test_line(t)
+        size += len(line) + len(row.model_dump_json(exclude_none=True)) + 2
+        if size > MAX_REPLY_CHARS - 2_000 and reply.tests:
+            break
+        reply.tests.append(row)
+        lines.append(line)
+    shown = len(reply.tests)
+    what = f" with outcome {outcome}" if outcome else ""
+    head = f"Run {rid}: {len(tests)} of {total} tests{what}"
+    head += f", showing {offset + 1}-{offset + shown}" if shown < len(tests) else ""
+    if offset + shown < len(tests):
+        reply.next_call = call("list_tests", run_id=rid, outcome=outcome, offset=offset + shown)
+        lines.append(f"... {len(tests) - offset - shown} more: {reply.next_call}")
+    return reply.with_text("\n".join([head + ":", *lines]))
 
 
-def test_detail(run: dict[str, Any], test: dict[str, Any], phases: list[dict[str, Any]], output: str) -> str:
+def test_line(t: dict[str, Any]) -> str:
+    """One test as `test_list` shows it: outcome, duration, worker, node id, message."""
+    label = LABELS.get(t["status"], t["status"])
+    line = f"{label:8} {seconds(t['duration']):>8}  {t['worker'] or '-':10} {t['nodeid']}"
+    if t["message"] and t["status"] in WITH_MESSAGE:
+        line += f" - {t['message']}"
+    return line
+
+
+def test_detail(
+    run: dict[str, Any], test: dict[str, Any], phases: list[dict[str, Any]], output: str
+) -> TestDetail:
     """``output``: the tail of the test's captured output, as `outview.output_tail` renders it."""
     rid = run["run_id"]
     lines = [
-        f"{test['nodeid']}: {_LABELS.get(test['status'], test['status'])} "
+        f"{test['nodeid']}: {LABELS.get(test['status'], test['status'])} "
         f"(run {rid}, worker {test['worker'] or '-'}, {seconds(test['duration'])})",
     ]
     if test["file"]:
@@ -221,7 +299,7 @@ def test_detail(run: dict[str, Any], test: dict[str, Any], phases: list[dict[str
         )
     for p in phases:
         if p["outcome"] == "failed":
-            text = p["longrepr"]
+            text = _indented(p["longrepr"])
             lines += ["", f"--- {p['phase']} failed: {p['message']} ---"]
             if len(text) > LONGREPR_CHARS:
                 lines.append(f"[first {len(text) - LONGREPR_CHARS} characters omitted]")
@@ -230,7 +308,36 @@ def test_detail(run: dict[str, Any], test: dict[str, Any], phases: list[dict[str
         elif p["outcome"] == "skipped" and p["message"]:
             lines += ["", f"--- {p['phase']} skipped: {p['message']} ---"]
     lines += ["", output]
-    return bound("\n".join(lines))
+    return TestDetail(
+        text=bound("\n".join(lines)),
+        run_id=rid,
+        test=test["nodeid"],
+        outcome=test["status"],
+        file=test["file"] or None,
+        line=test["line"] or None,
+        phases=[
+            PhaseRow(
+                phase=p["phase"],
+                outcome=p["outcome"],
+                duration=p["duration"],
+                message=p["message"] or None,
+            )
+            for p in phases
+        ],
+    )
+
+
+def _indented(longrepr: str) -> str:
+    """pytest's text of a traceback with its first line indented as pytest prints it (``str()`` of
+    a report strips the four spaces before the test's ``def``)."""
+    first, _, rest = longrepr.partition("\n")
+    if first.startswith(("def ", "async def ", "@", "class ")) and rest.startswith("    "):
+        return "    " + longrepr
+    return longrepr
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def bound(text: str, limit: int = MAX_REPLY_CHARS) -> str:

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from mcpdebug.diagnosis import ranking
 from mcpdebug.diagnosis.functions import MODULE, line_functions
+from mcpdebug.replies.diagnosis import SuspectLine, Suspects
 from mcpdebug.store.coverage_data import RunCoverage, find_files, load
-from mcpdebug.views.diagnosis_replies import SuspectLine, Suspects
 from mcpdebug.views.lookup import NotFound
 from mcpdebug.views.runs import bound
 

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from mcpdebug.diagnosis.functions import statement_lines
 from mcpdebug.diagnosis.values import Change, Link, ValueHistory
-from mcpdebug.views.diagnosis_replies import TraceReply, ValueChange, ValueHistoryReply
-from mcpdebug.views.lookup import NotFound
+from mcpdebug.replies.diagnosis import TraceReply, ValueChange, ValueHistoryReply
+from mcpdebug.views.calls import call
+from mcpdebug.views.lookup import LISTED, NotFound, quoted
 from mcpdebug.views.runs import bound
 from mcpdebug.views.suspects import relative
 
@@ -38,12 +39,13 @@ def find_trace(store: Store, test: str, run_id: str | None) -> dict[str, Any]:
         if len(matches) == 1:
             found = store.trace(wanted, matches[0])
         elif matches:
-            listing = "\n".join(f"  {m}" for m in matches)
-            raise NotFound(f"{test!r} matches several traced tests; give one of:\n{listing}")
+            listing = "\n".join(f"  {m}" for m in matches[:LISTED])
+            raise NotFound(f"{quoted(test)} matches several traced tests; give one of:\n{listing}")
     if found is None:
         where = f" in run {wanted}" if wanted else ""
         raise NotFound(
-            f'No value trace of {test!r}{where}. Call trace_test(test="{test}") first: it re-runs the test '
+            f"No value trace of {quoted(test)}{where}. Call "
+            f"{call('trace_test', test=test if len(test) <= 200 else '...')} first: it re-runs the test "
             "recording how its values change."
         )
     return found
@@ -91,7 +93,8 @@ def history(store: Store, found: dict[str, Any], name: str | None) -> ValueHisto
         if not changes:
             known = ", ".join(values.names()[:40]) or "(none)"
             raise NotFound(
-                f"{name!r} never changed in the traced code of {found['nodeid']}. Names that did: {known}"
+                f"{quoted(name)} never changed in the traced code of {found['nodeid']}. "
+                f"Names that did: {known}"
             )
         rows = [_change(c, values, root) for c in changes]
         text = [head, f"{name}: {len(changes)} assignment(s), first first:"]

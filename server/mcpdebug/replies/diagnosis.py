@@ -6,11 +6,15 @@ that show the model only ``structuredContent`` (DESIGN.md, "MCP surface: princip
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from pydantic import BaseModel, Field
 
+from mcpdebug.replies import base
 
-class Report(BaseModel):
-    text: str = Field(description="The complete report; the other fields repeat its key facts.")
+
+class Report(base.Report):
+    keeps_none: ClassVar[bool] = True  # every field listed, null or not (as a change's returned_by)
 
 
 class SuspectLine(BaseModel):

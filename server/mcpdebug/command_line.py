@@ -1,0 +1,303 @@
+"""The `mcpdebug` command line: each command's arguments and help, one function per command.
+
+`cli` runs what is parsed here; the README's CLI section documents the same flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from mcpdebug.names import PHASE_CHOICES, SHOW_TESTS, STREAM_CHOICES
+from pytest_mcpdebug import __version__, limits
+
+if TYPE_CHECKING:
+    Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
+
+DIR_HELP = (
+    "the project folder or its .mcpdebug folder (default: $MCPDEBUG_DIR, else the nearest .mcpdebug/ "
+    "upwards from the current folder)"
+)
+RUN_HELP = 'run id or unique prefix (default: "latest")'
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mcpdebug",
+        description="Inspect pytest runs recorded with `pytest --mcp-debug`, "
+        "or serve them to an AI agent over MCP.",
+    )
+    parser.add_argument("--version", action="version", version=f"mcpdebug {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for add in (_serve, _runs, _show, _logs, _failure, _report, _tui, _hang, _tail, _run, _forward):
+        add(sub)
+    return parser
+
+
+def glue_negative_range(argv: list[str]) -> list[str]:
+    """``--range -50:-1`` would read as an unknown option to argparse: pass it as ``--range=-50:-1``."""
+    if next((a for a in argv if not a.startswith("-")), None) != "logs":
+        return argv  # never rewrite the command of `mcpdebug run`
+    out: list[str] = []
+    args = iter(argv)
+    for arg in args:
+        if arg == "--range":
+            value = next(args, None)
+            out.append(arg if value is None else f"--range={value}")
+        else:
+            out.append(arg)
+    return out
+
+
+def _duration(text: str) -> float:
+    """Seconds from "90", "90s", "30m" or "2h" (argparse turns a ValueError into a usage error)."""
+    raw = text.strip().lower()
+    scale = {"s": 1, "m": 60, "h": 3600}.get(raw[-1:], 0)
+    value = float(raw[:-1] if scale else raw) * (scale or 1)
+    if not 0 < value < 1e9:
+        raise ValueError(text)
+    return value
+
+
+_duration.__name__ = "duration"  # argparse's message: "invalid duration value: 'x'"
+
+
+def _serve(sub: Subparsers) -> None:
+    serve = sub.add_parser("serve", help="run the MCP server (stdio by default) and the live ingest endpoint")
+    serve.add_argument("--dir", help=DIR_HELP)
+    serve.add_argument("--http", action="store_true", help="serve MCP over streamable HTTP instead of stdio")
+    serve.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="HTTP bind address (default: 127.0.0.1; any other needs --allow-remote)",
+    )
+    serve.add_argument("--port", type=int, default=8765, help="HTTP port (default: 8765; 0 picks a free one)")
+    serve.add_argument(
+        "--token",
+        help="the HTTP bearer token every request must carry (default: $MCPDEBUG_HTTP_TOKEN, else a "
+        "random one, printed at start and kept in .mcpdebug/server.json)",
+    )
+    serve.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow --host to be an address other machines can reach (needs --tls-cert and --tls-key)",
+    )
+    serve.add_argument("--tls-cert", metavar="PEM", help="TLS certificate (chain) file: serve HTTPS")
+    serve.add_argument("--tls-key", metavar="PEM", help="private key file of --tls-cert")
+    serve.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a further Host name clients reach a remote server by (repeatable; default: this "
+        "machine's names and addresses)",
+    )
+    _serve_tools(serve)
+    _serve_log(serve)
+    _serve_limits(serve)
+
+
+def _serve_tools(parser: argparse.ArgumentParser) -> None:
+    """What serve offers: read-only or all tools, which groups, its ingest port, idle debug sessions."""
+    parser.add_argument(
+        "--read-only",
+        action="store_true",
+        help="offer only the tools that read recorded runs: none that runs code or changes a process",
+    )
+    parser.add_argument(
+        "--ingest-port",
+        type=int,
+        default=0,
+        help="port of the WebSocket ingest endpoint (default: 0, a free one)",
+    )
+    parser.add_argument(
+        "--tools",
+        metavar="GROUPS",
+        help="list only these tool groups, comma-separated: runs, failures, hangs, live, output, "
+        "processes, debug, diagnosis (default: all)",
+    )
+    parser.add_argument(
+        "--debug-idle-timeout",
+        type=_duration,
+        default=1800.0,
+        metavar="DURATION",
+        help="close a debug session after this long without a tool call about it: seconds, or 30m, 2h "
+        "(default: 30m)",
+    )
+
+
+def _serve_log(parser: argparse.ArgumentParser) -> None:
+    """The server's JSON log: its level, file and rotation."""
+    parser.add_argument(
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
+        help="level of the server's log: its JSON log file and stderr (default: info; debug adds every "
+        "line the runs write)",
+    )
+    parser.add_argument(
+        "--log-file",
+        metavar="PATH",
+        help="the JSON log (seed 000's format, what `mcpdebug tui` reads); none: no file "
+        "(default: <dir>/logs/debug-mcp-server.log)",
+    )
+    parser.add_argument(
+        "--log-max-size",
+        type=limits.parse_size,
+        default="10MB",
+        metavar="SIZE",
+        help="rotate the JSON log when it reaches this size (default: 10MB)",
+    )
+    parser.add_argument(
+        "--log-backups", type=int, default=5, metavar="N", help="rotated JSON logs kept (default: 5)"
+    )
+
+
+def _serve_limits(parser: argparse.ArgumentParser) -> None:
+    """The store's limits, one flag each (also settable by environment and pyproject.toml)."""
+    for name, spec in limits.SPECS.items():
+        parser.add_argument(
+            limits.option_name(name),
+            dest=name,
+            metavar="SIZE" if spec.parse is limits.parse_size else "N" if name == "max_runs" else "AGE",
+            help=f"{spec.help}; also {limits.env_name(name)} or {name} in [tool.mcpdebug] of pyproject.toml",
+        )
+
+
+def _runs(sub: Subparsers) -> None:
+    runs = sub.add_parser("runs", help="list recorded runs, newest first")
+    runs.add_argument("--dir", help=DIR_HELP)
+    runs.add_argument("--limit", type=int, default=20, help="how many runs (default: 20)")
+    runs.add_argument("--json", action="store_true", help="print JSON")
+
+
+def _show(sub: Subparsers) -> None:
+    show = sub.add_parser("show", help="show a run (its failures and tests) or one test of it")
+    show.add_argument("run", nargs="?", default="latest", help=RUN_HELP)
+    show.add_argument("test", nargs="?", help="node id (or a unique part of one)")
+    show.add_argument("--dir", help=DIR_HELP)
+    show.add_argument(
+        "--tail", type=int, default=50, help="last lines of the test's output to show (default: 50)"
+    )
+    show.add_argument("--all", action="store_true", help="list every test of the run (default: at most 50)")
+    show.add_argument(
+        "--outcome",
+        help="list only tests with this outcome: passed, failed, error, skipped, ... (comma-separated)",
+    )
+    show.add_argument("--offset", type=int, default=0, help="tests to skip, for paging (default: 0)")
+    show.add_argument(
+        "--limit",
+        type=int,
+        default=SHOW_TESTS,
+        help=f"most tests to list (default: {SHOW_TESTS})",
+    )
+    show.add_argument("--json", action="store_true", help="print JSON")
+
+
+def _logs(sub: Subparsers) -> None:
+    logs = sub.add_parser("logs", help="read or search a test's captured output (or the run's)")
+    logs.add_argument("run", nargs="?", default="latest", help=RUN_HELP)
+    logs.add_argument("test", nargs="?", help="node id or a unique part (default: output outside tests)")
+    logs.add_argument("--dir", help=DIR_HELP)
+    logs.add_argument(
+        "--range",
+        metavar="START:END",
+        help="lines to show, 1-based, negative from the end: 1:100, -50:-1, 10:-10, -20: (default: last 200)",
+    )
+    logs.add_argument("--grep", metavar="PATTERN", help="show lines matching this Python regex, with context")
+    logs.add_argument(
+        "-C", "--context", type=int, default=3, help="context lines around a match (default: 3)"
+    )
+    logs.add_argument("-i", "--ignore-case", action="store_true", help="case-insensitive --grep")
+    logs.add_argument("--occurrence", type=int, default=1, help="first match to show (default: 1)")
+    logs.add_argument("--max-results", type=int, default=20, help="matches to show (default: 20)")
+    logs.add_argument("--stream", default="combined", choices=STREAM_CHOICES, help="default: combined")
+    logs.add_argument("--phase", choices=PHASE_CHOICES, help="only this phase's lines")
+    logs.add_argument("--no-line-numbers", action="store_true", help="print lines without their numbers")
+
+
+def _failure(sub: Subparsers) -> None:
+    failure = sub.add_parser("failure", help="a failure's frames, locals and source (as get_failure)")
+    failure.add_argument("run", nargs="?", default="latest", help=RUN_HELP)
+    failure.add_argument(
+        "test", nargs="?", help="node id or a unique part (default: the run's first failure)"
+    )
+    failure.add_argument("--dir", help=DIR_HELP)
+
+
+def _report(sub: Subparsers) -> None:
+    report = sub.add_parser("report", help="write a run as one self-contained HTML file")
+    report.add_argument("run", nargs="?", default="latest", help=RUN_HELP)
+    report.add_argument("--html", metavar="PATH", required=True, help="the HTML file to write")
+    report.add_argument("--dir", help=DIR_HELP)
+
+
+def _tui(sub: Subparsers) -> None:
+    tui = sub.add_parser("tui", help="watch the server's log and the store live in a terminal UI")
+    tui.add_argument("--dir", help=DIR_HELP)
+    tui.add_argument(
+        "--log",
+        metavar="PATH",
+        help="the JSON log to read, e.g. a CI artifact (default: <dir>/logs/debug-mcp-server.log)",
+    )
+
+
+def _hang(sub: Subparsers) -> None:
+    hang = sub.add_parser("hang", help="sample a running Python process: where it loops or blocks")
+    hang.add_argument("pid", type=int, help="the process id (its child processes are read too)")
+    hang.add_argument("--seconds", type=float, default=2.0, help="how long to sample (default: 2)")
+    hang.add_argument("--interval", type=float, default=0.1, help="seconds between samples (default: 0.1)")
+
+
+def _tail(sub: Subparsers) -> None:
+    tail = sub.add_parser("tail", help="follow a run's output live, as it is written")
+    tail.add_argument("run", nargs="?", default="latest", help=RUN_HELP)
+    tail.add_argument("--dir", help=DIR_HELP)
+    tail.add_argument(
+        "-n", "--lines", type=int, default=10, help="lines of history to show first (default: 10)"
+    )
+    tail.add_argument("--stream", default="combined", choices=STREAM_CHOICES, help="default: combined")
+    tail.add_argument("--interval", type=float, default=0.25, help="seconds between looks (default: 0.25)")
+
+
+# Process sessions (implemented in mcpdebug.processes.runner and .forwarder)
+LABEL_HELP = "the session's label (default: the command's or file's name; a label in use gets -2, -3, ...)"
+URL_HELP = (
+    "the server's ingest URL, ws://127.0.0.1:PORT/?token=T (default: $MCPDEBUG_URL, else the server "
+    "found through the .mcpdebug folder's server.json, looked up again after a server restart)"
+)
+
+
+def _run(sub: Subparsers) -> None:
+    run = sub.add_parser(
+        "run", help="run a command as a live process session: output streamed, process controllable over MCP"
+    )
+    run.add_argument("--label", help=LABEL_HELP)
+    run.add_argument("--server-url", metavar="URL", help=URL_HELP)
+    run.add_argument(
+        "--restart",
+        choices=["no", "on-failure", "always"],
+        default="no",
+        help="start the command again when it exits: on-failure after a non-zero status or a crash, "
+        "always after any exit (default: no)",
+    )
+    run.add_argument("-q", "--quiet", action="store_true", help="record the output without printing it here")
+    run.add_argument("--dir", help=DIR_HELP)
+    run.add_argument("--run-id", help=argparse.SUPPRESS)
+    run.add_argument("--watch-fd", type=int, help=argparse.SUPPRESS)  # stop when this pipe closes
+    run.add_argument("--managed", action="store_true", help=argparse.SUPPRESS)  # started by start_process
+    run.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS]", help="the command")
+
+
+def _forward(sub: Subparsers) -> None:
+    forward = sub.add_parser(
+        "forward", help="forward a log file (followed like tail -F), a named pipe or stdin (-) as a session"
+    )
+    forward.add_argument("source", metavar="SOURCE", help="a file, a named pipe, or - for stdin")
+    forward.add_argument("--label", help=LABEL_HELP)
+    forward.add_argument("--server-url", metavar="URL", help=URL_HELP)
+    forward.add_argument(
+        "-n", "--lines", type=int, metavar="N", help="start with the file's last N lines (default: all of it)"
+    )
+    forward.add_argument("-q", "--quiet", action="store_true", help="print nothing about the session")
+    forward.add_argument("--dir", help=DIR_HELP)

@@ -1,0 +1,86 @@
+"""The follow-up calls a reply names: MCP tool calls for an agent, `mcpdebug` commands in a terminal.
+
+Views write ``call("get_output", run_id=..., test=..., start=...)`` once; the CLI switches the style
+with `for_terminal()` before it renders anything, so the same view says ``get_failure(run_id="R")``
+to an agent and ``mcpdebug failure R`` to a person.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable
+from contextvars import ContextVar
+from typing import Any
+
+_terminal: ContextVar[bool] = ContextVar("mcpdebug_terminal_hints", default=False)
+
+
+def for_terminal() -> None:
+    """From now on (in this context), name `mcpdebug` commands instead of MCP tools."""
+    _terminal.set(True)
+
+
+def in_terminal() -> bool:
+    return _terminal.get()
+
+
+def call(name: str, **args: Any) -> str:
+    """The call of tool ``name`` with ``args`` (None values left out), in the current style."""
+    given = {k: v for k, v in args.items() if v is not None}
+    if _terminal.get():
+        command = _COMMANDS.get(name)
+        if command is not None:
+            return "`" + shlex.join(command(given)) + "`"
+        return f"{_tool(name, given)} (an MCP tool: `mcpdebug serve`)"
+    return _tool(name, given)
+
+
+def _tool(name: str, args: dict[str, Any]) -> str:
+    shown = ", ".join(f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}" for k, v in args.items())
+    return f"{name}({shown})".replace("'", '"')
+
+
+def _run_test(args: dict[str, Any]) -> list[str]:
+    return [str(args.get("run_id", "latest")), *([str(args["test"])] if "test" in args else [])]
+
+
+def _logs(args: dict[str, Any]) -> list[str]:
+    out = ["mcpdebug", "logs", *_run_test(args)]
+    if "start" in args or "end" in args:
+        out.append(f"--range={args.get('start', '')}:{args.get('end', '')}")
+    if "pattern" in args:
+        out += ["--grep", str(args["pattern"])]
+    for key, flag in (
+        ("stream", "--stream"),
+        ("phase", "--phase"),
+        ("context", "-C"),
+        ("occurrence", "--occurrence"),
+    ):
+        if key in args:
+            out += [flag, str(args[key])]
+    if args.get("ignore_case"):
+        out.append("-i")
+    return out
+
+
+def _show(args: dict[str, Any]) -> list[str]:
+    out = ["mcpdebug", "show", *_run_test(args)]
+    if "outcome" in args:
+        out += ["--outcome", str(args["outcome"])]
+    if args.get("offset"):
+        out += ["--offset", str(args["offset"])]
+    if "tail_lines" in args:
+        out += ["--tail", str(args["tail_lines"])]
+    return out
+
+
+_COMMANDS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
+    "get_output": _logs,
+    "search_output": _logs,
+    "get_failure": lambda a: ["mcpdebug", "failure", *_run_test(a)],
+    "get_hang": lambda a: ["mcpdebug", "failure", *_run_test(a)],
+    "get_test": _show,
+    "list_tests": lambda a: [*_show(a), *([] if "outcome" in a else ["--all"])],
+    "get_run_summary": _show,
+    "list_sessions": lambda a: ["mcpdebug", "runs"],
+}
