@@ -106,7 +106,8 @@ def running_server(
     if not exe.exists():
         raise BenchmarkError(f"{exe} not found: install the project (pip install -e .) first")
     serverdir.mkdir(parents=True, exist_ok=True)
-    info_path = serverdir / "server.json"
+    # An empty folder given to --dir is a project folder: the store is its .mcpdebug (issue 19).
+    info_path = (serverdir if serverdir.name == ".mcpdebug" else serverdir / ".mcpdebug") / "server.json"
     cmd = [str(exe), "serve", "--http", "--port", "0", "--dir", str(serverdir)]
     with log_path.open("wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=clean_env())
