@@ -49,9 +49,6 @@ if TYPE_CHECKING:
 FLUSH_INTERVAL: Final = 0.05
 RECONNECT_INTERVAL: Final = 2.0
 CLOSE_TIMEOUT: Final = 5.0
-READY_DELAY: Final = 0.5
-"""How long finished tests' events, already in the write-ahead copy, may wait to share a message with
-more: a message costs an acknowledgement, and each wakes two threads of the test process."""
 CHECKPOINT_WAIT: Final = 0.05
 """How long a test's end waits for the sender thread's batch in flight before spooling its own."""
 # Limits
@@ -100,7 +97,6 @@ class Sender:
         self.wal = SpoolFile(spool_path.with_suffix(WAL_SUFFIX))
         self._ready: list[tuple[int, bytes]] = []
         """Events a checkpoint wrote ahead, (seq, encoded), for the sender thread to stream."""
-        self._ready_since = 0.0
         self._flush_lock = threading.Lock()
         """Held while a batch is drained and delivered, by the sender thread or a test's checkpoint:
         events leave in ``seq`` order, which the server's acknowledgements rely on."""
@@ -192,8 +188,6 @@ class Sender:
                 ready, self._ready = self._ready, []
                 self._send_lines(ready + items)  # in seq order: what waited came first
             else:
-                if not self._ready:
-                    self._ready_since = time.monotonic()
                 self._ready += items
         finally:
             self._flush_lock.release()
@@ -296,10 +290,8 @@ class Sender:
 
     def _flush(self) -> None:
         with self._flush_lock:
-            if self._can_wait():
-                return
-            batch = self._drain()
             ready, self._ready = self._ready, []
+            batch = self._drain()
             if not batch and not ready:
                 return
             items = ready + [(e.seq, protocol.encode(e)) for e in batch]  # in seq order: ready came first
@@ -307,18 +299,6 @@ class Sender:
                 self._send_lines(items)
             else:
                 self._write_spool([line for _, line in items])
-
-    def _can_wait(self) -> bool:
-        """Only finished tests (already on disk) and the running test's start are waiting: they may
-        share the next message, for up to `READY_DELAY`. Anything else (output, a failure) goes now."""
-        pending = self._pending
-        if self._ws is None or self._stop.is_set() or len(pending) > 1:
-            return False
-        if pending:
-            first = pending[0]
-            if type(first) is not protocol.TestStarted or time.time() - first.ts >= READY_DELAY:
-                return False
-        return not self._ready or time.monotonic() - self._ready_since < READY_DELAY
 
     def _send_lines(self, items: list[tuple[int, bytes]]) -> None:
         """Send encoded events; whatever does not make it (the connection lost) ends in the spool."""
