@@ -29,17 +29,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-import msgspec
-
 from pytest_mcpdebug import protocol
 from pytest_mcpdebug.folder import WAL_SUFFIX
-from pytest_mcpdebug.protocol import Ack, Event, Hello, Reply, Request, ServerFrame
-from pytest_mcpdebug.recording.connection import (
-    CONNECT_TIMEOUT,
-    open_connection,
-    socket_has_room,
-)
-from pytest_mcpdebug.recording.connection import describe as _describe
+from pytest_mcpdebug.protocol import Event, Hello, Request, ServerFrame
+from pytest_mcpdebug.recording.connection import CONNECT_TIMEOUT, socket_has_room
+from pytest_mcpdebug.recording.link import BATCH_BYTES, CLOSE_TIMEOUT, Discover, Link
 from pytest_mcpdebug.recording.spool import SpoolFile
 
 if TYPE_CHECKING:
@@ -48,7 +42,6 @@ if TYPE_CHECKING:
 # Timeouts
 FLUSH_INTERVAL: Final = 0.05
 RECONNECT_INTERVAL: Final = 2.0
-CLOSE_TIMEOUT: Final = 5.0
 CHECKPOINT_WAIT: Final = 0.05
 """How long a test's end waits for the sender thread's batch in flight before spooling its own."""
 # Limits
@@ -59,13 +52,9 @@ MAX_UNACKED: Final = 20_000
 MAX_PENDING_BYTES: Final = 32 * 1024 * 1024
 """Output text waiting for the sender thread before `wait_for_room` holds back the output reader."""
 MAX_UNACKED_BYTES: Final = 64 * 1024 * 1024
-BATCH_BYTES: Final = protocol.MAX_MESSAGE_BYTES // 4
-
-Discover = Callable[[], "tuple[str, str] | None"]
-"""Returns the server's (url, token), or None when there is no server to connect to."""
 
 
-class Sender:
+class Sender(Link):
     def __init__(
         self,
         *,
@@ -217,18 +206,6 @@ class Sender:
     def connected(self) -> bool:
         return self._ws is not None
 
-    def reply(self, reply: Reply) -> bool:
-        """Answer a server request at once, from any thread; False if there is no connection."""
-        ws = self._ws
-        if ws is None:
-            return False
-        try:
-            with self._send_lock:
-                ws.send(protocol.encode(reply).decode())  # text: the server tells replies from events
-        except Exception:
-            return False  # the sender thread notices the lost connection on its next send or receive
-        return True
-
     @property
     def spool_path(self) -> Path | None:
         return self._spool_path if self.spool.used else None
@@ -331,135 +308,6 @@ class Sender:
         with self._send_lock:
             self._ws.send(b"\n".join(lines))  # a binary message: no decode of megabytes of output
 
-    def _receive(self, timeout: float, *, until_acked: bool = False) -> None:
-        """Handle the server's frames (acks, requests) for up to ``timeout`` seconds."""
-        ws = self._ws
-        if ws is None:
-            return
-        deadline = time.monotonic() + timeout
-        try:
-            while True:
-                message = ws.recv(timeout=max(deadline - time.monotonic(), 0))
-                frame = protocol.decode_server_frame(message)
-                if isinstance(frame, Ack):
-                    with self._flush_lock:  # a checkpoint may be adding to the unacknowledged
-                        while self._unacked and self._unacked[0][0] <= frame.seq:
-                            self._unacked_bytes -= len(self._unacked.popleft()[1])
-                            self.acked += 1
-                    if until_acked and not self._unacked:
-                        return
-                elif isinstance(frame, Request):
-                    self._handle_request(frame)
-                elif self.on_frame is not None:
-                    self.on_frame(frame)
-        except TimeoutError:
-            return
-        except Exception as exc:
-            with self._flush_lock:
-                self._lost_connection(exc)
-
-    def _handle_request(self, request: Request) -> None:
-        handler = self.on_request
-        if handler is None:
-            self.reply(Reply(id=request.id, ok=False, error="this process holds no test"))
-            return
-        try:
-            handler(request)
-        except Exception as exc:  # never let a request break the sender
-            self.reply(Reply(id=request.id, ok=False, error=f"internal error: {_describe(exc)}"))
-
-    def _maybe_connect(self) -> None:
-        now = time.monotonic()
-        if now < self._next_connect:
-            return
-        self._next_connect = now + self._retry_delay
-        self._retry_delay = min(self._retry_delay * 2, self._reconnect[1])
-        found = self._discover()
-        if found is None:
-            return
-        url, token = found
-        mine = self._hello
-        hello = Hello(
-            protocol=mine.protocol,
-            run_id=mine.run_id,
-            process=mine.process,
-            worker=mine.worker,
-            pid=mine.pid,
-            spool=self._spool_path.name if self.spool.used else None,
-        )
-        try:
-            ws, stack, welcome = open_connection(url, token, hello)
-        except Exception as exc:
-            if not self._had_server:
-                self.warnings.append(f"server at {url} unreachable ({_describe(exc)})")
-            self._had_server = True
-            return
-        self._ws = ws
-        self._ws_stack = stack
-        self._connected_url = url
-        self._had_server = True
-        self._retry_delay = self._reconnect[0]
-        if self.on_frame is not None:
-            self.on_frame(welcome)
-        if not welcome.spool_read and self.spool.used:
-            self._replay_spool()
-
-    def _lost_connection(self, exc: BaseException) -> None:
-        url, self._ws, self._connected_url = self._connected_url, None, None
-        with contextlib.suppress(Exception):
-            self._ws_stack.close()
-        self.warnings.append(f"lost the server at {url} mid-run ({_describe(exc)})")
-        if self.on_disconnect is not None:
-            self.on_disconnect()
-        self._write_spool([line for _, line in self._unacked])
-        self._unacked.clear()
-        self._unacked_bytes = 0
-        self._next_connect = time.monotonic() + self._reconnect[0]
-        self._retry_delay = min(self._reconnect[0] * 2, self._reconnect[1])
-
-    def _finish(self) -> None:
-        if self._ws is not None:
-            deadline = time.monotonic() + self._close_timeout
-            while self._unacked and self._ws is not None and time.monotonic() < deadline:
-                self._receive(0.1, until_acked=True)
-            if self._unacked:  # the server did not confirm in time: keep a copy for later ingestion
-                self._write_spool([line for _, line in self._unacked])
-                self._unacked.clear()
-                self._unacked_bytes = 0
-            self._ws = None
-            with contextlib.suppress(Exception):
-                self._ws_stack.close()
-        self._drop_wal()
-
-    def _drop_wal(self) -> None:
-        """Everything the write-ahead copy holds was acknowledged or spooled: it is not needed."""
-        self.wal.close()
-        if self.wal.used and not self.spool.dropped:
-            with contextlib.suppress(OSError):
-                self.wal.path.unlink()
-
-    def _replay_spool(self) -> None:
-        """Send what the spool file holds past `_replayed` over the new connection, a batch at a time,
-        each acknowledged before the next, so memory stays bounded. Replayed events are unacknowledged
-        like fresh ones: if the connection drops they go back to the spool and are replayed again."""
-        try:
-            end = self.spool.path.stat().st_size
-            with open(self.spool.path, "rb") as spool:
-                spool.seek(self._replayed)
-                while self._ws is not None and spool.tell() < end:
-                    lines = [
-                        line.rstrip(b"\n") for line in spool.readlines(BATCH_BYTES) if line.endswith(b"\n")
-                    ]
-                    if not lines:
-                        break
-                    with self._flush_lock:
-                        self._send_lines([(_seq_of(line), line) for line in lines])
-                    self._receive(CLOSE_TIMEOUT, until_acked=True)
-            if self._ws is not None:
-                self._replayed = end
-        except OSError as exc:
-            self.warnings.append(f"cannot replay the spool file {self.spool.path} ({exc})")
-
     # Spool ----------------------------------------------------------------------------------------
 
     def _append_spool(self, batch: list[Event]) -> None:
@@ -471,17 +319,3 @@ class Sender:
     def _spool_overflow(self) -> None:
         """The sender thread is not keeping up (or is wedged): the caller writes to the spool itself."""
         self._append_spool(self._drain())
-
-
-class _SeqProbe(msgspec.Struct):
-    seq: int = 0
-
-
-_seq_decoder = msgspec.json.Decoder(_SeqProbe)
-
-
-def _seq_of(line: bytes) -> int:
-    try:
-        return _seq_decoder.decode(line).seq
-    except msgspec.DecodeError:
-        return 0
