@@ -1,11 +1,17 @@
-"""Measure the wall-clock overhead of `pytest --mcp-debug` against plain pytest and pytest-timeout.
+"""Measure what `pytest --mcp-debug` costs against plain pytest and pytest-timeout, in alternating pairs.
 
-Every run is a fresh `python -m pytest` subprocess on a generated suite of trivial tests, so the
-numbers include interpreter start-up and plugin import, which is what a user actually waits for.
-Modes are interleaved round-robin (not run back to back) so slow drift on the machine, such as
-thermal throttling or a background job, hits every mode alike instead of skewing one of them.
+Every run is a fresh `python -m pytest` subprocess, so the figures include interpreter start-up and
+plugin import, which is what a user waits for. Each mode is measured in *pairs* with plain pytest,
+run back to back in alternating order (plain first in one pair, second in the next): the ratio of
+a pair is taken between two runs a second apart, so a background job or slow drift on a shared
+machine shifts both sides of it, and the median of the per-pair ratios is the figure. Beside the
+wall time, the child's user+system CPU time (``os.wait4``) is reported: it is steadier when other
+jobs compete for the cores. Bytecode is cached (in the temp dir) as on a developer's machine.
 
-Usage: python benchmarks/overhead.py [--tests 2000] [--repeats 5] [--modes plain,...] [--markdown FILE]
+Two suites are measured: N trivial tests (the per-test cost) and one test (start-up, as the
+median of the per-pair differences in milliseconds).
+
+Usage: python benchmarks/overhead.py [--tests 2000] [--pairs 9] [--modes pytest-timeout,...] [--markdown FILE]
 """
 
 from __future__ import annotations
@@ -18,7 +24,6 @@ import importlib.util
 import json
 import os
 import platform
-import resource
 import shlex
 import shutil
 import signal
@@ -28,6 +33,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 # Run as `python benchmarks/overhead.py`: the script's folder is on sys.path, so this resolves.
@@ -100,7 +106,8 @@ def running_server(
     if not exe.exists():
         raise BenchmarkError(f"{exe} not found: install the project (pip install -e .) first")
     serverdir.mkdir(parents=True, exist_ok=True)
-    info_path = serverdir / "server.json"
+    # An empty folder given to --dir is a project folder: the store is its .mcpdebug (issue 19).
+    info_path = (serverdir if serverdir.name == ".mcpdebug" else serverdir / ".mcpdebug") / "server.json"
     cmd = [str(exe), "serve", "--http", "--port", "0", "--dir", str(serverdir)]
     with log_path.open("wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=clean_env())
@@ -144,125 +151,195 @@ def stop_server(proc: subprocess.Popen[bytes], info: dict[str, object]) -> None:
             proc.wait()
 
 
+@dataclass(frozen=True)
+class Timing:
+    wall: float
+    cpu: float
+    """User + system CPU seconds of the child (and of the children it waited for, e.g. git)."""
+
+
+def time_run(
+    cmd: list[str], cwd: Path, env: dict[str, str], timeout: float = RUN_TIMEOUT
+) -> tuple[Timing, str, int]:
+    """Time one subprocess (stdin closed, stderr into stdout): its timing, output and exit code."""
+    with tempfile.TemporaryFile() as out:
+        start = time.perf_counter()
+        proc = subprocess.Popen(
+            cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT
+        )
+        deadline = start + timeout
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.perf_counter() > deadline:
+                proc.kill()
+                pid, status, usage = os.wait4(proc.pid, 0)
+                break
+            time.sleep(0.002)
+        wall = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        output = out.read().decode("utf-8", "replace")
+    return Timing(wall, usage.ru_utime + usage.ru_stime), output, proc.returncode
+
+
 def run_timed(
     cmd: list[str], cwd: Path, env: dict[str, str], timeout: float = RUN_TIMEOUT
 ) -> tuple[float, float, str, int]:
-    """Wall and CPU seconds of one subprocess (stdin closed, stderr into stdout), its output and exit code."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    proc = subprocess.run(
-        cmd,
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu, proc.stdout, proc.returncode
+    """(wall seconds, CPU seconds, output, exit code) of one subprocess (the other benchmarks' form)."""
+    timing, output, code = time_run(cmd, cwd, env, timeout)
+    return timing.wall, timing.cpu, output, code
 
 
-def run_once(mode: str, suite: Path, n_tests: int, env: dict[str, str]) -> float:
-    """Run the suite once in MODE and return wall seconds; fail loudly unless every test passed."""
+def run_once(mode: str, suite: Path, n_tests: int, env: dict[str, str]) -> Timing:
+    """Run the suite once in MODE; fail loudly unless every test passed."""
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *MODE_ARGS[mode], str(suite)]
-    elapsed, _, output, code = run_timed(cmd, suite, env)
+    timing, output, code = time_run(cmd, suite, env)
     if code != 0 or f"{n_tests} passed" not in output:
         tail = "\n".join(output.splitlines()[-30:])
         raise BenchmarkError(f"{mode}: exit code {code} for {shlex.join(cmd)}\n{tail}")
-    return elapsed
+    return timing
+
+
+@dataclass
+class Pairs:
+    """One mode against plain pytest: the timings of each pair."""
+
+    plain: list[Timing] = field(default_factory=list)
+    mode: list[Timing] = field(default_factory=list)
+
+    def ratios(self, what: str) -> list[float]:
+        return [getattr(m, what) / getattr(p, what) for p, m in zip(self.plain, self.mode, strict=True)]
+
+    def deltas_ms(self, what: str) -> list[float]:
+        return [
+            1000 * (getattr(m, what) - getattr(p, what)) for p, m in zip(self.plain, self.mode, strict=True)
+        ]
+
+
+class Runner:
+    """Runs a mode on a suite with the right environment (a spool folder of its own, the server's)."""
+
+    def __init__(
+        self, workdir: Path, env: dict[str, str], serverdir: Path, server: subprocess.Popen[bytes] | None
+    ) -> None:
+        self.workdir, self.env, self.serverdir, self.server = workdir, env, serverdir, server
+        self.runs = 0
+
+    def __call__(self, mode: str, suite: Path, n_tests: int) -> Timing:
+        env = dict(self.env)
+        spooldir: Path | None = None
+        if mode == "mcpdebug-spool":
+            self.runs += 1
+            spooldir = self.workdir / f"spool-{self.runs:03d}"
+            spooldir.mkdir()
+            env["MCPDEBUG_DIR"] = str(spooldir)
+        elif mode == "mcpdebug-stream":
+            env["MCPDEBUG_DIR"] = str(self.serverdir)
+        timing = run_once(mode, suite, n_tests, env)
+        if mode == "mcpdebug-stream" and self.server is not None and self.server.poll() is not None:
+            # The plugin would quietly fall back to spooling, so the timing would be mislabelled.
+            raise BenchmarkError(f"server died during the run:\n{log_tail(self.workdir / 'server.log')}")
+        if spooldir is not None:
+            if not any(spooldir.iterdir()):
+                print(f"warning: {mode} wrote nothing to {spooldir}", file=sys.stderr)
+            shutil.rmtree(spooldir, ignore_errors=True)
+        return timing
 
 
 def benchmark(
-    modes: list[str], n_tests: int, repeats: int, warmup: int, workdir: Path
-) -> dict[str, list[float]]:
-    """Time every mode REPEATS times, round-robin, after WARMUP untimed rounds."""
-    suite = workdir / "suite"
-    generate(n_tests, suite)
-    base_env = bytecode_env(clean_env(), suite.parent / "pycache")
-    times: dict[str, list[float]] = {m: [] for m in modes}
-
+    modes: list[str], suites: dict[str, tuple[Path, int]], pairs: int, warmup: int, workdir: Path
+) -> dict[tuple[str, str], Pairs]:
+    """For each suite and mode, PAIRS pairs (plain, mode) in alternating order, after WARMUP rounds."""
+    env = bytecode_env(clean_env(), workdir / "pycache")
+    results = {(suite, mode): Pairs() for suite in suites for mode in modes}
     with contextlib.ExitStack() as stack:
         serverdir = workdir / "server"
         server: subprocess.Popen[bytes] | None = None
         if "mcpdebug-stream" in modes:
             server, _ = stack.enter_context(running_server(serverdir, workdir / "server.log"))
-
-        run_no = 0
-        for rep in range(warmup + repeats):
-            timed = rep >= warmup
-            # Rotate the starting mode each round so no mode always runs first (or last).
-            order = modes[rep % len(modes) :] + modes[: rep % len(modes)]
-            for mode in order:
-                env = dict(base_env)
-                spooldir: Path | None = None
-                if mode == "mcpdebug-spool":
-                    run_no += 1
-                    spooldir = workdir / f"spool-{run_no:03d}"
-                    spooldir.mkdir()
-                    env["MCPDEBUG_DIR"] = str(spooldir)
-                elif mode == "mcpdebug-stream":
-                    env["MCPDEBUG_DIR"] = str(serverdir)
-                elapsed = run_once(mode, suite, n_tests, env)
-                if mode == "mcpdebug-stream" and server is not None and server.poll() is not None:
-                    # The plugin would quietly fall back to spooling, so the timing would be mislabelled.
-                    raise BenchmarkError(f"server died during the run:\n{log_tail(workdir / 'server.log')}")
-                label = f"round {rep - warmup + 1}/{repeats}" if timed else f"warm-up {rep + 1}/{warmup}"
-                print(f"{label:>14}  {mode:<16} {elapsed:7.3f} s", file=sys.stderr)
-                if timed:
-                    times[mode].append(elapsed)
-                if spooldir is not None:
-                    if not any(spooldir.iterdir()):
-                        print(f"warning: {mode} wrote nothing to {spooldir}", file=sys.stderr)
-                    shutil.rmtree(spooldir, ignore_errors=True)
-    return times
+        run = Runner(workdir, env, serverdir, server)
+        for number in range(warmup + pairs):
+            timed = number >= warmup
+            for name, (suite, n_tests) in suites.items():
+                order = modes[number % len(modes) :] + modes[: number % len(modes)]
+                for mode in order:
+                    plain_first = number % 2 == 0
+                    first, second = ("plain", mode) if plain_first else (mode, "plain")
+                    a, b = run(first, suite, n_tests), run(second, suite, n_tests)
+                    plain, other = (a, b) if plain_first else (b, a)
+                    label = f"pair {number - warmup + 1}/{pairs}" if timed else f"warm-up {number + 1}"
+                    print(
+                        f"{label:>11} {name:<8} {mode:<15} plain {plain.wall:.3f} s, it {other.wall:.3f} s,"
+                        f" ratio {other.wall / plain.wall:5.3f} (CPU {other.cpu / plain.cpu:5.3f})",
+                        file=sys.stderr,
+                    )
+                    if timed:
+                        results[name, mode].plain.append(plain)
+                        results[name, mode].mode.append(other)
+    return results
 
 
-def render_table(times: dict[str, list[float]]) -> str:
-    """Markdown table of median/min per mode and the median ratios to the two baselines."""
-    medians = {m: statistics.median(t) for m, t in times.items()}
+def _spread(values: list[float]) -> str:
+    """The middle half of the values (quartiles), or min-max for fewer than 4."""
+    if len(values) < 4:
+        return f"{min(values):.3f}-{max(values):.3f}"
+    q = statistics.quantiles(values, n=4)
+    return f"{q[0]:.3f}-{q[2]:.3f}"
 
-    def ratio(mode: str, base: str) -> str:
-        return f"{medians[mode] / medians[base]:.2f}x" if base in medians else "n/a"
 
+def render_table(results: dict[tuple[str, str], Pairs]) -> str:
+    """Markdown: per suite and mode, the median per-pair ratio (wall, CPU) with its quartiles."""
     rows = [
-        "| mode | runs | median (s) | min (s) | vs plain | vs pytest-timeout |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
+        "| suite | mode | pairs | plain wall (s) | wall ratio (median) | wall quartiles | CPU ratio (median) "
+        "| CPU quartiles | vs pytest-timeout (wall / CPU) |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for mode, samples in times.items():
+    for (suite, mode), pairs in results.items():
+        wall, cpu = pairs.ratios("wall"), pairs.ratios("cpu")
+        base = results.get((suite, "pytest-timeout"))
+        versus = "n/a"
+        if base is not None and mode != "pytest-timeout":
+            versus = (
+                f"{statistics.median(wall) / statistics.median(base.ratios('wall')):.3f}x / "
+                f"{statistics.median(cpu) / statistics.median(base.ratios('cpu')):.3f}x"
+            )
+        extra = ""
+        if suite == "start-up":
+            wall_ms, cpu_ms = (statistics.median(pairs.deltas_ms(what)) for what in ("wall", "cpu"))
+            extra = f" ({wall_ms:+.0f} ms; CPU {cpu_ms:+.0f} ms)"
         rows.append(
-            f"| {mode} | {len(samples)} | {medians[mode]:.3f} | {min(samples):.3f} "
-            f"| {ratio(mode, 'plain')} | {ratio(mode, 'pytest-timeout')} |"
+            f"| {suite} | {mode} | {len(wall)} | {statistics.median(p.wall for p in pairs.plain):.3f} "
+            f"| {statistics.median(wall):.3f}x{extra} | {_spread(wall)} | {statistics.median(cpu):.3f}x "
+            f"| {_spread(cpu)} | {versus} |"
         )
     return "\n".join(rows)
 
 
-def heading(n_tests: int) -> str:
-    """Context a stored result needs to be comparable: when, where, how big, and how it was run."""
+def heading(n_tests: int, load: tuple[float, float]) -> str:
+    """Context a stored result needs to be comparable: when, where, how big, how busy, how it was run."""
     when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     pytest_version = importlib.metadata.version("pytest")
     command = shlex.join([sys.executable, *sys.argv])
     return (
         f"## {when}: Python {platform.python_version()}, pytest {pytest_version}, "
-        f"nproc {nproc()}, {n_tests} tests\n\n"
+        f"nproc {nproc()}, {n_tests} tests, load average {load[0]:.2f} before, {load[1]:.2f} after\n\n"
         f"```\n{command}\n```"
     )
 
 
 def pick_modes(spec: str | None) -> list[str]:
-    """Resolve --modes; without it, run every mode whose plugin is installed."""
+    """Resolve --modes (each is compared with plain pytest); without it, every installed one."""
+    compared = [m for m in MODES if m != "plain"]
     if spec:
-        modes = [m.strip() for m in spec.split(",") if m.strip()]
-        unknown = [m for m in modes if m not in MODES]
+        modes = [m.strip() for m in spec.split(",") if m.strip() and m.strip() != "plain"]
+        unknown = [m for m in modes if m not in compared]
         if unknown:
-            raise SystemExit(f"unknown mode(s) {', '.join(unknown)}; choose from {', '.join(MODES)}")
+            raise SystemExit(f"unknown mode(s) {', '.join(unknown)}; choose from {', '.join(compared)}")
         explicit = True
     else:
-        modes, explicit = list(MODES), False
+        modes, explicit = compared, False
     missing = {
         "pytest-timeout": importlib.util.find_spec("pytest_timeout") is None,
         **{m: not plugin_installed("mcpdebug") for m in MCPDEBUG_MODES},
@@ -281,19 +358,27 @@ def pick_modes(spec: str | None) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tests", type=int, default=2000, help="tests in the generated suite (2000)")
-    parser.add_argument("--repeats", type=int, default=5, help="timed rounds per mode (5)")
+    parser.add_argument("--pairs", type=int, default=9, help="timed pairs per mode and suite (9)")
     parser.add_argument("--warmup", type=int, default=1, help="untimed rounds first, to warm caches (1)")
-    parser.add_argument("--modes", help=f"comma-separated subset of {','.join(MODES)} (default: all)")
+    parser.add_argument("--modes", help=f"comma-separated subset of {','.join(MODES[1:])} (default: all)")
+    parser.add_argument("--no-startup", action="store_true", help="skip the one-test (start-up) suite")
     parser.add_argument("--markdown", type=Path, metavar="FILE", help="append the results to FILE")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (suite, server log)")
     args = parser.parse_args(argv)
-    if args.tests < 1 or args.repeats < 1 or args.warmup < 0:
-        parser.error("--tests and --repeats must be >= 1, --warmup >= 0")
+    if args.tests < 1 or args.pairs < 1 or args.warmup < 0:
+        parser.error("--tests and --pairs must be >= 1, --warmup >= 0")
     modes = pick_modes(args.modes)
 
     workdir = Path(tempfile.mkdtemp(prefix="mcpdebug-bench-"))
+    suites = {f"{args.tests} tests": (workdir / "suite", args.tests)}
+    generate(args.tests, workdir / "suite")
+    if not args.no_startup:
+        suites["start-up"] = (workdir / "one", 1)
+        generate(1, workdir / "one")
+    load_before = os.getloadavg()[0]
+    print(f"load average {load_before:.2f}", file=sys.stderr)
     try:
-        times = benchmark(modes, args.tests, args.repeats, args.warmup, workdir)
+        results = benchmark(modes, suites, args.pairs, args.warmup, workdir)
     except BenchmarkError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -303,11 +388,13 @@ def main(argv: list[str] | None = None) -> int:
         else:
             shutil.rmtree(workdir, ignore_errors=True)
 
-    table = render_table(times)
+    table = render_table(results)
+    load = (load_before, os.getloadavg()[0])
     print(table)
+    print(f"load average {load[0]:.2f} before, {load[1]:.2f} after", file=sys.stderr)
     if args.markdown:
         with args.markdown.open("a") as fh:
-            fh.write(f"{heading(args.tests)}\n\n{table}\n\n")
+            fh.write(f"{heading(args.tests, load)}\n\n{table}\n\n")
         print(f"appended to {args.markdown}", file=sys.stderr)
     return 0
 

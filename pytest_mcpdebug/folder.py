@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import socket
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -166,3 +167,19 @@ def write_server_info(path: Path, info: ServerInfo) -> Path:
         json.dump(asdict(info), fh)
     os.replace(tmp, target)
     return target
+
+
+def display(path: Path, base: Path) -> str:
+    """``path`` relative to ``base`` (where pytest was started) when it is inside it."""
+    try:
+        return str(path.relative_to(base))
+    except ValueError:
+        return str(path)
+
+
+def dir_arg(directory: Path, base: Path) -> str:
+    """`` --dir X`` when the CLI, started in ``base``, would not find this store by itself."""
+    if find_store(base) == directory.resolve():
+        return ""
+    target = directory.parent if directory.name == DIRNAME else directory
+    return f" --dir {shlex.quote(display(target, base) or '.')}"

@@ -16,11 +16,6 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Final
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
-
 KB: Final = 1024
 MB: Final = 1024 * KB
 GB: Final = 1024 * MB
@@ -164,6 +159,10 @@ def check(name: str, raw: object, source: str) -> float:
 
 def read_pyproject(path: Path) -> dict[str, Any]:
     """The ``[tool.mcpdebug]`` table of a pyproject.toml (empty if there is none)."""
+    if sys.version_info >= (3, 11):  # imported here: a project without the file never pays for it
+        import tomllib
+    else:  # pragma: no cover - exercised on 3.10 only
+        import tomli as tomllib
     try:
         with path.open("rb") as f:
             data = tomllib.load(f)

@@ -16,9 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from pytest_mcpdebug.hangs import classify as classifier
 from pytest_mcpdebug.protocol import HangFrame, HangReport, HangThread
-from pytest_mcpdebug.values import is_library
 
 HEADER: Final = "mcpdebug: test thread "
 TEST: Final = "mcpdebug: running "
@@ -65,6 +63,7 @@ class DumpFile:
         self.fd = os.open(path, os.O_CREAT | os.O_TRUNC | os.O_RDWR, 0o644)
         first = f"{HEADER}{thread:#018x}\n".encode()
         self._test_at = len(first)
+        self._test_len = 0
         os.write(self.fd, first + b" " * (HEADER_SIZE - len(first) - 1) + b"\n")
         os.lseek(self.fd, HEADER_SIZE, os.SEEK_SET)
 
@@ -76,7 +75,9 @@ class DumpFile:
         a file left behind by a process that vanished, says whose it is."""
         text = f"{TEST}{nodeid}" if nodeid else ""
         line = text.encode("utf-8", "replace")[: HEADER_SIZE - self._test_at - 2] + b"\n"
-        os.pwrite(self.fd, line.ljust(HEADER_SIZE - self._test_at - 1), self._test_at)
+        # Only as many bytes as the last name took: the rest of the header is spaces already.
+        os.pwrite(self.fd, line.ljust(self._test_len), self._test_at)
+        self._test_len = len(line)
 
     def append(self, text: str) -> None:
         os.write(self.fd, text.encode("utf-8", "replace"))
@@ -130,6 +131,9 @@ def report(path: Path, *, timeout: float = 0.0) -> HangReport | None:
 
 
 def parse(text: str, *, timeout: float = 0.0) -> HangReport | None:
+    from pytest_mcpdebug.hangs import classify as classifier  # only once a dump is read
+    from pytest_mcpdebug.values import is_library
+
     lines = text.splitlines()
     test_thread = ""
     if lines and lines[0].startswith(HEADER):
@@ -139,7 +143,7 @@ def parse(text: str, *, timeout: float = 0.0) -> HangReport | None:
     stuck = ""
     fatal = ""
     current = ""
-    threads: list[tuple[str, list[classifier.Frame]]] = []
+    threads: list[tuple[str, list[tuple[str, int, str]]]] = []
     for line in lines:
         if m := _FATAL.match(line):
             fatal = m["what"].strip()

@@ -16,9 +16,6 @@ import threading
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
-from pytest_mcpdebug.hangs import processes as outside
-from pytest_mcpdebug.hangs import waits
-
 OWN_THREADS = "mcpdebug-"
 
 
@@ -50,6 +47,9 @@ class Leaks:
 
     def after(self, nodeid: str, exclude_pids: Collection[int] = ()) -> Leak | None:
         """At the end of a test that hung: what it started that still runs."""
+        from pytest_mcpdebug.hangs import processes as outside  # psutil: only once a test hung
+        from pytest_mcpdebug.hangs import waits
+
         frames = sys._current_frames()
         leak = Leak(nodeid)
         for thread in threading.enumerate():

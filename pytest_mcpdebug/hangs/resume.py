@@ -21,11 +21,19 @@ import faulthandler
 import json
 import os
 import sys
+import time
 from collections.abc import Generator
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import pytest
+
+from pytest_mcpdebug import protocol
+from pytest_mcpdebug.hangs.leaks import Leak
+from pytest_mcpdebug.recording.reporter import Reporter, final_outcome
+
+if TYPE_CHECKING:
+    from pytest_mcpdebug.hangs.watchdog import Target
 
 ENV: Final = "MCPDEBUG_RESUME"
 """The state file a replacement process resumes from (removed from its environment at once)."""
@@ -75,6 +83,64 @@ def possible(config: pytest.Config, generation: int) -> bool:
     if generation >= MAX_GENERATIONS or not hasattr(sys, "orig_argv") or not hasattr(os, "execv"):
         return False
     return sys.argv[1:] == [str(a) for a in config.invocation_params.args]
+
+
+def resume_into(
+    config: pytest.Config, state: dict[str, Any], session: pytest.Session, reporter: Reporter
+) -> tuple[list[pytest.TestReport], list[Leak], list[tuple[str, str]]]:
+    """Register the `Resumed` plugin of a replacement process; returns the reports, leaks and hangs
+    handed on, for the timeouts plugin and the hang summary."""
+    resumed = Resumed(config, state)
+    config.pluginmanager.register(resumed, "mcpdebug-resumed")
+    resumed.start(session)
+    reporter.started = float(state.get("started") or reporter.started)
+    reporter.collected_before = len(resumed.done)
+    leaks: list[Leak] = []
+    for leak in state.get("leaks", []):
+        with contextlib.suppress(TypeError):
+            leaks.append(Leak(**leak))
+    hangs = [(str(n), str(h)) for n, h in state.get("hangs", [])]
+    return list(resumed.reports), leaks, hangs
+
+
+def stuck_state(
+    reporter: Reporter,
+    target: Target,
+    why: str,
+    *,
+    generation: int,
+    finished: Finished,
+    hangs: list[tuple[str, str]],
+    leaks: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """Record the stuck test as failed, and what the replacement process needs to go on."""
+    duration = time.monotonic() - target.started
+    when = (target.report.phase if target.report else "") or "call"
+    phases = [p[:3] for p in reporter._phases.get(target.nodeid, [])]
+    outcome = final_outcome([*phases, (when, "failed", False)])
+    reporter.emit(
+        protocol.PhaseFinished, nodeid=target.nodeid, worker=reporter.worker, when=when,
+        outcome="failed", duration=duration, message=why, longrepr=why,
+    )  # fmt: skip
+    reporter.emit(
+        protocol.TestFinished, nodeid=target.nodeid, worker=reporter.worker, outcome=outcome,
+        duration=duration, message=why,
+    )  # fmt: skip
+    return {
+        "run_id": reporter.run_id,
+        "generation": generation,
+        "started": reporter.started,
+        "reports": finished.serialized(),
+        "stuck": {
+            "nodeid": target.nodeid,
+            "location": reporter.location,
+            "when": when,
+            "message": why,
+            "duration": duration,
+        },
+        "hangs": hangs,
+        "leaks": leaks,
+    }
 
 
 def restart(

@@ -15,32 +15,31 @@ import dataclasses
 import faulthandler
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_mcpdebug import protocol
-from pytest_mcpdebug.hangs import gil_dump, reaper, resume
-from pytest_mcpdebug.hangs import report as hang_report
-from pytest_mcpdebug.hangs.gil_dump import STUCK
+from pytest_mcpdebug.hangs import gil_dump
 from pytest_mcpdebug.hangs.leaks import Leaks
-from pytest_mcpdebug.hangs.timer import TestTimer
-from pytest_mcpdebug.hangs.watchdog import Target, Watchdog
-from pytest_mcpdebug.output.tail import OutputTail
-from pytest_mcpdebug.recording.reporter import Reporter, final_outcome
+from pytest_mcpdebug.recording.reporter import Reporter
 from pytest_mcpdebug.recording.sender import Sender
 from pytest_mcpdebug.settings import HangSettings, parse_seconds
 
+if TYPE_CHECKING:
+    import subprocess
+
+    from pytest_mcpdebug.hangs import resume
+    from pytest_mcpdebug.hangs.timer import TestTimer
+    from pytest_mcpdebug.hangs.watchdog import Target, Watchdog
+    from pytest_mcpdebug.output.tail import OutputTail
+
 MARKER = "mcpdebug_timeout"
-MARKER_HELP = (
-    f"{MARKER}(seconds, func_only=False): fail this test with a hang diagnosis if it runs longer "
-    "(pytest-mcpdebug; 0 disables the timeout for this test)"
-)
 STUCK_EXIT = 3
 """Exit status of a process ended because a hung test could not be interrupted."""
 
@@ -71,7 +70,6 @@ class Timeouts:
         """Reports to hand on if this process must be replaced (no xdist, a timed run)."""
         self.carried: list[pytest.TestReport] = []
         """Reports handed on by the process this one replaces."""
-        self._location: tuple[str, int | None, str] | None = None
         self._dump: gil_dump.DumpFile | None = None
         if dump_path is not None:
             try:
@@ -82,29 +80,23 @@ class Timeouts:
         self._reaper: subprocess.Popen[bytes] | None = None
         self._stderr = _real_stderr(config)
         self._redirected = False
-        timed = settings.timeout is not None or settings.session_timeout is not None
-        if self._dump is not None and (reporter.role == "worker" or timed):
+        self._tail = tail
+        self._watchdog: Watchdog | None = None
+        self._pdb = False
+        self._timed = settings.timeout is not None or settings.session_timeout is not None
+        if self._dump is not None and (reporter.role == "worker" or self._timed):
             # A crash (segfault, abort) writes its traceback here too, so it is recorded with its test.
             # A worker's is reported by the controller; without xdist the reaper shows it on the
             # terminal as pytest would. (A run without timeouts keeps pytest's own crash output, and a
-            # crash is still attributed from the file's header.)
+            # crash is still attributed from the file's header, which the reporter keeps.)
             self._redirect_crashes()
-        self.watchdog = Watchdog(
-            interval=settings.interval,
-            grace=settings.grace,
-            on_hang=self._on_hang,
-            on_stuck=self._on_stuck,
-            output=tail.recent if tail is not None else None,
-            dump=self._dump,
-        )
-        if self._reaper is not None:
-            self.watchdog.own_pids.add(self._reaper.pid)
+        reporter.dump = self._dump
         self._started = False
         self._previous: dict[int, Any] = {}
         self._killed = False
-        self.current: str | None = None
         self._timer: TestTimer | None = None
-        """The test running now (timed or not), for a report when the run is stopped from outside."""
+        self.on_timed: Callable[[], None] | None = None
+        """Called once when the run turns out to time some test (a summary of hangs is then needed)."""
         if settings.session_timeout is not None:
             started = session_started if session_started is not None else time.time()
             self.watchdog.session_deadline = (
@@ -113,6 +105,26 @@ class Timeouts:
             self.watchdog.on_session_timeout = self._on_session_timeout
             self._start_watchdog()
         self._install_kill_handlers()
+
+    @property
+    def watchdog(self) -> Watchdog:
+        """Made (and its module imported) on first use: a run that times nothing never needs it."""
+        if self._watchdog is None:
+            from pytest_mcpdebug.hangs.watchdog import Watchdog
+
+            self._watchdog = Watchdog(
+                interval=self.settings.interval,
+                grace=self.settings.grace,
+                on_hang=self._on_hang,
+                on_stuck=self._on_stuck,
+                output=self._tail.recent if self._tail is not None else None,
+                dump=self._dump,
+            )
+            if self._reaper is not None:
+                self._watchdog.own_pids.add(self._reaper.pid)
+            if self._pdb:
+                self._watchdog.disable()
+        return self._watchdog
 
     def close(self) -> None:
         if self._timer is not None:
@@ -124,8 +136,8 @@ class Timeouts:
         for signum, previous in self._previous.items():
             with contextlib.suppress(ValueError, OSError, TypeError):
                 signal.signal(signum, previous)
-        if self._started:
-            self.watchdog.stop()
+        if self._started and self._watchdog is not None:
+            self._watchdog.stop()
         if self._dump is not None:
             if self._redirected:
                 with contextlib.suppress(Exception):
@@ -142,19 +154,28 @@ class Timeouts:
         with contextlib.suppress(Exception):
             faulthandler.enable(file=self._dump, all_threads=True)
         if self.reporter.role == "main":
+            from pytest_mcpdebug.hangs import reaper
+
             self._reaper = reaper.start(self._dump.path, self._stderr)
-            if self._reaper is not None and hasattr(self, "watchdog"):
-                self.watchdog.own_pids.add(self._reaper.pid)
+            if self._reaper is not None and self._watchdog is not None:
+                self._watchdog.own_pids.add(self._reaper.pid)
 
     # Hooks ----------------------------------------------------------------------------------------
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        timed = False
+        per_test = False
         for item in items:
             timeout, _ = self._resolve(item)  # a bad marker is an error before anything runs
-            timed = timed or timeout is not None
-        if timed and self._timer is None:  # a run with no timed test pays for none of its hooks
+            per_test = per_test or timeout is not None
+        if (per_test or self._timed) and self.on_timed is not None:
+            self.on_timed()
+            self.on_timed = None
+        if per_test and self._timer is None:
+            from pytest_mcpdebug.hangs import resume
+            from pytest_mcpdebug.hangs.timer import TestTimer
+
+            # A run with no timed test pays for none of these hooks.
             self._timer = TestTimer(self)
             self.config.pluginmanager.register(self._timer, "mcpdebug-test-timer")
             if self.reporter.role == "main" and self.directory is not None:
@@ -162,21 +183,10 @@ class Timeouts:
                 self.finished.reports.extend(self.carried)
                 self.config.pluginmanager.register(self.finished, "mcpdebug-finished")
 
-    def pytest_runtest_logstart(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
-        self.current = nodeid
-        self._location = location
-        if self._dump is not None:
-            with contextlib.suppress(OSError):
-                self._dump.set_test(nodeid)  # a crash's dump, or a vanished process's file, says whose
-
-    def pytest_runtest_logfinish(self, nodeid: str) -> None:
-        self.current = None
-        if self._dump is not None:
-            with contextlib.suppress(OSError):
-                self._dump.set_test("")
-
     def pytest_enter_pdb(self) -> None:
-        self.watchdog.disable()
+        self._pdb = True
+        if self._watchdog is not None:
+            self._watchdog.disable()
 
     # Settings -------------------------------------------------------------------------------------
 
@@ -258,7 +268,9 @@ class Timeouts:
 
     def _record_stop(self, why: str, flush: bool, frame: Any = None) -> None:
         """A report of what the process was doing when the run was stopped from outside."""
-        target = self.watchdog._target
+        from pytest_mcpdebug.hangs import report as hang_report
+
+        target = self._watchdog._target if self._watchdog is not None else None
         main = threading.main_thread().ident or threading.get_ident()
         report = hang_report.build(
             thread_id=target.thread if target is not None else main,
@@ -269,11 +281,11 @@ class Timeouts:
             cpu_start=target.cpu_start if target is not None else None,
             clock=target.clock if target is not None else None,
             action="exit",
-            output=self.watchdog.output,
+            output=self._tail.recent if self._tail is not None else None,
             frame=frame,
-            exclude_pids=self.watchdog.own_pids,
+            exclude_pids=self._own_pids(),
         )
-        nodeid = target.nodeid if target is not None else (self.current or "")
+        nodeid = target.nodeid if target is not None else (self.reporter.current or "")
         doing = f" while running {nodeid}: {report.summary}" if nodeid else " between tests"
         report.kind = "interrupted" if why.startswith("interrupted") else "killed"
         report.summary = f"{why}{doing}"
@@ -288,6 +300,13 @@ class Timeouts:
         self._say(f"mcpdebug: {report.summary}")
         if flush:  # the process ends right after this: deliver what is queued now
             self.sender.close(timeout=1.5)
+
+    def _own_pids(self) -> set[int]:
+        """The plugin's own child processes (the reaper's, py-spy's), not the test's."""
+        pids = set(self._watchdog.own_pids) if self._watchdog is not None else set()
+        if self._reaper is not None:
+            pids.add(self._reaper.pid)
+        return pids
 
     # Watchdog callbacks (watchdog thread) ---------------------------------------------------------
 
@@ -311,6 +330,8 @@ class Timeouts:
         rest of the run goes on in a fresh process (`resume`); under xdist (or where that cannot
         be done) the process ends, xdist starts a new worker, and the dump file says why."""
         summary = target.report.summary if target.report else "hung"
+        from pytest_mcpdebug.hangs import resume
+
         grace = f"it did not stop within {self.settings.grace:g} s of being interrupted"
         if self.finished is not None and resume.possible(self.config, self.generation):
             why = f"{summary}; {grace}, so the rest of the run went on in a fresh process"
@@ -321,42 +342,25 @@ class Timeouts:
         self._say(f"mcpdebug: {target.nodeid}: {why} (exit status {STUCK_EXIT})")
         if self._dump is not None:
             with contextlib.suppress(OSError, ValueError):
-                self._dump.append(f"{STUCK}{why}\n")
+                self._dump.append(f"{gil_dump.STUCK}{why}\n")
         self.sender.close(timeout=2.0)
         os._exit(STUCK_EXIT)
 
     def _resume(self, target: Target, why: str) -> None:
         """Record the stuck test as failed and replace this process (`resume.restart`)."""
+        from pytest_mcpdebug.hangs import resume
+
         assert self.finished is not None and self.directory is not None
-        duration = time.monotonic() - target.started
-        when = (target.report.phase if target.report else "") or "call"
-        phases = [p[:3] for p in self.reporter._phases.get(target.nodeid, [])]
-        outcome = final_outcome([*phases, (when, "failed", False)])
-        self.reporter.emit(
-            protocol.PhaseFinished, nodeid=target.nodeid, worker=self.reporter.worker, when=when,
-            outcome="failed", duration=duration, message=why, longrepr=why,
-        )  # fmt: skip
-        self.reporter.emit(
-            protocol.TestFinished, nodeid=target.nodeid, worker=self.reporter.worker, outcome=outcome,
-            duration=duration, message=why,
-        )  # fmt: skip
         summary = self.config.pluginmanager.get_plugin("mcpdebug-hangs")
-        hangs = [*getattr(summary, "hangs", []), (target.nodeid, why)]
-        state = {
-            "run_id": self.reporter.run_id,
-            "generation": self.generation + 1,
-            "started": self.reporter.started,
-            "reports": self.finished.serialized(),
-            "stuck": {
-                "nodeid": target.nodeid,
-                "location": self._location,
-                "when": when,
-                "message": why,
-                "duration": duration,
-            },
-            "hangs": hangs,
-            "leaks": [dataclasses.asdict(leak) for leak in self.leaks.found],
-        }
+        state = resume.stuck_state(
+            self.reporter,
+            target,
+            why,
+            generation=self.generation + 1,
+            finished=self.finished,
+            hangs=[*getattr(summary, "hangs", []), (target.nodeid, why)],
+            leaks=[dataclasses.asdict(leak) for leak in self.leaks.found],
+        )
         self.sender.close(timeout=2.0)
         if self._dump is not None:
             self._dump.close()  # nothing dumped: removed, and the reaper has nothing to say
@@ -376,10 +380,6 @@ class Timeouts:
 
 
 _KEY = pytest.StashKey[tuple[float | None, bool]]()
-
-
-def _thread_hex() -> str:
-    return f"{threading.get_ident():#018x}"
 
 
 def _saved_fd(config: pytest.Config, stream: str) -> int | None:

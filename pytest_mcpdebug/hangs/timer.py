@@ -8,14 +8,26 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Generator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import pytest
 
-from pytest_mcpdebug.hangs.watchdog import HangTimeout
+from pytest_mcpdebug.hangs.leaks import Leaks
+from pytest_mcpdebug.hangs.watchdog import HangTimeout, Watchdog
+from pytest_mcpdebug.recording.sender import Sender
 
-if TYPE_CHECKING:
-    from pytest_mcpdebug.hangs.timeouts import Timeouts
+
+class Owner(Protocol):
+    """What the timer needs of `timeouts.Timeouts` (which registers it): no import back to it."""
+
+    @property
+    def watchdog(self) -> Watchdog: ...
+    @property
+    def leaks(self) -> Leaks: ...
+    @property
+    def sender(self) -> Sender: ...
+    def _resolve(self, item: pytest.Item) -> tuple[float | None, bool]: ...
+    def _arm(self, item: pytest.Item, timeout: float) -> None: ...
 
 
 class TestTimer:
@@ -26,7 +38,7 @@ class TestTimer:
     reports them only after the attempt's teardown, so an interruption is seen to land from
     ``pytest_runtest_makereport``, not from the logged report."""
 
-    def __init__(self, owner: Timeouts) -> None:
+    def __init__(self, owner: Owner) -> None:
         self.owner = owner
         self.watchdog = owner.watchdog
         self._item: pytest.Item | None = None

@@ -7,7 +7,10 @@ methods and only looks at single lines when one is longer than the limit.
 from __future__ import annotations
 
 import re
-from typing import Final
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from pytest_mcpdebug.output.sources import Source
 
 CUT_MARKER: Final = " [... mcpdebug: line cut at {limit} bytes; {dropped} more bytes dropped]"
 _CUT_MARKER_AT_END: Final = re.compile(
@@ -129,3 +132,28 @@ class LineSplitter:
             self._rest, self._dropped = rest[: self.limit], len(rest) - self.limit
         else:
             self._rest = rest
+
+
+class Unit:
+    """Line numbering of one unit of output (`tail.OutputTail`): how many lines it has, in all and
+    per stream."""
+
+    __slots__ = ("lines", "nodeid", "streams")
+
+    def __init__(self, nodeid: str) -> None:
+        self.nodeid = nodeid
+        self.lines = 0
+        self.streams: dict[str, int] = {}
+
+
+class Stream:
+    """One captured stream being tailed (`tail.OutputTail`): where we are in pytest's file, and the
+    unfinished line."""
+
+    __slots__ = ("name", "offset", "source", "splitter")
+
+    def __init__(self, name: str, limit: int) -> None:
+        self.name = name
+        self.source: Source | None = None
+        self.offset = 0
+        self.splitter = LineSplitter(limit)

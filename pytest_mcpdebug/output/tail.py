@@ -26,7 +26,7 @@ from typing import Any, Final
 import pytest
 
 from pytest_mcpdebug import protocol
-from pytest_mcpdebug.output.lines import LineSplitter, cut_long_lines
+from pytest_mcpdebug.output.lines import Stream, Unit, cut_long_lines
 from pytest_mcpdebug.output.records import (
     RecordHandler,
     pytest_log_level,
@@ -34,12 +34,13 @@ from pytest_mcpdebug.output.records import (
     warning_line,
     watch_warnings,
 )
-from pytest_mcpdebug.output.sources import Source, source
+from pytest_mcpdebug.output.sources import phase_section, source
 
 # Timeouts
-TICK: Final = 0.05
-"""How often the thread looks for new output: lines reach the kernel (socket or spool) within this
-plus the sender's flush interval, 100 ms, so a process killed mid-test loses at most that much."""
+TICK: Final = 0.1
+"""How often the sender thread looks for new output (`Sender.on_tick`) and sends or spools it in the
+same wake-up: lines reach the kernel (socket or spool) within this, so a process killed mid-test
+loses at most that much."""
 # Limits
 READ_BYTES: Final = 1024 * 1024
 """Largest read, and so the largest event's text (plus one held-back line)."""
@@ -50,33 +51,12 @@ TICK_BYTES: Final = 16 * READ_BYTES
 """Most a tick reads per stream; a test writing faster is caught up at the next ticks (the data waits
 in pytest's file on disk, not in memory)."""
 
+_TEST_PHASES: Final = frozenset(("setup", "call", "teardown"))
+
 Emit = Callable[..., None]
 """``emit(event_type, **fields)``: numbers and queues one event (`Reporter.emit`)."""
 WaitForRoom = Callable[[], None]
 """Blocks while the sender holds too much unsent output (`Sender.wait_for_room`)."""
-
-
-class _Unit:
-    """Line numbering of one unit: how many lines it has, in all and per stream."""
-
-    __slots__ = ("lines", "nodeid", "streams")
-
-    def __init__(self, nodeid: str) -> None:
-        self.nodeid = nodeid
-        self.lines = 0
-        self.streams: dict[str, int] = {}
-
-
-class _Stream:
-    """One captured stream being tailed: where we are in pytest's file, and the unfinished line."""
-
-    __slots__ = ("name", "offset", "source", "splitter")
-
-    def __init__(self, name: str, limit: int) -> None:
-        self.name = name
-        self.source: Source | None = None
-        self.offset = 0
-        self.splitter = LineSplitter(limit)
 
 
 class OutputTail:
@@ -91,20 +71,20 @@ class OutputTail:
         self.worker = worker
         self.max_line = max_line
         self._lock = threading.RLock()  # re-entrant: a warning can be issued while we hold it
-        self._units: dict[str, _Unit] = {"": _Unit("")}
+        self._units: dict[str, Unit] = {"": Unit("")}
         self._unit = self._units[""]
         self._phase = ""
-        self._streams = (_Stream("stdout", max_line), _Stream("stderr", max_line))
+        self._streams = (Stream("stdout", max_line), Stream("stderr", max_line))
         self._tailing = False
-        self._records: collections.deque[tuple[_Unit, str, float, str]] = collections.deque()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="mcpdebug-output", daemon=True)
+        self._stopped = False
+        self._deferred: tuple[Unit, str] | None = None
+        self._records: collections.deque[tuple[Unit, str, float, str]] = collections.deque()
         self._handler = RecordHandler(self)
         self._warnings_sent: set[int] = set()
         self._capman = config.pluginmanager.getplugin("capturemanager")
         self._attached_to: Any = None
         self._session_fixtures_unmarked = False
-        self._recent: collections.deque[tuple[_Unit, str, bytes]] = collections.deque(maxlen=RECENT_BLOCKS)
+        self._recent: collections.deque[tuple[Unit, str, bytes]] = collections.deque(maxlen=RECENT_BLOCKS)
         self.lost_bytes = 0
 
     def recent(self, count: int = 20) -> list[str]:
@@ -131,27 +111,32 @@ class OutputTail:
         if level is not None:
             self._handler.setLevel(level)
         logging.getLogger().addHandler(self._handler)
-        self._thread.start()
 
     def stop(self) -> None:
         logging.getLogger().removeHandler(self._handler)
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(5.0)
         with self._lock:
+            self._stopped = True
             self._send_records()
 
-    def _run(self) -> None:
-        while not self._stop.wait(TICK):
-            with self._lock:
-                if self._tailing:
-                    self._read(TICK_BYTES)
-                elif self._records:
-                    self._send_records()
+    def tick(self) -> None:
+        """From the sender thread every `TICK` (`Sender.on_tick`), just before it sends: what the
+        running test wrote since the last look. It never waits: not for room (its own batch makes
+        it), nor for the lock (the test thread, reading itself, may be waiting for that batch)."""
+        if not self._lock.acquire(blocking=False):
+            return
+        try:
+            if self._stopped:
+                return
+            if self._tailing:
+                self._read(TICK_BYTES, wait=False)
+            elif self._records:
+                self._send_records()
+        finally:
+            self._lock.release()
 
     # Switching units ------------------------------------------------------------------------------
 
-    def _begin(self, nodeid: str, phase: str) -> tuple[_Unit, str, bool]:
+    def _begin(self, nodeid: str, phase: str) -> tuple[Unit, str, bool]:
         """Start reading pytest's capture for ``nodeid``'s phase; returns what to restore after."""
         with self._lock:
             previous = (self._unit, self._phase, self._tailing)
@@ -162,15 +147,25 @@ class OutputTail:
                 self._attach()
             unit = self._units.get(nodeid)
             if unit is None:
-                unit = self._units[nodeid] = _Unit(nodeid)
+                unit = self._units[nodeid] = Unit(nodeid)
             self._unit, self._phase, self._tailing = unit, phase, True
             return previous
 
-    def _end(self, previous: tuple[_Unit, str, bool], *, emptied: bool) -> None:
-        """Read the rest of the phase's output; ``emptied``: pytest is about to empty its files."""
+    def _end(self, previous: tuple[Unit, str, bool], *, emptied: bool) -> None:
+        """Read the rest of the phase's output; ``emptied``: pytest is about to empty its files.
+
+        A test phase of which nothing was read yet (the usual short test) is not read here at all:
+        pytest reads its files in a moment and puts their text in the report's sections, which
+        `pytest_runtest_makereport` sends, so a quiet test costs no read of its own.
+        """
         with self._lock:
-            self._read(None)
-            self._flush_lines()
+            if emptied and self._phase in _TEST_PHASES and self._untouched():
+                self._deferred = (self._unit, self._phase)
+                if self._records:
+                    self._send_records()
+            else:
+                self._read(None)
+                self._flush_lines()
             self._unit, self._phase, self._tailing = previous
             if emptied:
                 for stream in self._streams:
@@ -184,6 +179,10 @@ class OutputTail:
         self._attached_to = capturing
         for stream in self._streams:
             stream.source = source(getattr(capturing, "out" if stream.name == "stdout" else "err", None))
+
+    def _untouched(self) -> bool:
+        out, err = self._streams
+        return not (out.offset or err.offset or out.splitter.holding or err.splitter.holding)
 
     def _tail_phase(self, nodeid: str, phase: str, *, emptied: bool = True) -> Generator[None, Any, Any]:
         """The body of a wrapper hook: tail the output of what runs at the ``yield``."""
@@ -231,6 +230,28 @@ class OutputTail:
                 self._session_fixtures_unmarked = False
         return (yield from self._tail_phase(item.nodeid, "teardown"))
 
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: Any) -> Generator[None, Any, Any]:
+        """The output of a phase `_end` left to pytest, from the sections pytest just filled."""
+        try:
+            report = yield
+        finally:
+            deferred, self._deferred = self._deferred, None
+        if deferred is not None and report.sections and deferred[0].nodeid == item.nodeid:
+            unit, phase = deferred
+            with self._lock:
+                now = time.time()
+                for stream in self._streams:
+                    text = phase_section(report, stream.name, phase)
+                    if text:
+                        block, count = stream.splitter.feed(text.encode("utf-8", "replace"))
+                        if count:
+                            self._send(unit, phase, stream.name, block, now, count)
+                        line, count = stream.splitter.flush()
+                        if count:
+                            self._send(unit, phase, stream.name, line, now, count)
+        return report
+
     @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_make_collect_report(self, collector: pytest.Collector) -> Generator[None, Any, Any]:
         if not isinstance(collector, pytest.File):
@@ -253,46 +274,57 @@ class OutputTail:
             if id(warning_message) in self._warnings_sent:
                 self._warnings_sent.discard(id(warning_message))
                 return
-            unit = self._units.get(nodeid) or self._units.setdefault(nodeid, _Unit(nodeid))
+            unit = self._units.get(nodeid) or self._units.setdefault(nodeid, Unit(nodeid))
             self._send_records()
             self._send(unit, when, "warnings", warning_line(warning_message), time.time())
 
     # Reading --------------------------------------------------------------------------------------
 
-    def _read(self, budget: int | None) -> None:
-        """Send what is new in pytest's files (everything, if ``budget`` is None). Lock held."""
-        self._send_records()
-        now = time.time()
+    def _read(self, budget: int | None, *, wait: bool = True) -> None:
+        """Send what is new in pytest's files (everything, if ``budget`` is None). Lock held.
+
+        A phase that wrote nothing costs one empty ``pread`` per stream: no ``fstat``, no clock.
+        """
+        if self._records:
+            self._send_records()
         for stream in self._streams:
             source = stream.source
             if source is None:
                 continue
             try:
-                size = source.size()
-                if size < stream.offset:  # emptied by someone else (e.g. --pdb reading it): start over
-                    self.lost_bytes += stream.offset - size
-                    stream.offset = 0
-                left = size - stream.offset if budget is None else min(size - stream.offset, budget)
-                while left > 0:
-                    self.wait_for_room()
-                    data = source.read(stream.offset, min(left, READ_BYTES))
+                left = -1 if budget is None else budget  # -1: up to where the file ends now
+                while left:
+                    want = READ_BYTES if left < 0 else min(left, READ_BYTES)
+                    data = source.read(stream.offset, want)
                     if not data:
+                        size = source.size() if stream.offset else 0
+                        if size < stream.offset:  # emptied by someone else (e.g. --pdb reading it)
+                            self.lost_bytes += stream.offset - size
+                            stream.offset = 0
+                            continue
                         break
+                    if left < 0 and len(data) == want:  # a lot waits: stop where it ends now
+                        left = max(source.size() - stream.offset, len(data))
+                    if wait:
+                        self.wait_for_room()
                     stream.offset += len(data)
-                    left -= len(data)
+                    if left > 0:
+                        left -= len(data)
                     block, count = stream.splitter.feed(data)
                     if count:
-                        self._send(self._unit, self._phase, stream.name, block, now, count)
+                        self._send(self._unit, self._phase, stream.name, block, time.time(), count)
+                    if len(data) < want:
+                        break
             except (OSError, ValueError):
                 stream.source = None  # pytest closed its file (session over): nothing more to read
 
     def _flush_lines(self) -> None:
         """The unfinished last line of each stream ends with its phase."""
-        now = time.time()
         for stream in self._streams:
-            line, count = stream.splitter.flush()
-            if count:
-                self._send(self._unit, self._phase, stream.name, line, now, count)
+            if stream.splitter.holding:
+                line, count = stream.splitter.flush()
+                if count:
+                    self._send(self._unit, self._phase, stream.name, line, time.time(), count)
 
     def _send_records(self) -> None:
         """Queued log records, as runs of consecutive records of one unit and phase."""
@@ -311,7 +343,7 @@ class OutputTail:
 
     def _send(
         self,
-        unit: _Unit,
+        unit: Unit,
         phase: str,
         stream: str,
         block: bytes,

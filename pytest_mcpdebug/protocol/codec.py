@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Final
+import functools
+from typing import Any, Final
 
 import msgspec
 
@@ -27,8 +28,13 @@ class ProtocolError(ValueError):
 
 
 _encoder = msgspec.json.Encoder()
-_client_decoder = msgspec.json.Decoder(ClientFrame)
-_server_decoder = msgspec.json.Decoder(ServerFrame)
+
+
+@functools.cache
+def _decoder(kind: Any) -> msgspec.json.Decoder[Any]:
+    """Built on first use: a decoder resolves the annotations of every type it may meet (milliseconds
+    for the frame unions), which a test process that only encodes never needs."""
+    return msgspec.json.Decoder(kind)
 
 
 def encode(frame: Frame) -> bytes:
@@ -48,7 +54,7 @@ def encode_lines(frames: list[Frame]) -> bytes:
 def decode_client_frame(line: bytes | str) -> Hello | Event:
     """Decode a frame sent by a test process, rejecting malformed or unknown frames with a reason."""
     try:
-        frame: Hello | Event = _client_decoder.decode(line)
+        frame: Hello | Event = _decoder(ClientFrame).decode(line)
         return frame
     except msgspec.ValidationError as exc:
         raise ProtocolError(f"invalid frame: {exc}") from None
@@ -79,7 +85,7 @@ def hello_version(line: bytes | str) -> int | None:
 
 def decode_server_frame(line: bytes | str) -> Welcome | Ack | Request | Registered:
     try:
-        frame: Welcome | Ack | Request | Registered = _server_decoder.decode(line)
+        frame: Welcome | Ack | Request | Registered = _decoder(ServerFrame).decode(line)
         return frame
     except msgspec.DecodeError as exc:  # ValidationError is a DecodeError
         raise ProtocolError(f"invalid server frame: {exc}") from None
@@ -87,14 +93,13 @@ def decode_server_frame(line: bytes | str) -> Welcome | Ack | Request | Register
         raise ProtocolError("invalid server frame: not decodable JSON") from None
 
 
-_reply_decoder = msgspec.json.Decoder(Reply)
 REPLY_PREFIX: Final = '{"type":"reply"'
 """How a reply message starts (msgspec writes the tag first): the server tells it from events by this."""
 
 
 def decode_reply(message: bytes | str) -> Reply:
     try:
-        reply: Reply = _reply_decoder.decode(message)
+        reply: Reply = _decoder(Reply).decode(message)
         return reply
     except msgspec.DecodeError as exc:
         raise ProtocolError(f"invalid reply: {exc}") from None
@@ -102,23 +107,17 @@ def decode_reply(message: bytes | str) -> Reply:
         raise ProtocolError("invalid reply: not decodable JSON") from None
 
 
-_snapshot_decoder = msgspec.json.Decoder(Snapshot)
-
-
 def encode_value(value: msgspec.Struct) -> str:
     return _encoder.encode(value).decode()
 
 
-_hang_decoder = msgspec.json.Decoder(HangReport)
-
-
 def decode_hang_report(text: str | bytes) -> HangReport:
-    report: HangReport = _hang_decoder.decode(text)
+    report: HangReport = _decoder(HangReport).decode(text)
     return report
 
 
 def decode_snapshot(text: str | bytes) -> Snapshot:
-    snapshot: Snapshot = _snapshot_decoder.decode(text)
+    snapshot: Snapshot = _decoder(Snapshot).decode(text)
     return snapshot
 
 

@@ -6,34 +6,30 @@ and in each xdist worker from what the controller put in ``workerinput``.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
-import shlex
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_mcpdebug import protocol
-from pytest_mcpdebug.failures.hold import Inspector
 from pytest_mcpdebug.folder import (
-    DIRNAME,
     PARENT_RUN_ENV,
     PARENT_WORKER_ENV,
+    dir_arg,
+    display,
     ensure_dir,
-    find_store,
     read_server_info,
     spool_dir,
 )
 from pytest_mcpdebug.hangs import gil_dump
-from pytest_mcpdebug.hangs.summary import HangSummary
 from pytest_mcpdebug.hangs.timeouts import Timeouts
 from pytest_mcpdebug.limits import Limits
-from pytest_mcpdebug.output.tail import OutputTail
+from pytest_mcpdebug.output.tail import TICK, OutputTail
 from pytest_mcpdebug.recording import code_version
 from pytest_mcpdebug.recording import diagnosis as diagnosis_parts
 from pytest_mcpdebug.recording.connection import split_token
@@ -43,6 +39,10 @@ from pytest_mcpdebug.recording.sender import Sender
 from pytest_mcpdebug.recording.spool import RETRIED, describe_failure, spool_file_name
 from pytest_mcpdebug.recording.tally import WORKER_KEY, Tally
 from pytest_mcpdebug.settings import DEFAULT_BREAK_TIMEOUT, DiagnosisSettings, HangSettings, Settings
+
+if TYPE_CHECKING:
+    from pytest_mcpdebug.failures.hold import Inspector
+    from pytest_mcpdebug.hangs.summary import HangSummary
 
 _REPORTER = "mcpdebug-reporter"
 _TAIL = "mcpdebug-output"
@@ -99,6 +99,7 @@ class Recorder:
             ),
             spool_path=spool_dir(directory) / spool_file_name(run_id, self.process),
             discover=self._discover,
+            interval=TICK,
         )
         try:
             ensure_dir(directory)
@@ -220,6 +221,7 @@ class Recorder:
             )
             self.config.pluginmanager.register(self.tail, _TAIL)
             self.tail.start()
+            self.sender.on_tick = self.tail.tick
         # Every process, the controller too: it keeps the session timeout and records kills.
         dump = (
             None
@@ -240,37 +242,56 @@ class Recorder:
         self.config.pluginmanager.register(self.timeouts, _TIMEOUTS)
         if self.resumed is not None and role == "main":
             self._resume(self.resumed, session)
+        if role == "controller" or self.resumed is not None:  # crashed xdist workers; earlier hangs
+            self._summarise_hangs()
+        elif role == "main":
+            self.timeouts.on_timed = self._summarise_hangs  # only a timed run can have hangs to list
+        pauses = self.hangs.action == "pause"
+        if (self.break_on_failure or pauses) and role != "controller":
+            self._start_hold(session)
         if role != "worker":
+            self._say_start_warnings()
+
+    def _start_hold(self, session: pytest.Session) -> None:
+        """The live hold of failing (--mcp-debug-break) or hung (pause action) tests."""
+        from pytest_mcpdebug.failures.hold import Inspector
+
+        assert self.reporter is not None and self.timeouts is not None
+        self.inspector = Inspector(
+            config=self.config,
+            reporter=self.reporter,
+            sender=self.sender,
+            timeout=self.break_timeout,
+            watchdog=self.timeouts.watchdog,
+        )
+        self.inspector.breaks = self.break_on_failure
+        self.inspector.session = session
+        self.timeouts.watchdog.on_pause = self._pause_hung
+        self.config.pluginmanager.register(self.inspector, _INSPECTOR)
+
+    def _say_start_warnings(self) -> None:
+        self._warned = len(self.sender.warnings)
+        for warning in self.sender.warnings:
+            fallback = "" if self.sender.spool.problem else f"; recording to {self._spool_display()}"
+            self._write_line(f"mcpdebug: warning: {warning}{fallback}")
+        if self.break_on_failure and not self.sender.connected:
+            self._write_line(
+                "mcpdebug: --mcp-debug-break: no mcpdebug server is connected, so failing tests will not "
+                "be held (start `mcpdebug serve` first, or let an agent call run_tests)"
+            )
+        elif self.break_on_failure and self.config.getvalue("usepdb"):
+            self._write_line("mcpdebug: --mcp-debug-break: --pdb takes the failures; none will be held")
+
+    def _summarise_hangs(self) -> None:
+        from pytest_mcpdebug.hangs.summary import HangSummary
+
+        assert self.reporter is not None and self.timeouts is not None
+        if self.hang_summary is None:
             self.hang_summary = HangSummary(
                 reporter=self.reporter, directory=self.dir, leaks=self.timeouts.leaks
             )
             self.hang_summary.hangs.extend(self._carried_hangs)
             self.config.pluginmanager.register(self.hang_summary, _HANG_SUMMARY)
-        pauses = self.hangs.action == "pause"
-        if (self.break_on_failure or pauses) and role != "controller":
-            self.inspector = Inspector(
-                config=self.config,
-                reporter=self.reporter,
-                sender=self.sender,
-                timeout=self.break_timeout,
-                watchdog=self.timeouts.watchdog if self.timeouts is not None else None,
-            )
-            self.inspector.breaks = self.break_on_failure
-            self.inspector.session = session
-            self.timeouts.watchdog.on_pause = self._pause_hung
-            self.config.pluginmanager.register(self.inspector, _INSPECTOR)
-        if role != "worker":
-            self._warned = len(self.sender.warnings)
-            for warning in self.sender.warnings:
-                fallback = "" if self.sender.spool.problem else f"; recording to {self._spool_display()}"
-                self._write_line(f"mcpdebug: warning: {warning}{fallback}")
-            if self.break_on_failure and not self.sender.connected:
-                self._write_line(
-                    "mcpdebug: --mcp-debug-break: no mcpdebug server is connected, so failing tests will not "
-                    "be held (start `mcpdebug serve` first, or let an agent call run_tests)"
-                )
-            elif self.break_on_failure and self.config.getvalue("usepdb"):
-                self._write_line("mcpdebug: --mcp-debug-break: --pdb takes the failures; none will be held")
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -340,21 +361,12 @@ class Recorder:
 
     def _resume(self, state: dict[str, Any], session: pytest.Session) -> None:
         """This process replaces one whose test could not be stopped: leave out what it ran."""
-        from pytest_mcpdebug.hangs.leaks import Leak
-        from pytest_mcpdebug.hangs.resume import Resumed
+        from pytest_mcpdebug.hangs import resume
 
-        assert self.timeouts is not None
-        resumed = Resumed(self.config, state)
-        self.config.pluginmanager.register(resumed, "mcpdebug-resumed")
-        resumed.start(session)
-        assert self.reporter is not None
-        self.reporter.started = float(state.get("started") or self.reporter.started)
-        self.reporter.collected_before = len(resumed.done)
-        self.timeouts.carried = list(resumed.reports)
-        for leak in state.get("leaks", []):
-            with contextlib.suppress(TypeError):
-                self.timeouts.leaks.found.append(Leak(**leak))
-        self._carried_hangs = [(str(n), str(h)) for n, h in state.get("hangs", [])]
+        assert self.timeouts is not None and self.reporter is not None
+        carried = resume.resume_into(self.config, state, session, self.reporter)
+        self.timeouts.carried, leaks, self._carried_hangs = carried
+        self.timeouts.leaks.found.extend(leaks)
 
     def exit_if_stuck(self) -> None:
         """After the session: if threads leaked by hung tests would hold the interpreter at exit
@@ -381,18 +393,10 @@ class Recorder:
         return self._display(spool_dir(self.dir)) + "/"
 
     def _display(self, path: Path) -> str:
-        try:
-            return str(path.relative_to(self.config.invocation_params.dir))
-        except ValueError:
-            return str(path)
+        return display(path, Path(self.config.invocation_params.dir))
 
     def _dir_arg(self) -> str:
-        """`` --dir X`` when the CLI, started where pytest was, would not find this store by itself."""
-        here = Path(self.config.invocation_params.dir)
-        if find_store(here) == self.dir.resolve():
-            return ""
-        target = self.dir.parent if self.dir.name == DIRNAME else self.dir
-        return f" --dir {shlex.quote(self._display(target) or '.')}"
+        return dir_arg(self.dir, Path(self.config.invocation_params.dir))
 
     def _write_line(self, text: str) -> None:
         terminal = self.config.pluginmanager.get_plugin("terminalreporter")

@@ -8,17 +8,21 @@ process that ran it, and attributed to its worker.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import socket
 import threading
 import time
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pytest
 
 from pytest_mcpdebug import protocol
 from pytest_mcpdebug.recording.sender import Sender
+
+if TYPE_CHECKING:
+    from pytest_mcpdebug.hangs.gil_dump import DumpFile
 
 Role = Literal["main", "controller", "worker"]
 
@@ -40,6 +44,11 @@ class Reporter:
         self._passed: dict[str, list[protocol.PassedPhase]] = {}
         self._collected_sent = False
         self.tests_recorded = 0
+        self.current: str | None = None
+        """The test running now, for a report when the run is stopped from outside."""
+        self.location: tuple[str, int | None, str] | None = None
+        self.dump: DumpFile | None = None
+        """The crash dump file whose header names the running test (`hangs.gil_dump`), if any."""
 
     def emit(self, event_type: type[protocol.Event], **fields: Any) -> None:
         """Number and queue an event; safe from any thread (output is sent from a background one).
@@ -97,8 +106,12 @@ class Reporter:
     # Tests ----------------------------------------------------------------------------------------
 
     def pytest_runtest_logstart(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
+        self.current, self.location = nodeid, location
         if self.role == "controller":
             return
+        if self.dump is not None:
+            with contextlib.suppress(OSError):
+                self.dump.set_test(nodeid)  # a crash's dump, or a vanished process's file, says whose
         line = location[1]
         self.emit(
             protocol.TestStarted,
@@ -111,17 +124,21 @@ class Reporter:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if self.role == "controller":
             return
+        nodeid = report.nodeid
         when = report.when or "call"
         outcome = report.outcome
         wasxfail = getattr(report, "wasxfail", None)
-        message = "" if outcome == "passed" else _message(report)
-        if outcome == "passed" and wasxfail is None:
-            quiet = self._passed.setdefault(report.nodeid, [])
+        if outcome == "passed" and wasxfail is None:  # a quiet pass: no event of its own
+            message = ""
+            quiet = self._passed.get(nodeid)
+            if quiet is None:
+                quiet = self._passed[nodeid] = []
             quiet.append(protocol.PassedPhase(when, report.duration, time.time()))
         else:
+            message = _message(report)
             self.emit(
                 protocol.PhaseFinished,
-                nodeid=report.nodeid,
+                nodeid=nodeid,
                 worker=self.worker,
                 when=when,
                 outcome=outcome,
@@ -130,26 +147,33 @@ class Reporter:
                 longrepr=protocol.clip(str(report.longrepr)) if outcome in ("failed", "rerun") else "",
                 wasxfail=wasxfail,
             )
-        phases = self._phases.setdefault(report.nodeid, [])
+        phases = self._phases.get(nodeid)
+        if phases is None:
+            phases = self._phases[nodeid] = []
         phases.append((when, outcome, wasxfail is not None, report.duration, message))
         if when == "teardown":
-            del self._phases[report.nodeid]
-            final = final_outcome([p[:3] for p in phases])
+            del self._phases[nodeid]
+            passed = self._passed.pop(nodeid, [])
+            final = "passed" if len(passed) == len(phases) else final_outcome([p[:3] for p in phases])
             self.tests_recorded += 1
             self.emit(
                 protocol.TestFinished,
-                nodeid=report.nodeid,
+                nodeid=nodeid,
                 worker=self.worker,
                 outcome=final,
                 duration=sum(p[3] for p in phases),
                 message=next((p[4] for p in phases if p[4]), ""),
-                passed_phases=self._passed.pop(report.nodeid, []),
+                passed_phases=passed,
                 attempt=getattr(report, "rerun", 0) + 1,  # pytest-rerunfailures numbers its attempts
             )
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logfinish(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
         """The test's outcome and its last lines reach the kernel before the next test starts."""
+        self.current = None
+        if self.dump is not None:
+            with contextlib.suppress(OSError):
+                self.dump.set_test("")
         self.sender.checkpoint()
 
     @pytest.hookimpl(tryfirst=True)
@@ -181,6 +205,7 @@ class Reporter:
             when=getattr(report, "when", None) or call.when,
             snapshot=snapshot,
         )
+        self.sender.checkpoint(now=True)  # an agent may be waiting for this failure: no tick's delay
 
     def emit_finish(self, exitstatus: int, stats: dict[str, list[Any]] | None) -> None:
         if self.role != "worker":

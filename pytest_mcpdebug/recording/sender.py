@@ -29,17 +29,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-import msgspec
-
 from pytest_mcpdebug import protocol
 from pytest_mcpdebug.folder import WAL_SUFFIX
-from pytest_mcpdebug.protocol import Ack, Event, Hello, Reply, Request, ServerFrame
-from pytest_mcpdebug.recording.connection import (
-    CONNECT_TIMEOUT,
-    open_connection,
-    socket_has_room,
-)
-from pytest_mcpdebug.recording.connection import describe as _describe
+from pytest_mcpdebug.protocol import Event, Hello, Request, ServerFrame
+from pytest_mcpdebug.recording.connection import CONNECT_TIMEOUT, socket_has_room
+from pytest_mcpdebug.recording.link import BATCH_BYTES, CLOSE_TIMEOUT, Discover, Link
 from pytest_mcpdebug.recording.spool import SpoolFile
 
 if TYPE_CHECKING:
@@ -48,7 +42,6 @@ if TYPE_CHECKING:
 # Timeouts
 FLUSH_INTERVAL: Final = 0.05
 RECONNECT_INTERVAL: Final = 2.0
-CLOSE_TIMEOUT: Final = 5.0
 CHECKPOINT_WAIT: Final = 0.05
 """How long a test's end waits for the sender thread's batch in flight before spooling its own."""
 # Limits
@@ -59,13 +52,9 @@ MAX_UNACKED: Final = 20_000
 MAX_PENDING_BYTES: Final = 32 * 1024 * 1024
 """Output text waiting for the sender thread before `wait_for_room` holds back the output reader."""
 MAX_UNACKED_BYTES: Final = 64 * 1024 * 1024
-BATCH_BYTES: Final = protocol.MAX_MESSAGE_BYTES // 4
-
-Discover = Callable[[], "tuple[str, str] | None"]
-"""Returns the server's (url, token), or None when there is no server to connect to."""
 
 
-class Sender:
+class Sender(Link):
     def __init__(
         self,
         *,
@@ -73,10 +62,13 @@ class Sender:
         spool_path: Path,
         discover: Discover,
         reconnect: tuple[float, float] = (RECONNECT_INTERVAL, RECONNECT_INTERVAL),
+        interval: float = FLUSH_INTERVAL,
     ) -> None:
         """``reconnect``: the first and the longest wait between connection attempts; each failed
         attempt doubles the wait (a test process retries every 2 s; a process session backs off from
-        1 s to 30 s, as seed 004 says)."""
+        1 s to 30 s, as seed 004 says). ``interval``: how often the thread wakes to send what is
+        queued (and to call `on_tick`)."""
+        self.interval = interval
         self._hello = hello
         self._reconnect = reconnect
         self._retry_delay = reconnect[0]
@@ -115,6 +107,10 @@ class Sender:
         self.on_request: Callable[[Request], None] | None = None
         """Called in the sender thread for each request of the server (live inspection)."""
         self.on_disconnect: Callable[[], None] | None = None
+        self.on_tick: Callable[[], None] | None = None
+        """Called in the sender thread before each batch: a test process's output tail reads there,
+        so the process has one thread that wakes periodically, not two (each wake-up of a Python
+        thread costs the test thread a GIL hand-off)."""
         self.on_frame: Callable[[ServerFrame], None] | None = None
         """Called in the sender thread with each `Welcome` and each server frame that is neither an
         ack nor a request (a process session's `Registered`)."""
@@ -149,18 +145,21 @@ class Sender:
                 return
         self._spool_overflow()
 
-    def checkpoint(self) -> None:
+    def checkpoint(self, *, now: bool = False) -> None:
         """From the test thread at a test's end: put everything queued in the kernel now.
 
         Spooling, that is one ``write`` to the spool. Streaming, one ``write`` to the write-ahead
         copy, and the sender thread streams the events in its next batch; if the copy cannot be
         written, one send on the socket when that cannot block (nothing older waits, the socket's
         buffer has room). If the sender thread is delivering a batch right now, wait for it briefly.
+        ``now`` (a failure, which an agent waits for): streaming, send on the socket at once too,
+        when that cannot block, rather than at the sender thread's next wake-up.
         """
         if not self._pending:
             return
         if not self._flush_lock.acquire(timeout=CHECKPOINT_WAIT):
-            self._spool_overflow()  # the sender thread is stuck in a send: never wait on the network
+            if not self._stop.is_set():
+                self._spool_overflow()  # the sender thread is stuck in a send: never wait on the network
             return
         try:
             batch = self._drain()
@@ -171,12 +170,12 @@ class Sender:
                 return
             items = [(e.seq, protocol.encode(e)) for e in batch]
             lines = [line for _, line in items]
-            if (
-                not self.wal.write(lines)
-                and not self._ready
-                and socket_has_room(self._ws, sum(map(len, lines)))
+            written = self.wal.write(lines)
+            if (now or not written) and socket_has_room(
+                self._ws, sum(map(len, lines)) + sum(len(line) for _, line in self._ready)
             ):
-                self._send_lines(items)  # no copy possible (disk full?): the socket then, in seq order
+                ready, self._ready = self._ready, []
+                self._send_lines(ready + items)  # in seq order: what waited came first
             else:
                 self._ready += items
         finally:
@@ -207,18 +206,6 @@ class Sender:
     def connected(self) -> bool:
         return self._ws is not None
 
-    def reply(self, reply: Reply) -> bool:
-        """Answer a server request at once, from any thread; False if there is no connection."""
-        ws = self._ws
-        if ws is None:
-            return False
-        try:
-            with self._send_lock:
-                ws.send(protocol.encode(reply).decode())  # text: the server tells replies from events
-        except Exception:
-            return False  # the sender thread notices the lost connection on its next send or receive
-        return True
-
     @property
     def spool_path(self) -> Path | None:
         return self._spool_path if self.spool.used else None
@@ -229,6 +216,10 @@ class Sender:
         self._stop.set()
         if not self.started:
             return
+        if self._ws is not None:
+            # The thread may sit in a receive until its next tick: the server's ack of what we send
+            # now wakes it at once, to finish.
+            self.checkpoint(now=True)
         self._thread.join(timeout + 1.0)
         if self._thread.is_alive():
             # Wedged in a send to a server that stopped reading: everything it holds goes to the spool
@@ -247,9 +238,12 @@ class Sender:
             self._first_attempt.set()
         while not self._stop.is_set():
             if self._ws is None:
-                self._stop.wait(FLUSH_INTERVAL)
+                self._stop.wait(self.interval)
             else:
-                self._receive(FLUSH_INTERVAL)  # wakes at once for a request of the server
+                self._receive(self.interval)  # wakes at once for a request of the server
+            tick = self.on_tick
+            if tick is not None:
+                tick()
             self._flush()
             if self._ws is None and not self._stop.is_set():
                 self._maybe_connect()
@@ -314,135 +308,6 @@ class Sender:
         with self._send_lock:
             self._ws.send(b"\n".join(lines))  # a binary message: no decode of megabytes of output
 
-    def _receive(self, timeout: float, *, until_acked: bool = False) -> None:
-        """Handle the server's frames (acks, requests) for up to ``timeout`` seconds."""
-        ws = self._ws
-        if ws is None:
-            return
-        deadline = time.monotonic() + timeout
-        try:
-            while True:
-                message = ws.recv(timeout=max(deadline - time.monotonic(), 0))
-                frame = protocol.decode_server_frame(message)
-                if isinstance(frame, Ack):
-                    with self._flush_lock:  # a checkpoint may be adding to the unacknowledged
-                        while self._unacked and self._unacked[0][0] <= frame.seq:
-                            self._unacked_bytes -= len(self._unacked.popleft()[1])
-                            self.acked += 1
-                    if until_acked and not self._unacked:
-                        return
-                elif isinstance(frame, Request):
-                    self._handle_request(frame)
-                elif self.on_frame is not None:
-                    self.on_frame(frame)
-        except TimeoutError:
-            return
-        except Exception as exc:
-            with self._flush_lock:
-                self._lost_connection(exc)
-
-    def _handle_request(self, request: Request) -> None:
-        handler = self.on_request
-        if handler is None:
-            self.reply(Reply(id=request.id, ok=False, error="this process holds no test"))
-            return
-        try:
-            handler(request)
-        except Exception as exc:  # never let a request break the sender
-            self.reply(Reply(id=request.id, ok=False, error=f"internal error: {_describe(exc)}"))
-
-    def _maybe_connect(self) -> None:
-        now = time.monotonic()
-        if now < self._next_connect:
-            return
-        self._next_connect = now + self._retry_delay
-        self._retry_delay = min(self._retry_delay * 2, self._reconnect[1])
-        found = self._discover()
-        if found is None:
-            return
-        url, token = found
-        mine = self._hello
-        hello = Hello(
-            protocol=mine.protocol,
-            run_id=mine.run_id,
-            process=mine.process,
-            worker=mine.worker,
-            pid=mine.pid,
-            spool=self._spool_path.name if self.spool.used else None,
-        )
-        try:
-            ws, stack, welcome = open_connection(url, token, hello)
-        except Exception as exc:
-            if not self._had_server:
-                self.warnings.append(f"server at {url} unreachable ({_describe(exc)})")
-            self._had_server = True
-            return
-        self._ws = ws
-        self._ws_stack = stack
-        self._connected_url = url
-        self._had_server = True
-        self._retry_delay = self._reconnect[0]
-        if self.on_frame is not None:
-            self.on_frame(welcome)
-        if not welcome.spool_read and self.spool.used:
-            self._replay_spool()
-
-    def _lost_connection(self, exc: BaseException) -> None:
-        url, self._ws, self._connected_url = self._connected_url, None, None
-        with contextlib.suppress(Exception):
-            self._ws_stack.close()
-        self.warnings.append(f"lost the server at {url} mid-run ({_describe(exc)})")
-        if self.on_disconnect is not None:
-            self.on_disconnect()
-        self._write_spool([line for _, line in self._unacked])
-        self._unacked.clear()
-        self._unacked_bytes = 0
-        self._next_connect = time.monotonic() + self._reconnect[0]
-        self._retry_delay = min(self._reconnect[0] * 2, self._reconnect[1])
-
-    def _finish(self) -> None:
-        if self._ws is not None:
-            deadline = time.monotonic() + self._close_timeout
-            while self._unacked and self._ws is not None and time.monotonic() < deadline:
-                self._receive(0.1, until_acked=True)
-            if self._unacked:  # the server did not confirm in time: keep a copy for later ingestion
-                self._write_spool([line for _, line in self._unacked])
-                self._unacked.clear()
-                self._unacked_bytes = 0
-            self._ws = None
-            with contextlib.suppress(Exception):
-                self._ws_stack.close()
-        self._drop_wal()
-
-    def _drop_wal(self) -> None:
-        """Everything the write-ahead copy holds was acknowledged or spooled: it is not needed."""
-        self.wal.close()
-        if self.wal.used and not self.spool.dropped:
-            with contextlib.suppress(OSError):
-                self.wal.path.unlink()
-
-    def _replay_spool(self) -> None:
-        """Send what the spool file holds past `_replayed` over the new connection, a batch at a time,
-        each acknowledged before the next, so memory stays bounded. Replayed events are unacknowledged
-        like fresh ones: if the connection drops they go back to the spool and are replayed again."""
-        try:
-            end = self.spool.path.stat().st_size
-            with open(self.spool.path, "rb") as spool:
-                spool.seek(self._replayed)
-                while self._ws is not None and spool.tell() < end:
-                    lines = [
-                        line.rstrip(b"\n") for line in spool.readlines(BATCH_BYTES) if line.endswith(b"\n")
-                    ]
-                    if not lines:
-                        break
-                    with self._flush_lock:
-                        self._send_lines([(_seq_of(line), line) for line in lines])
-                    self._receive(CLOSE_TIMEOUT, until_acked=True)
-            if self._ws is not None:
-                self._replayed = end
-        except OSError as exc:
-            self.warnings.append(f"cannot replay the spool file {self.spool.path} ({exc})")
-
     # Spool ----------------------------------------------------------------------------------------
 
     def _append_spool(self, batch: list[Event]) -> None:
@@ -454,17 +319,3 @@ class Sender:
     def _spool_overflow(self) -> None:
         """The sender thread is not keeping up (or is wedged): the caller writes to the spool itself."""
         self._append_spool(self._drain())
-
-
-class _SeqProbe(msgspec.Struct):
-    seq: int = 0
-
-
-_seq_decoder = msgspec.json.Decoder(_SeqProbe)
-
-
-def _seq_of(line: bytes) -> int:
-    try:
-        return _seq_decoder.decode(line).seq
-    except msgspec.DecodeError:
-        return 0

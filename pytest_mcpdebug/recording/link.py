@@ -1,0 +1,222 @@
+"""The sender's connection to the server: connecting, the server's frames, replaying the spool, closing.
+
+A mixin of `sender.Sender`, which owns the state: this module keeps what comes back from the server
+(acknowledgements, live-inspection requests, a lost or closed connection) apart from the delivery
+of events, which stays in `sender`.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+import msgspec
+
+from pytest_mcpdebug import protocol
+from pytest_mcpdebug.protocol import Ack, Hello, Reply, Request, ServerFrame
+from pytest_mcpdebug.recording.connection import describe as _describe
+from pytest_mcpdebug.recording.connection import open_connection
+from pytest_mcpdebug.recording.spool import SpoolFile
+
+if TYPE_CHECKING:
+    from websockets.sync.client import ClientConnection
+
+CLOSE_TIMEOUT: Final = 5.0
+BATCH_BYTES: Final = protocol.MAX_MESSAGE_BYTES // 4
+
+Discover = Callable[[], "tuple[str, str] | None"]
+"""Returns the server's (url, token), or None when there is no server to connect to."""
+
+
+class Link:
+    """Connecting and what the server sends back (a mixin of `sender.Sender`, which sets these)."""
+
+    _hello: Hello
+    _discover: Discover
+    _reconnect: tuple[float, float]
+    _retry_delay: float
+    _next_connect: float
+    _had_server: bool
+    _replayed: int
+    _spool_path: Path
+    _ws: ClientConnection | None
+    _ws_stack: contextlib.ExitStack
+    _connected_url: str | None
+    _close_timeout: float
+    _unacked: collections.deque[tuple[int, bytes]]
+    _unacked_bytes: int
+    _flush_lock: threading.Lock
+    _send_lock: threading.Lock
+    spool: SpoolFile
+    wal: SpoolFile
+    acked: int
+    warnings: list[str]
+    on_request: Callable[[Request], None] | None
+    on_disconnect: Callable[[], None] | None
+    on_frame: Callable[[ServerFrame], None] | None
+
+    def _send_lines(self, items: list[tuple[int, bytes]]) -> None:
+        raise NotImplementedError
+
+    def _write_spool(self, lines: list[bytes]) -> None:
+        raise NotImplementedError
+
+    def reply(self, reply: Reply) -> bool:
+        """Answer a server request at once, from any thread; False if there is no connection."""
+        ws = self._ws
+        if ws is None:
+            return False
+        try:
+            with self._send_lock:
+                ws.send(protocol.encode(reply).decode())  # text: the server tells replies from events
+        except Exception:
+            return False  # the sender thread notices the lost connection on its next send or receive
+        return True
+
+    def _receive(self, timeout: float, *, until_acked: bool = False) -> None:
+        """Handle the server's frames (acks, requests) for up to ``timeout`` seconds."""
+        ws = self._ws
+        if ws is None:
+            return
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                message = ws.recv(timeout=max(deadline - time.monotonic(), 0))
+                frame = protocol.decode_server_frame(message)
+                if isinstance(frame, Ack):
+                    with self._flush_lock:  # a checkpoint may be adding to the unacknowledged
+                        while self._unacked and self._unacked[0][0] <= frame.seq:
+                            self._unacked_bytes -= len(self._unacked.popleft()[1])
+                            self.acked += 1
+                    if until_acked and not self._unacked:
+                        return
+                elif isinstance(frame, Request):
+                    self._handle_request(frame)
+                elif self.on_frame is not None:
+                    self.on_frame(frame)
+        except TimeoutError:
+            return
+        except Exception as exc:
+            with self._flush_lock:
+                self._lost_connection(exc)
+
+    def _handle_request(self, request: Request) -> None:
+        handler = self.on_request
+        if handler is None:
+            self.reply(Reply(id=request.id, ok=False, error="this process holds no test"))
+            return
+        try:
+            handler(request)
+        except Exception as exc:  # never let a request break the sender
+            self.reply(Reply(id=request.id, ok=False, error=f"internal error: {_describe(exc)}"))
+
+    def _maybe_connect(self) -> None:
+        now = time.monotonic()
+        if now < self._next_connect:
+            return
+        self._next_connect = now + self._retry_delay
+        self._retry_delay = min(self._retry_delay * 2, self._reconnect[1])
+        found = self._discover()
+        if found is None:
+            return
+        url, token = found
+        mine = self._hello
+        hello = Hello(
+            protocol=mine.protocol,
+            run_id=mine.run_id,
+            process=mine.process,
+            worker=mine.worker,
+            pid=mine.pid,
+            spool=self._spool_path.name if self.spool.used else None,
+        )
+        try:
+            ws, stack, welcome = open_connection(url, token, hello)
+        except Exception as exc:
+            if not self._had_server:
+                self.warnings.append(f"server at {url} unreachable ({_describe(exc)})")
+            self._had_server = True
+            return
+        self._ws = ws
+        self._ws_stack = stack
+        self._connected_url = url
+        self._had_server = True
+        self._retry_delay = self._reconnect[0]
+        if self.on_frame is not None:
+            self.on_frame(welcome)
+        if not welcome.spool_read and self.spool.used:
+            self._replay_spool()
+
+    def _lost_connection(self, exc: BaseException) -> None:
+        url, self._ws, self._connected_url = self._connected_url, None, None
+        with contextlib.suppress(Exception):
+            self._ws_stack.close()
+        self.warnings.append(f"lost the server at {url} mid-run ({_describe(exc)})")
+        if self.on_disconnect is not None:
+            self.on_disconnect()
+        self._write_spool([line for _, line in self._unacked])
+        self._unacked.clear()
+        self._unacked_bytes = 0
+        self._next_connect = time.monotonic() + self._reconnect[0]
+        self._retry_delay = min(self._reconnect[0] * 2, self._reconnect[1])
+
+    def _finish(self) -> None:
+        if self._ws is not None:
+            deadline = time.monotonic() + self._close_timeout
+            while self._unacked and self._ws is not None and time.monotonic() < deadline:
+                self._receive(0.1, until_acked=True)
+            if self._unacked:  # the server did not confirm in time: keep a copy for later ingestion
+                self._write_spool([line for _, line in self._unacked])
+                self._unacked.clear()
+                self._unacked_bytes = 0
+            self._ws = None
+            with contextlib.suppress(Exception):
+                self._ws_stack.close()
+        self._drop_wal()
+
+    def _drop_wal(self) -> None:
+        """Everything the write-ahead copy holds was acknowledged or spooled: it is not needed."""
+        self.wal.close()
+        if self.wal.used and not self.spool.dropped:
+            with contextlib.suppress(OSError):
+                self.wal.path.unlink()
+
+    def _replay_spool(self) -> None:
+        """Send what the spool file holds past `_replayed` over the new connection, a batch at a time,
+        each acknowledged before the next, so memory stays bounded. Replayed events are unacknowledged
+        like fresh ones: if the connection drops they go back to the spool and are replayed again."""
+        try:
+            end = self.spool.path.stat().st_size
+            with open(self.spool.path, "rb") as spool:
+                spool.seek(self._replayed)
+                while self._ws is not None and spool.tell() < end:
+                    lines = [
+                        line.rstrip(b"\n") for line in spool.readlines(BATCH_BYTES) if line.endswith(b"\n")
+                    ]
+                    if not lines:
+                        break
+                    with self._flush_lock:
+                        self._send_lines([(_seq_of(line), line) for line in lines])
+                    self._receive(CLOSE_TIMEOUT, until_acked=True)
+            if self._ws is not None:
+                self._replayed = end
+        except OSError as exc:
+            self.warnings.append(f"cannot replay the spool file {self.spool.path} ({exc})")
+
+
+class _SeqProbe(msgspec.Struct):
+    seq: int = 0
+
+
+_seq_decoder = msgspec.json.Decoder(_SeqProbe)
+
+
+def _seq_of(line: bytes) -> int:
+    try:
+        return _seq_decoder.decode(line).seq
+    except msgspec.DecodeError:
+        return 0
