@@ -34,7 +34,8 @@ from mcpdebug.live.sessions import Sessions
 from mcpdebug.processes.test_runs import Runner
 from mcpdebug.store import Store
 from pytest_mcpdebug.hangs import classify as classifier
-from pytest_mcpdebug.hangs.watchdog import HangTimeout, Target, Watchdog
+from pytest_mcpdebug.hangs.target import HangTimeout, Target
+from pytest_mcpdebug.hangs.watchdog import Watchdog
 from pytest_mcpdebug.protocol import HangReport, decode_hang_report
 
 

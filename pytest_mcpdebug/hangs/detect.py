@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 
 from pytest_mcpdebug import protocol
-from pytest_mcpdebug.hangs.watchdog import HangExit, HangTimeout, Target, Watchdog
+from pytest_mcpdebug.hangs.target import HangExit, HangTimeout, Target
+from pytest_mcpdebug.hangs.watchdog import Watchdog
 
 HUNG = 124
 

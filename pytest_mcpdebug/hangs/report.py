@@ -22,7 +22,7 @@ from pytest_mcpdebug.hangs import classify as classifier
 from pytest_mcpdebug.hangs import processes as outside
 from pytest_mcpdebug.hangs import tasks as async_tasks
 from pytest_mcpdebug.hangs import waits
-from pytest_mcpdebug.protocol import HangFrame, HangReport, HangTask, HangThread
+from pytest_mcpdebug.protocol import HangFrame, HangProcess, HangReport, HangTask, HangThread
 from pytest_mcpdebug.values import VarBuilder, is_library
 
 # Limits
@@ -78,34 +78,10 @@ def build(
         window.insert(0, classifier.Sample(started, cpu_start, window[0].stack))
     found = classifier.classify(window, is_library=is_library)
     threads = _threads(frames, thread_id, started, cpu_start, cpu_now)
-    summary = found.summary
-    tasks: list[HangTask] = []
-    chosen: FrameType | None = None
-    locals_from = test_frame
     descendants = outside.survey(exclude=exclude_pids)
-    if test_frame is not None:
-        idle = found.wait_kind in ("select", "asyncio")
-        seen = async_tasks.state(test_frame, test, frames_of=_frames, is_library=is_library) if idle else None
-        future = waits.waited_future(test_frame) if found.kind != "busy" else None
-        if seen is not None:
-            tasks = seen.tasks
-            if seen.blocked is not None:
-                chosen = seen.blocked.frame
-                summary = _async_summary(found, seen.blocked)
-            future = waits.chained_future(seen.leaf)
-        elif found.wait_kind == "thread join":
-            joined = _joined_thread(test_frame, frames)
-            if joined is not None:
-                summary += f"; the joined thread {joined}"
-        worker = None
-        if future is not None:
-            worker = waits.future_worker(future, frames, {t.ident: t.name for t in threads})
-        if worker is None and found.kind != "busy":
-            worker = waits.waited_child(test_frame, descendants)
-        if worker is not None and worker.found.file:
-            summary = f"waiting on {worker.label}, which is {worker.found.summary}; the test is {summary}"
-            found = worker.found
-            chosen, locals_from = None, worker.frame or test_frame
+    found, summary, tasks, chosen, locals_from = _followed(
+        found, test_frame, test, frames, threads, descendants
+    )
     variables, children, whose = _locals(locals_from, found, chosen)
     return HangReport(
         kind=found.kind,
@@ -133,6 +109,48 @@ def build(
         output=_output(output),
         source=_source(found.file, found.line),
     )
+
+
+def _followed(
+    found: classifier.Classification,
+    test_frame: FrameType | None,
+    test: async_tasks.TestFunction | None,
+    frames: dict[int, FrameType],
+    threads: list[HangThread],
+    descendants: list[HangProcess],
+) -> tuple[classifier.Classification, str, list[HangTask], FrameType | None, FrameType | None]:
+    """Follow what the hung test waits on (its awaited task, a future's worker thread, a child
+    process) to where the waiting really is: the diagnosis, its headline, the event loop's tasks, the
+    frame whose locals to show (or where to take them from)."""
+    summary = found.summary
+    tasks: list[HangTask] = []
+    chosen: FrameType | None = None
+    locals_from = test_frame
+    if test_frame is None:
+        return found, summary, tasks, chosen, locals_from
+    idle = found.wait_kind in ("select", "asyncio")
+    seen = async_tasks.state(test_frame, test, frames_of=_frames, is_library=is_library) if idle else None
+    future = waits.waited_future(test_frame) if found.kind != "busy" else None
+    if seen is not None:
+        tasks = seen.tasks
+        if seen.blocked is not None:
+            chosen = seen.blocked.frame
+            summary = _async_summary(found, seen.blocked)
+        future = waits.chained_future(seen.leaf)
+    elif found.wait_kind == "thread join":
+        joined = _joined_thread(test_frame, frames)
+        if joined is not None:
+            summary += f"; the joined thread {joined}"
+    worker = None
+    if future is not None:
+        worker = waits.future_worker(future, frames, {t.ident: t.name for t in threads})
+    if worker is None and found.kind != "busy":
+        worker = waits.waited_child(test_frame, descendants)
+    if worker is not None and worker.found.file:
+        summary = f"waiting on {worker.label}, which is {worker.found.summary}; the test is {summary}"
+        found = worker.found
+        chosen, locals_from = None, worker.frame or test_frame
+    return found, summary, tasks, chosen, locals_from
 
 
 def _cpu(clock: int | None) -> float | None:

@@ -33,7 +33,7 @@ from pytest_mcpdebug.hangs.leaks import Leak
 from pytest_mcpdebug.recording.reporter import Reporter, final_outcome
 
 if TYPE_CHECKING:
-    from pytest_mcpdebug.hangs.watchdog import Target
+    from pytest_mcpdebug.hangs.target import Target
 
 ENV: Final = "MCPDEBUG_RESUME"
 """The state file a replacement process resumes from (removed from its environment at once)."""

@@ -35,8 +35,9 @@ if TYPE_CHECKING:
     import subprocess
 
     from pytest_mcpdebug.hangs import resume
+    from pytest_mcpdebug.hangs.target import Target
     from pytest_mcpdebug.hangs.timer import TestTimer
-    from pytest_mcpdebug.hangs.watchdog import Target, Watchdog
+    from pytest_mcpdebug.hangs.watchdog import Watchdog
     from pytest_mcpdebug.output.tail import OutputTail
 
 MARKER = "mcpdebug_timeout"

@@ -13,7 +13,8 @@ from typing import Any, Protocol
 import pytest
 
 from pytest_mcpdebug.hangs.leaks import Leaks
-from pytest_mcpdebug.hangs.watchdog import HangTimeout, Watchdog
+from pytest_mcpdebug.hangs.target import HangTimeout
+from pytest_mcpdebug.hangs.watchdog import Watchdog
 from pytest_mcpdebug.recording.sender import Sender
 
 

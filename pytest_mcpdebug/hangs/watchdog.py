@@ -21,7 +21,6 @@ attributes the file to the test that was running. It is refreshed from this thre
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import ctypes
 import faulthandler
@@ -30,16 +29,13 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, Final
 
-import pytest
-
-from pytest_mcpdebug.hangs import classify as classifier
 from pytest_mcpdebug.hangs import report as hang_report
 from pytest_mcpdebug.hangs import tasks as async_tasks
 from pytest_mcpdebug.hangs.classify import Sample
 from pytest_mcpdebug.hangs.gil_dump import DumpFile
+from pytest_mcpdebug.hangs.target import HangExit, HangTimeout, Target
 from pytest_mcpdebug.hangs.test_code import debugger_active, in_test_code
 from pytest_mcpdebug.protocol import HangReport
 
@@ -53,62 +49,11 @@ ASYNC_FALLBACK: Final = 0.5
 AGAIN_AFTER: Final = 2
 """Intervals an interrupted test must sit at a new place before it is interrupted there again."""
 # Limits
-MAX_SAMPLES: Final = 600
 MAX_REPEATS: Final = 10
 INTERRUPT_SIGNAL: Final = getattr(signal, "SIGRTMIN", int(signal.SIGUSR2)) + (
     3 if hasattr(signal, "SIGRTMIN") else 0
 )
 """A signal nothing else uses, to interrupt a blocking call of the main thread."""
-
-
-class HangTimeout(pytest.fail.Exception):  # type: ignore[name-defined,misc]
-    """The test ran past its mcpdebug timeout; the message is the diagnosis."""
-
-    message = "hang"
-
-    def __init__(self, msg: str | None = None, pytrace: bool = True) -> None:
-        super().__init__(msg or self.message, pytrace=pytrace)
-
-
-class HangExit(pytest.exit.Exception):  # type: ignore[name-defined,misc]
-    """``--mcp-debug-hang-action=exit``: the run ends at the first hang."""
-
-    message = "hang"
-
-    def __init__(self, msg: str | None = None, returncode: int | None = 2) -> None:
-        super().__init__(msg or self.message, returncode=returncode)
-
-
-@dataclass
-class Target:
-    """The test being timed."""
-
-    nodeid: str
-    thread: int
-    timeout: float
-    action: str
-    started: float = field(default_factory=time.monotonic)
-    clock: int | None = None
-    cpu_start: float | None = None
-    samples: collections.deque[Sample] = field(default_factory=lambda: collections.deque(maxlen=MAX_SAMPLES))
-    fired: float | None = None
-    report: HangReport | None = None
-    exc: type[BaseException] | None = None
-    """What the test was interrupted with, to raise again at a new blocking point."""
-    interrupted_at: tuple[classifier.Frame, ...] = ()
-    """The test's stack when last interrupted."""
-    seen: tuple[classifier.Frame, ...] = ()
-    still: int = 0
-    """Ticks the test's stack has been ``seen`` unchanged since the interruption."""
-    repeats: int = 0
-    hung: bool = False
-    """Diagnosed as hung (stays so after the interruption lands and the rest is timed afresh)."""
-    test: async_tasks.TestFunction | None = None
-    """The test's function, to find its coroutine among an event loop's tasks."""
-
-    @property
-    def deadline(self) -> float:
-        return self.started + self.timeout
 
 
 OnHang = Callable[[Target, HangReport], None]
