@@ -53,11 +53,11 @@ def structured(result: Any) -> dict[str, Any]:
     return data
 
 
-@dataclass
-class Debug:
+class Calls:
+    """An agent's tool calls through ``client``: a reply's data or text (an error fails the test), or
+    the error it must be."""
+
     client: Client
-    debugger: Debugger
-    store: Store
 
     async def call(self, tool: str, **arguments: Any) -> dict[str, Any]:
         with anyio.fail_after(CALL_DEADLINE):
@@ -78,6 +78,13 @@ class Debug:
         text: str = result.content[0].text
         assert result.is_error, text
         return text
+
+
+@dataclass
+class Debug(Calls):
+    client: Client
+    debugger: Debugger
+    store: Store
 
     async def script(self, script: str, *args: str, **launch: Any) -> tuple[str, dict[str, Any]]:
         """A started script session: its id and start_debugging's reply (breakpoints set by ``launch``)."""

@@ -20,7 +20,7 @@ from typing import Any
 
 import anyio
 import pytest
-from debug_helpers import CALL_DEADLINE, SCRIPTS, alive, line_of, structured
+from debug_helpers import SCRIPTS, Calls, alive, line_of
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
@@ -38,7 +38,7 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-class Agent:
+class Agent(Calls):
     """An agent's calls over stdio: each reply's data, errors failing the test."""
 
     def __init__(self, client: Client) -> None:
@@ -47,17 +47,7 @@ class Agent:
         """The test killed the server: the client's closing errors are expected."""
 
     async def __call__(self, tool: str, **arguments: Any) -> dict[str, Any]:
-        with anyio.fail_after(CALL_DEADLINE):
-            result = await self.client.call_tool(tool, arguments)
-        assert not result.is_error, result.content[0].text
-        return structured(result)
-
-    async def text(self, tool: str, **arguments: Any) -> str:
-        with anyio.fail_after(CALL_DEADLINE):
-            result = await self.client.call_tool(tool, arguments)
-        assert not result.is_error, result.content[0].text
-        text: str = result.content[0].text
-        return text
+        return await self.call(tool, **arguments)
 
 
 @contextlib.asynccontextmanager
