@@ -1,4 +1,5 @@
-"""Names the CLI's flags share with the store and the tools: the store's error, output streams and
+"""Names the CLI's flags share with the store and the tools: the store's error, exit statuses,
+output streams and
 phases, the default listing size.
 
 A module of constants on purpose: `mcpdebug run`, `forward` and `hang` build the whole argument
