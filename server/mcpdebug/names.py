@@ -1,6 +1,5 @@
-"""Names the CLI's flags share with the store and the tools: the store's error, exit statuses,
-output streams and
-phases, the default listing size.
+"""Names the CLI's flags share with the store and the tools: the store's error, exit statuses, output
+streams and phases, the default listing size.
 
 A module of constants on purpose: `mcpdebug run`, `forward` and `hang` build the whole argument
 parser, and importing the store (sqlite, regex, pydantic) for these would cost them ~100 ms of
