@@ -291,6 +291,7 @@ class Timeouts:
         report.kind = "interrupted" if why.startswith("interrupted") else "killed"
         report.summary = f"{why}{doing}"
         self.hangs.append((nodeid, report))
+        self.reporter.announce()
         self.reporter.emit(
             protocol.HangDetected,
             nodeid=nodeid,
@@ -313,6 +314,7 @@ class Timeouts:
 
     def _on_hang(self, target: Target, report: protocol.HangReport) -> None:
         self.hangs.append((target.nodeid, report))
+        self.reporter.announce()
         self.reporter.emit(
             protocol.HangDetected,
             nodeid=target.nodeid,
