@@ -22,6 +22,7 @@ from pytest_mcpdebug.protocol import Ack, Hello, Reply, Request, ServerFrame
 from pytest_mcpdebug.recording.connection import describe as _describe
 from pytest_mcpdebug.recording.connection import open_connection
 from pytest_mcpdebug.recording.spool import SpoolFile
+from pytest_mcpdebug.recording.write_ahead import WriteAhead
 
 if TYPE_CHECKING:
     from websockets.sync.client import ClientConnection
@@ -53,7 +54,7 @@ class Link:
     _flush_lock: threading.Lock
     _send_lock: threading.Lock
     spool: SpoolFile
-    wal: SpoolFile
+    wal: WriteAhead
     acked: int
     warnings: list[str]
     on_request: Callable[[Request], None] | None
