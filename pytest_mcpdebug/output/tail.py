@@ -74,6 +74,7 @@ class OutputTail:
         self._watching = False
         self._pytest_capture: tuple[Callable[..., Any], Callable[[], Any]] | None = None
         """pytest's own ``item_capture`` and ``read_global_capture``, while ours stand in front of them."""
+        self._pytest_item_capture: Callable[..., Any] = lambda when, item: None  # set by start()
         self._partial = False
         """Some of the running unit's output was read already (the files' offsets are not 0)."""
         self._records: collections.deque[tuple[Unit, str, float, str]] = collections.deque()
@@ -113,6 +114,7 @@ class OutputTail:
         if hasattr(capman, "item_capture") and hasattr(capman, "read_global_capture"):
             # Stand in front of pytest's per-phase capture calls: no hook of our own runs per phase.
             self._pytest_capture = (capman.item_capture, capman.read_global_capture)
+            self._pytest_item_capture = capman.item_capture
             capman.item_capture, capman.read_global_capture = self._item_capture, self._read_capture
         else:  # -p no:capture: nothing to read, but records and warnings still need their phase
             self.config.pluginmanager.register(PhaseHooks(self), PhaseHooks.NAME)
@@ -152,12 +154,14 @@ class OutputTail:
     def begin_test(self, nodeid: str) -> None:
         """What is written from now on is ``nodeid``'s set-up."""
         with self._lock:
-            self._attach()
+            if getattr(self._capman, "_global_capturing", None) is not self._attached_to:
+                self._attach()
             unit = self._units.get(nodeid)
             if unit is None:
                 unit = self._units[nodeid] = Unit(nodeid)
             self._unit, self._phase, self._tailing = unit, "setup", True
-        self._watching = self._warnings.start()
+        if not self._watching:
+            self._watching = self._warnings.start()
 
     def end_test(self) -> None:
         """From `pytest_runtest_logfinish`: the test's output was taken when pytest read its files."""
@@ -173,8 +177,8 @@ class OutputTail:
         """``item``'s phase ``when`` starts."""
         if when == "setup":
             self.begin_test(item.nodeid)
-        else:
-            self._phase = when
+            return
+        self._phase = when
         if when == "teardown" and self._session_fixtures_unmarked:
             # Runs first when the session is torn down (finalizers run last-in, first-out), i.e.
             # after this test's own fixtures and before every session fixture set up so far.
@@ -184,9 +188,13 @@ class OutputTail:
 
     def _item_capture(self, when: str, item: pytest.Item) -> Any:
         """pytest's ``item_capture(when, item)``, which runs each phase of each test."""
-        self.phase(item, when)
-        assert self._pytest_capture is not None
-        return self._pytest_capture[0](when, item)
+        if when == "setup":
+            self.begin_test(item.nodeid)
+        elif when == "call":
+            self._phase = when
+        else:
+            self.phase(item, when)
+        return self._pytest_item_capture(when, item)
 
     def _attach(self) -> None:
         """Find pytest's capture files (once per capture object: pytest keeps one per session)."""

@@ -198,7 +198,7 @@ class Reporter:
         file, line, _ = report.location
         with self._lock:
             self._seq += 1
-            self.sender.send(
+            self.sender.send_last(
                 protocol.TestFinished(
                     run_id=self.run_id,
                     process=self.process,
