@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    from pytest_mcpdebug.recording.recorder import Recorder
     from pytest_mcpdebug.services import Services
 
 from pytest_mcpdebug import settings
@@ -37,13 +38,12 @@ def pytest_configure(config: pytest.Config) -> None:
     if workerinput is not None:
         shared = workerinput.get("mcpdebug")
         if shared:
-            from pytest_mcpdebug.recording.recorder import Recorder
-
+            Recorder = _import_recorder()
             _register(config, lambda: Recorder.for_worker(config, shared))
         return
     if not settings.is_enabled(config):
         return
-    from pytest_mcpdebug.recording.recorder import Recorder
+    Recorder = _import_recorder()
 
     resolved = settings.resolve(config)  # a bad setting is the user's to fix: a usage error
     _register(config, lambda: Recorder.for_controller(config, resolved))
@@ -58,6 +58,22 @@ def pytest_configure(config: pytest.Config) -> None:
         debug = in_tests.from_environment()
         if debug is not None:
             config.pluginmanager.register(in_tests.DebugRun(config, *debug), _DEBUG)
+
+
+def _import_recorder() -> type[Recorder]:
+    """The recording machinery, imported with the collector paused: its classes are thousands of
+    young objects, enough to set off a full collection of everything pytest has built so far
+    (~12 ms of the ~25 ms the import takes). The collector runs again after, on its own schedule."""
+    import gc
+
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        from pytest_mcpdebug.recording.recorder import Recorder
+    finally:
+        if enabled:
+            gc.enable()
+    return Recorder
 
 
 def _register(config: pytest.Config, make: Callable[[], object]) -> None:
