@@ -52,6 +52,7 @@ class Link:
     _unacked: collections.deque[tuple[int, bytes]]
     _unacked_bytes: int
     _flush_lock: threading.Lock
+    _stop: threading.Event
     _send_lock: threading.Lock
     spool: SpoolFile
     wal: WriteAhead
@@ -94,8 +95,8 @@ class Link:
                         while self._unacked and self._unacked[0][0] <= frame.seq:
                             self._unacked_bytes -= len(self._unacked.popleft()[1])
                             self.acked += 1
-                    if until_acked and not self._unacked:
-                        return
+                    if (until_acked and not self._unacked) or self._stop.is_set():
+                        return  # closing: the ack of what `close` sent wakes the thread to finish
                 elif isinstance(frame, Request):
                     self._handle_request(frame)
                 elif self.on_frame is not None:
