@@ -61,18 +61,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _import_recorder() -> type[Recorder]:
-    """The recording machinery, imported with the collector paused: its classes are thousands of
-    young objects, enough to set off a full collection of everything pytest has built so far
-    (~12 ms of the ~25 ms the import takes). The collector runs again after, on its own schedule."""
-    import gc
+    """The recording machinery, imported with the collector paused (`quiet_gc`)."""
+    from pytest_mcpdebug.quiet_gc import collector_paused
 
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():
         from pytest_mcpdebug.recording.recorder import Recorder
-    finally:
-        if enabled:
-            gc.enable()
     return Recorder
 
 
