@@ -4,9 +4,10 @@ pytest's fd capture sends fds 1 and 2 of the whole process (print, C code, subpr
 temporary files and reads them only when a phase ends. A background thread reads the same files
 every `TICK` seconds with ``pread`` (which does not move pytest's file position) and sends what
 is new as numbered lines; the rest is taken at the end of each phase, where pytest reads and
-empties the files (its ``snap``, which we wrap): a quiet test costs no read of its own. Which test
-and phase are running is told by the reporter's hooks and three one-line phase hooks. Log records
-come from a handler on the root logger and warnings from ``pytest_warning_recorded``.
+empties the files: a quiet test costs no read of its own. The tail stands in front of pytest's two
+capture calls of each phase (``item_capture``: a phase starts; ``read_global_capture``: pytest reads
+its files), so it has no hook of its own per phase; the reporter tells it when a test ends. Log
+records come from a handler on the root logger and warnings from ``pytest_warning_recorded``.
 
 Output belongs to a *unit*: the test whose phase is running, or the process's own output outside
 tests ("" — collection, session-scoped fixtures being set up, records logged between tests). Lines
@@ -250,7 +251,7 @@ class OutputTail:
             return previous
 
     def _end(self, previous: tuple[Unit, str, bool]) -> None:
-        """Read the rest of what ran (pytest's ``snap``, if it comes next, finds it read)."""
+        """Read the rest of what ran (pytest's read of its files, if it comes next, finds it read)."""
         with self._lock:
             self._read(None)
             self._flush_lines()
