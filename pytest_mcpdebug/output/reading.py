@@ -151,6 +151,8 @@ class OutputReader:
     ) -> None:
         if count is None:
             count = block.count(b"\n") + 1
+        if not unit.lines:  # its first lines: numbered from here on, a rerun's continue after them
+            self._units.setdefault(unit.nodeid, unit)
         stream_lines = unit.streams.get(stream, 0)
         self.emit(
             protocol.Output,

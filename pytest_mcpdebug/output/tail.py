@@ -111,9 +111,8 @@ class OutputTail(OutputReader):
         with self._lock:
             if getattr(self._capman, "_global_capturing", None) is not self._attached_to:
                 self._attach()
-            unit = self._units.get(nodeid)
-            if unit is None:
-                unit = self._units[nodeid] = Unit(nodeid)
+            # Kept (`_send`) only once it has lines: a quiet test leaves nothing behind.
+            unit = self._units.get(nodeid) or Unit(nodeid)
             self._unit, self._phase, self._tailing = unit, "setup", True
 
     def end_test(self) -> None:
