@@ -127,7 +127,7 @@ class Sender(Link):
         """Queue an event; never blocks on the network and never raises."""
         if type(event) is protocol.Output:
             with self._bytes_lock:
-                self._pending_bytes += len(event.text)
+                self._pending_bytes += event.size
         self._pending.append(event)
         if len(self._pending) > MAX_PENDING:
             self._spool_overflow()
@@ -257,7 +257,7 @@ class Sender(Link):
         while pending:
             event = pending.popleft()
             if type(event) is protocol.Output:
-                size += len(event.text)
+                size += event.size
             batch.append(event)
         if size:
             with self._room:
@@ -271,11 +271,10 @@ class Sender(Link):
             batch = self._drain()
             if not batch and not ready:
                 return
-            items = ready + [(e.seq, protocol.encode(e)) for e in batch]  # in seq order: ready came first
-            if self._ws is not None:
-                self._send_lines(items)
+            if self._ws is not None:  # in seq order: ready came first
+                self._send_lines(ready + [(e.seq, protocol.pack(e)) for e in batch])
             else:
-                self._write_spool([line for _, line in items])
+                self._write_spool([line for _, line in ready] + [protocol.encode(e) for e in batch])
 
     def _send_lines(self, items: list[tuple[int, bytes]]) -> None:
         """Send encoded events; whatever does not make it (the connection lost) ends in the spool."""
@@ -304,9 +303,19 @@ class Sender(Link):
             self._write_spool([line])
 
     def _ws_send(self, lines: list[bytes]) -> None:
+        """One binary message per run of items in one form: packed events (what `_flush` sends), or
+        JSON lines (a replayed spool, a checkpoint's write-ahead lines)."""
         assert self._ws is not None
+        start = 0
         with self._send_lock:
-            self._ws.send(b"\n".join(lines))  # a binary message: no decode of megabytes of output
+            while start < len(lines):
+                json = protocol.is_json(lines[start])
+                end = start + 1
+                while end < len(lines) and protocol.is_json(lines[end]) == json:
+                    end += 1
+                run = lines[start:end]
+                self._ws.send(b"\n".join(run) if json else protocol.packed_message(run))
+                start = end
 
     # Spool ----------------------------------------------------------------------------------------
 
@@ -314,7 +323,8 @@ class Sender(Link):
         self._write_spool([protocol.encode(e) for e in batch])
 
     def _write_spool(self, lines: list[bytes]) -> None:
-        self.spool.write(lines)
+        """``lines``: encoded events in either form (unacknowledged ones are packed); the spool holds JSON."""
+        self.spool.write([protocol.json_line(line) for line in lines])
 
     def _spool_overflow(self) -> None:
         """The sender thread is not keeping up (or is wedged): the caller writes to the spool itself."""

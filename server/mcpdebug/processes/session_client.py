@@ -142,7 +142,7 @@ class SessionClient:
                 first=first,
                 stream_first=stream_first,
                 count=count,
-                text=block.decode("utf-8", "replace"),
+                data=block,
             )
             self.sender.send(event)  # under the lock: events leave in seq order
         self.sender.wait_for_room()

@@ -109,7 +109,7 @@ class Outputs:
             "SELECT 1 FROM segments WHERE run_id=? AND unit_id=? AND first=?", (e.run_id, unit_id, e.first)
         ).fetchone():
             return 0
-        data = cut_long_lines(e.text.encode("utf-8", "replace"), self.limits.max_line_length)
+        data = cut_long_lines(e.raw(), self.limits.max_line_length)
         count = data.count(b"\n") + 1  # the text is the truth, whatever `count` claims
         times = e.times if e.times and len(e.times) == count else None
         stream = e.stream if e.stream in protocol.STREAMS else "stdout"
