@@ -30,8 +30,10 @@ The package is one I/O-free module split in three for reading: `frames` (what is
 from __future__ import annotations
 
 from pytest_mcpdebug.protocol.codec import (
+    OUTPUT_OVERHEAD,
     REPLY_PREFIX,
     ProtocolError,
+    Wire,
     clip,
     decode_client_frame,
     decode_hang_report,
@@ -49,6 +51,7 @@ from pytest_mcpdebug.protocol.codec import (
     pack,
     packed_message,
     split_lines,
+    wire_size,
 )
 from pytest_mcpdebug.protocol.frames import (
     ACCEPTED_VERSIONS,
@@ -122,6 +125,7 @@ __all__ = [
     "EVENT_TYPES",
     "MAX_MESSAGE_BYTES",
     "MAX_TEXT_CHARS",
+    "OUTPUT_OVERHEAD",
     "PROCESS_COMMANDS",
     "PROCESS_SIGNALS",
     "PROCESS_STATES",
@@ -176,6 +180,7 @@ __all__ = [
     "TraceStep",
     "ValueTrace",
     "Welcome",
+    "Wire",
     "clip",
     "decode_client_frame",
     "decode_hang_report",
@@ -194,4 +199,5 @@ __all__ = [
     "pack",
     "packed_message",
     "split_lines",
+    "wire_size",
 ]

@@ -66,26 +66,32 @@ def encode_lines(frames: list[Frame]) -> bytes:
     return bytes(buf)
 
 
-def pack(event: Event) -> bytes:
-    """One event in the packed form: an item of `packed_message`."""
-    return _packer.encode(event)
+Wire = bytes | Output
+"""An event on its way to the server, as the sender holds it until acknowledged: encoded (a JSON line,
+or packed), or an `Output` left as it is, so its lines are copied once, into the message."""
+
+OUTPUT_OVERHEAD: Final = 256
+"""Bytes an `Output`'s fields take besides its lines, counted towards batch and memory limits."""
 
 
-def is_json(item: bytes) -> bool:
-    """Whether an encoded frame is a JSON line (a packed one starts with a msgpack map's header)."""
-    return item[:1] == b"{"
+def pack(event: Event) -> Wire:
+    """An event ready for `packed_message`: output as it is, any other event packed now (its size is
+    then known, for the limits, and it no longer refers to the caller's objects)."""
+    return event if type(event) is Output else _packer.encode(event)
 
 
-def packed_message(items: list[bytes]) -> bytes:
-    """A binary message of packed events: the msgpack array's header, then the items as they are."""
-    count = len(items)
-    if count < 16:
-        header = bytes((0x90 | count,))
-    elif count < 1 << 16:
-        header = b"\xdc" + count.to_bytes(2, "big")
-    else:
-        header = b"\xdd" + count.to_bytes(4, "big")
-    return b"".join((header, *items))
+def wire_size(item: Wire) -> int:
+    return len(item) if isinstance(item, bytes) else item.size + OUTPUT_OVERHEAD
+
+
+def is_json(item: Wire) -> bool:
+    """Whether an item is a JSON line (a packed one starts with a msgpack map's header)."""
+    return isinstance(item, bytes) and item[:1] == b"{"
+
+
+def packed_message(items: list[Wire]) -> bytes:
+    """A binary message of events (no JSON lines among them): one msgpack array, in one encoding."""
+    return _packer.encode([msgspec.Raw(item) if isinstance(item, bytes) else item for item in items])
 
 
 def is_packed_message(message: bytes | str) -> bool:
@@ -109,11 +115,11 @@ def decode_packed_message(message: bytes) -> list[Event]:
         raise ProtocolError("malformed message: nested too deeply") from None
 
 
-def json_line(item: bytes) -> bytes:
-    """An encoded event as a JSON line, whichever form it is in: what a spool file holds."""
-    if is_json(item):
-        return item
-    return encode(_unpacker(Event).decode(item))
+def json_line(item: Wire) -> bytes:
+    """An item as a JSON line, whatever its form: what a spool file holds."""
+    if isinstance(item, bytes):
+        return item if item[:1] == b"{" else encode(_unpacker(Event).decode(item))
+    return encode(item)
 
 
 @functools.cache

@@ -25,13 +25,13 @@ import collections
 import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from pytest_mcpdebug import protocol
 from pytest_mcpdebug.folder import WAL_SUFFIX
-from pytest_mcpdebug.protocol import Event, Hello, Request, ServerFrame
+from pytest_mcpdebug.protocol import Event, Hello, Request, ServerFrame, Wire
 from pytest_mcpdebug.recording.connection import CONNECT_TIMEOUT, socket_has_room
 from pytest_mcpdebug.recording.link import BATCH_BYTES, CLOSE_TIMEOUT, Discover, Link
 from pytest_mcpdebug.recording.spool import SpoolFile
@@ -52,6 +52,11 @@ MAX_UNACKED: Final = 20_000
 MAX_PENDING_BYTES: Final = 32 * 1024 * 1024
 """Output text waiting for the sender thread before `wait_for_room` holds back the output reader."""
 MAX_UNACKED_BYTES: Final = 64 * 1024 * 1024
+FRAGMENT_BYTES: Final = 256 * 1024
+"""Largest WebSocket frame of a message. websockets copies each frame twice (masking, framing): copies
+of a few hundred kilobytes reuse freed heap memory, while each copy of megabytes gets fresh pages
+(glibc maps large blocks and unmaps them when freed), which cost the test process ~0.1 s of system
+time per 100 MB of output, under its GIL."""
 
 
 class Sender(Link):
@@ -77,7 +82,7 @@ class Sender(Link):
         self._spool_path = spool_path
         self._discover = discover
         self._pending: collections.deque[Event] = collections.deque()
-        self._unacked: collections.deque[tuple[int, bytes]] = collections.deque()
+        self._unacked: collections.deque[tuple[int, Wire]] = collections.deque()
         self._unacked_bytes = 0
         self._pending_bytes = 0
         self._bytes_lock = threading.Lock()
@@ -225,7 +230,7 @@ class Sender(Link):
             # Wedged in a send to a server that stopped reading: everything it holds goes to the spool
             # (the batch in flight is among the unacknowledged). Duplicates are harmless on ingest.
             self._spool_overflow()
-            self._write_spool([line for _, line in list(self._unacked)])
+            self._write_spool([item for _, item in list(self._unacked)])
             self.warnings.append(f"the server at {self._connected_url} stopped reading; the rest was spooled")
         self.spool.close()
 
@@ -272,49 +277,50 @@ class Sender(Link):
             if not batch and not ready:
                 return
             if self._ws is not None:  # in seq order: ready came first
-                self._send_lines(ready + [(e.seq, protocol.pack(e)) for e in batch])
+                self._send_lines([*ready, *((e.seq, protocol.pack(e)) for e in batch)])
             else:
-                self._write_spool([line for _, line in ready] + [protocol.encode(e) for e in batch])
+                self._write_spool([item for _, item in ready] + [protocol.encode(e) for e in batch])
 
-    def _send_lines(self, items: list[tuple[int, bytes]]) -> None:
-        """Send encoded events; whatever does not make it (the connection lost) ends in the spool."""
+    def _send_lines(self, items: Sequence[tuple[int, Wire]]) -> None:
+        """Send events; whatever does not make it (the connection lost) ends in the spool."""
         # Held as unacknowledged *before* sending, so a failure half-way spools the whole batch.
         self._unacked.extend(items)
-        lines = [line for _, line in items]
-        self._unacked_bytes += sum(map(len, lines))
+        sizes = [protocol.wire_size(item) for _, item in items]
+        self._unacked_bytes += sum(sizes)
         try:
-            chunk: list[bytes] = []
+            chunk: list[Wire] = []
             size = 0
-            for line in lines:
-                chunk.append(line)
-                size += len(line) + 1
+            for (_, item), item_size in zip(items, sizes, strict=True):
+                chunk.append(item)
+                size += item_size + 1
                 if size >= BATCH_BYTES:
                     self._ws_send(chunk)
                     chunk, size = [], 0
             if chunk:
                 self._ws_send(chunk)
-            self.sent += len(lines)
+            self.sent += len(items)
         except Exception as exc:
             self._lost_connection(exc)
             return  # the unacked events (this batch included) are now in the spool
         while len(self._unacked) > MAX_UNACKED or self._unacked_bytes > MAX_UNACKED_BYTES:
-            line = self._unacked.popleft()[1]
-            self._unacked_bytes -= len(line)
-            self._write_spool([line])
+            item = self._unacked.popleft()[1]
+            self._unacked_bytes -= protocol.wire_size(item)
+            self._write_spool([item])
 
-    def _ws_send(self, lines: list[bytes]) -> None:
+    def _ws_send(self, items: list[Wire]) -> None:
         """One binary message per run of items in one form: packed events (what `_flush` sends), or
         JSON lines (a replayed spool, a checkpoint's write-ahead lines)."""
         assert self._ws is not None
         start = 0
         with self._send_lock:
-            while start < len(lines):
-                json = protocol.is_json(lines[start])
+            while start < len(items):
+                json = protocol.is_json(items[start])
                 end = start + 1
-                while end < len(lines) and protocol.is_json(lines[end]) == json:
+                while end < len(items) and protocol.is_json(items[end]) == json:
                     end += 1
-                run = lines[start:end]
-                self._ws.send(b"\n".join(run) if json else protocol.packed_message(run))
+                run = items[start:end]
+                message = b"\n".join(run) if json else protocol.packed_message(run)  # type: ignore[arg-type]
+                self._ws.send(_fragments(message))
                 start = end
 
     # Spool ----------------------------------------------------------------------------------------
@@ -322,10 +328,18 @@ class Sender(Link):
     def _append_spool(self, batch: list[Event]) -> None:
         self._write_spool([protocol.encode(e) for e in batch])
 
-    def _write_spool(self, lines: list[bytes]) -> None:
-        """``lines``: encoded events in either form (unacknowledged ones are packed); the spool holds JSON."""
+    def _write_spool(self, lines: Sequence[Wire]) -> None:
+        """``lines``: events in any form (unacknowledged ones are packed); the spool holds JSON."""
         self.spool.write([protocol.json_line(line) for line in lines])
 
     def _spool_overflow(self) -> None:
         """The sender thread is not keeping up (or is wedged): the caller writes to the spool itself."""
         self._append_spool(self._drain())
+
+
+def _fragments(message: bytes) -> bytes | Iterator[memoryview]:
+    """A message as it is sent: whole, or as a fragmented message of `FRAGMENT_BYTES` frames."""
+    if len(message) <= FRAGMENT_BYTES:
+        return message
+    view = memoryview(message)
+    return (view[start : start + FRAGMENT_BYTES] for start in range(0, len(view), FRAGMENT_BYTES))

@@ -105,6 +105,7 @@ def _serve(args: argparse.Namespace) -> int:
     import anyio
 
     from mcpdebug import http_auth
+    from mcpdebug.heap import keep_freed_buffers
     from mcpdebug.serve import ServeConfig, run
 
     logging.basicConfig(
@@ -113,6 +114,7 @@ def _serve(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     logging.getLogger("mcpdebug.ingest.websockets").setLevel(logging.WARNING)
+    keep_freed_buffers()
     from mcpdebug.app import GROUPS
 
     groups = [g.strip() for g in args.tools.split(",") if g.strip()] if args.tools else None
@@ -193,6 +195,9 @@ def _log_settings(args: argparse.Namespace) -> Any:
 
 
 def _process_session(args: argparse.Namespace) -> int:
+    from mcpdebug.heap import keep_freed_buffers
+
+    keep_freed_buffers()
     directory = find_dir(args.dir, create=True)
     if args.command == "run":
         from mcpdebug.processes import runner

@@ -248,9 +248,11 @@ class Outputs:
         try:
             offset = os.lseek(fd, 0, os.SEEK_END)
             try:
-                view, done = memoryview(data + b"\n"), 0
-                while done < len(view):
-                    done += os.write(fd, view[done:])
+                done = os.writev(fd, (data, b"\n"))  # no copy of a megabyte to add its newline
+                if done <= len(data):
+                    view = memoryview(data + b"\n")  # cut short: the rest, rarely
+                    while done < len(view):
+                        done += os.write(fd, view[done:])
             except OSError:
                 os.ftruncate(fd, offset)
                 raise
