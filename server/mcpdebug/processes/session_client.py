@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -189,14 +188,3 @@ class SessionClient:
             self.registered.set()
             if self.say is not None:
                 self.say(f'session "{label}" (run {self.run_id}) streaming to {self.sender.connected_url}')
-
-
-def stderr_say(prefix: str) -> Callable[[str], None]:
-    def say(message: str) -> None:
-        try:
-            sys.stderr.write(f"{prefix}: {message}\n")
-            sys.stderr.flush()
-        except (OSError, ValueError):
-            pass
-
-    return say
