@@ -192,6 +192,37 @@ def test_a_marker_wins_then_cli_then_env_then_ini(
         result.assert_outcomes(failed=1, deselected=2)
 
 
+def test_a_module_or_class_marker_times_its_tests(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_module_mark="""
+        import time
+        import pytest
+
+        pytestmark = pytest.mark.mcpdebug_timeout(0.5)
+
+        def test_hangs():
+            time.sleep(1000)
+        """,
+        test_class_mark="""
+        import time
+        import pytest
+
+        @pytest.mark.mcpdebug_timeout(0.5)
+        class TestGroup:
+            def test_hangs(self):
+                time.sleep(1000)
+
+        def test_untimed():
+            time.sleep(0.6)
+        """,
+    )
+    result = run_inner(pytester, "--mcp-debug", *QUICK)
+    result.assert_outcomes(failed=2, passed=1)
+    hangs = hang_lines(result.stdout.str())
+    assert hangs["test_module_mark.py::test_hangs"].endswith("(mcpdebug timeout of 0.5 s)"), hangs
+    assert hangs["test_class_mark.py::TestGroup::test_hangs"].endswith("(mcpdebug timeout of 0.5 s)")
+
+
 @pytest.mark.parametrize(
     ("where", "message"),
     [

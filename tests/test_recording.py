@@ -205,3 +205,52 @@ def test_server_killed_mid_run_loses_nothing(pytester: pytest.Pytester) -> None:
         assert run["counts"] == {"passed": 39, "failed": 1}
     finally:
         second.stop()
+
+
+def test_a_quick_test_is_one_event_and_keeps_its_place(pytester: pytest.Pytester) -> None:
+    """A test that ends within a tick sends no `TestStarted`: its `TestFinished` says where it is,
+    and its phases and output are recorded as before."""
+    pytester.makepyfile(
+        test_quick="""
+        import logging
+
+        def test_quick():
+            print("quick line")
+            logging.getLogger("app").warning("quick record")
+        """
+    )
+    result = run_inner(pytester, "--mcp-debug")
+    assert result.ret == 0
+    store = recorded(pytester.path / ".mcpdebug")
+    (run,) = store.runs()
+    test = store.test(run["run_id"], "test_quick.py::test_quick")
+    assert test is not None
+    assert (test["status"], test["file"], test["line"]) == ("passed", "test_quick.py", 3)
+    text = output_view.get_output(store, run, "test_quick.py::test_quick", phase="call").text
+    assert "quick line" in text and "WARNING app: quick record" in text
+
+
+def test_without_pytests_capture_plugin_records_keep_their_phase(pytester: pytest.Pytester) -> None:
+    """``-p no:capture``: no capture call to stand in front of; the phases come from hooks."""
+    pytester.makepyfile(
+        test_nocap="""
+        import logging
+        import pytest
+
+        @pytest.fixture
+        def resource():
+            logging.getLogger("app").warning("setting up")
+            yield
+            logging.getLogger("app").warning("tearing down")
+
+        def test_uses(resource):
+            logging.getLogger("app").warning("in the test")
+        """
+    )
+    result = run_inner(pytester, "--mcp-debug", "-p", "no:capture")
+    assert result.ret == 0
+    store = recorded(pytester.path / ".mcpdebug")
+    (run,) = store.runs()
+    nodeid = "test_nocap.py::test_uses"
+    for phase, text in (("setup", "setting up"), ("call", "in the test"), ("teardown", "tearing down")):
+        assert text in output_view.get_output(store, run, nodeid, phase=phase).text

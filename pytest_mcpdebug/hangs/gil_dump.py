@@ -10,6 +10,7 @@ No pytest import: the server uses it too.
 
 from __future__ import annotations
 
+import mmap
 import os
 import re
 from dataclasses import dataclass
@@ -66,18 +67,27 @@ class DumpFile:
         self._test_len = 0
         os.write(self.fd, first + b" " * (HEADER_SIZE - len(first) - 1) + b"\n")
         os.lseek(self.fd, HEADER_SIZE, os.SEEK_SET)
+        self._header = mmap.mmap(self.fd, HEADER_SIZE)
+        """The header, mapped: naming the running test is a copy into the page cache, not a system call
+        per test, and what is copied there outlives the process as a write would."""
 
     def fileno(self) -> int:
         return self.fd
 
     def set_test(self, nodeid: str) -> None:
-        """Name the test that runs now ("" between tests): one small write in place, so a dump, or
-        a file left behind by a process that vanished, says whose it is."""
-        text = f"{TEST}{nodeid}" if nodeid else ""
-        line = text.encode("utf-8", "replace")[: HEADER_SIZE - self._test_at - 2] + b"\n"
+        """Name the test that runs now ("" between tests), in place, so a dump, or a file left behind
+        by a process that vanished, says whose it is."""
+        line = b"\n"
+        if nodeid:
+            line = (TEST + nodeid).encode("utf-8", "replace")[: HEADER_SIZE - self._test_at - 2] + line
         # Only as many bytes as the last name took: the rest of the header is spaces already.
-        os.pwrite(self.fd, line.ljust(self._test_len), self._test_at)
+        at = self._test_at
+        self._header[at : at + max(len(line), self._test_len)] = line.ljust(self._test_len)
         self._test_len = len(line)
+
+    def clear_test(self) -> None:
+        """No test runs now: one byte, the name's line made empty (the rest of it reads as padding)."""
+        self._header[self._test_at] = 10  # "\n"
 
     def append(self, text: str) -> None:
         os.write(self.fd, text.encode("utf-8", "replace"))
@@ -85,6 +95,7 @@ class DumpFile:
     def close(self) -> None:
         """Close it, and remove it if nothing was dumped (the usual case)."""
         try:
+            self._header.close()
             dumped = os.fstat(self.fd).st_size > HEADER_SIZE
             os.close(self.fd)
         except OSError:

@@ -27,6 +27,7 @@ import pytest
 from pytest_mcpdebug import protocol
 from pytest_mcpdebug.hangs import gil_dump
 from pytest_mcpdebug.hangs.leaks import Leaks
+from pytest_mcpdebug.hangs.markers import MARKER, marked
 from pytest_mcpdebug.recording.reporter import Reporter
 from pytest_mcpdebug.recording.sender import Sender
 from pytest_mcpdebug.settings import HangSettings, parse_seconds
@@ -40,7 +41,6 @@ if TYPE_CHECKING:
     from pytest_mcpdebug.hangs.watchdog import Watchdog
     from pytest_mcpdebug.output.tail import OutputTail
 
-MARKER = "mcpdebug_timeout"
 STUCK_EXIT = 3
 """Exit status of a process ended because a hung test could not be interrupted."""
 
@@ -166,7 +166,7 @@ class Timeouts:
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         per_test = False
-        for item in items:
+        for item in items if self.settings.timeout is not None else marked(items):
             timeout, _ = self._resolve(item)  # a bad marker is an error before anything runs
             per_test = per_test or timeout is not None
         if (per_test or self._timed) and self.on_timed is not None:
@@ -291,6 +291,7 @@ class Timeouts:
         report.kind = "interrupted" if why.startswith("interrupted") else "killed"
         report.summary = f"{why}{doing}"
         self.hangs.append((nodeid, report))
+        self.reporter.announce()
         self.reporter.emit(
             protocol.HangDetected,
             nodeid=nodeid,
@@ -313,6 +314,7 @@ class Timeouts:
 
     def _on_hang(self, target: Target, report: protocol.HangReport) -> None:
         self.hangs.append((target.nodeid, report))
+        self.reporter.announce()
         self.reporter.emit(
             protocol.HangDetected,
             nodeid=target.nodeid,

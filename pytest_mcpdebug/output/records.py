@@ -25,34 +25,41 @@ def warning_line(message: Any) -> bytes:
     return text.encode("utf-8", "replace")
 
 
-Shown = tuple[Any, Any] | None
-
-
-def watch_warnings(seen: Callable[[Any], None]) -> Shown:
-    """Chain ``seen`` in front of the function ``warnings`` calls for each warning it shows.
+class WarningWatch:
+    """Sees each warning as it is issued, by standing in front of the function ``warnings`` calls to
+    show one.
 
     Inside a test pytest's ``catch_warnings(record=True)`` makes that function ``log.append``; pytest
     reads the log after the test, too late to place a warning among the lines printed around it.
     (A private hook of the ``warnings`` module, present in 3.10-3.13; without it warnings are still
-    recorded, after the phase.)
+    recorded, after the phase.) One bound method is put in place and taken out again per test, so
+    watching costs two attribute writes.
     """
-    original = getattr(warnings, "_showwarnmsg_impl", None)
-    if original is None:
-        return None
 
-    def show(message: Any) -> None:
+    def __init__(self, seen: Callable[[Any], None]) -> None:
+        self._seen = seen
+        self._next: Callable[[Any], None] | None = None
+
+    def start(self) -> bool:
+        """Watch from now on; False if already watching (a nested start must not stop it)."""
+        current = getattr(warnings, "_showwarnmsg_impl", None)
+        if current is None or current == self._show:
+            return False
+        self._next = current
+        warnings._showwarnmsg_impl = self._show  # type: ignore[attr-defined]
+        return True
+
+    def stop(self, started: bool = True) -> None:
+        """Stop watching, if ``started`` (what `start` returned) says this caller started it."""
+        if started and self._next is not None and getattr(warnings, "_showwarnmsg_impl", None) == self._show:
+            warnings._showwarnmsg_impl = self._next  # type: ignore[attr-defined]
+
+    def _show(self, message: Any) -> None:
         try:
-            seen(message)
+            self._seen(message)
         finally:
-            original(message)
-
-    warnings._showwarnmsg_impl = show  # type: ignore[attr-defined]
-    return original, show
-
-
-def unwatch_warnings(shown: Shown) -> None:
-    if shown is not None and getattr(warnings, "_showwarnmsg_impl", None) is shown[1]:
-        warnings._showwarnmsg_impl = shown[0]  # type: ignore[attr-defined]
+            if self._next is not None:
+                self._next(message)
 
 
 class RecordHandler(logging.Handler):

@@ -59,13 +59,3 @@ def source(capture: Any) -> Source | None:
     if buffer is not None and hasattr(buffer, "getvalue"):
         return BufferSource(buffer)
     return None
-
-
-def phase_section(report: Any, stream: str, when: str) -> str:
-    """What pytest's capture read of ``stream`` at the end of phase ``when`` ("" if nothing), from
-    the report's sections (``("Captured stdout call", text)``, as `pytest.Item.add_report_section`)."""
-    title = f"Captured {stream} {when}"
-    for name, content in getattr(report, "sections", ()):
-        if name == title:
-            return str(content)
-    return ""

@@ -3,9 +3,10 @@
 pytest's fd capture sends fds 1 and 2 of the whole process (print, C code, subprocesses) to
 temporary files and reads them only when a phase ends. A background thread reads the same files
 every `TICK` seconds with ``pread`` (which does not move pytest's file position) and sends what
-is new as numbered lines; the test thread reads the rest at the end of each phase, just before
-pytest empties the files. Log records come from a handler on the root logger and warnings from
-``pytest_warning_recorded``.
+is new as numbered lines; the rest is taken at the end of each phase, where pytest reads and
+empties the files (its ``snap``, which we wrap): a quiet test costs no read of its own. Which test
+and phase are running is told by the reporter's hooks and three one-line phase hooks. Log records
+come from a handler on the root logger and warnings from ``pytest_warning_recorded``.
 
 Output belongs to a *unit*: the test whose phase is running, or the process's own output outside
 tests ("" — collection, session-scoped fixtures being set up, records logged between tests). Lines
@@ -27,14 +28,8 @@ import pytest
 
 from pytest_mcpdebug import protocol
 from pytest_mcpdebug.output.lines import Stream, Unit, cut_long_lines
-from pytest_mcpdebug.output.records import (
-    RecordHandler,
-    pytest_log_level,
-    unwatch_warnings,
-    warning_line,
-    watch_warnings,
-)
-from pytest_mcpdebug.output.sources import phase_section, source
+from pytest_mcpdebug.output.records import RecordHandler, WarningWatch, pytest_log_level, warning_line
+from pytest_mcpdebug.output.sources import source
 
 # Timeouts
 TICK: Final = 0.1
@@ -50,8 +45,6 @@ RECENT_BYTES: Final = 4096
 TICK_BYTES: Final = 16 * READ_BYTES
 """Most a tick reads per stream; a test writing faster is caught up at the next ticks (the data waits
 in pytest's file on disk, not in memory)."""
-
-_TEST_PHASES: Final = frozenset(("setup", "call", "teardown"))
 
 Emit = Callable[..., None]
 """``emit(event_type, **fields)``: numbers and queues one event (`Reporter.emit`)."""
@@ -77,7 +70,12 @@ class OutputTail:
         self._streams = (Stream("stdout", max_line), Stream("stderr", max_line))
         self._tailing = False
         self._stopped = False
-        self._deferred: tuple[Unit, str] | None = None
+        self._warnings = WarningWatch(self._live_warning)
+        self._watching = False
+        self._pytest_capture: tuple[Callable[..., Any], Callable[[], Any]] | None = None
+        """pytest's own ``item_capture`` and ``read_global_capture``, while ours stand in front of them."""
+        self._partial = False
+        """Some of the running unit's output was read already (the files' offsets are not 0)."""
         self._records: collections.deque[tuple[Unit, str, float, str]] = collections.deque()
         self._handler = RecordHandler(self)
         self._warnings_sent: set[int] = set()
@@ -111,12 +109,27 @@ class OutputTail:
         if level is not None:
             self._handler.setLevel(level)
         logging.getLogger().addHandler(self._handler)
+        capman = self._capman
+        if hasattr(capman, "item_capture") and hasattr(capman, "read_global_capture"):
+            # Stand in front of pytest's per-phase capture calls: no hook of our own runs per phase.
+            self._pytest_capture = (capman.item_capture, capman.read_global_capture)
+            capman.item_capture, capman.read_global_capture = self._item_capture, self._read_capture
+        else:  # -p no:capture: nothing to read, but records and warnings still need their phase
+            self.config.pluginmanager.register(PhaseHooks(self), PhaseHooks.NAME)
 
     def stop(self) -> None:
         logging.getLogger().removeHandler(self._handler)
         with self._lock:
             self._stopped = True
             self._send_records()
+            if self._pytest_capture is not None:
+                for name in ("item_capture", "read_global_capture"):
+                    with contextlib.suppress(AttributeError):
+                        delattr(self._capman, name)
+                self._pytest_capture = None
+        phases = self.config.pluginmanager.get_plugin(PhaseHooks.NAME)
+        if phases is not None:
+            self.config.pluginmanager.unregister(phases, PhaseHooks.NAME)
 
     def tick(self) -> None:
         """From the sender thread every `TICK` (`Sender.on_tick`), just before it sends: what the
@@ -134,7 +147,84 @@ class OutputTail:
         finally:
             self._lock.release()
 
-    # Switching units ------------------------------------------------------------------------------
+    # Tests: pytest's capture of each phase, wrapped --------------------------------------------------
+
+    def begin_test(self, nodeid: str) -> None:
+        """What is written from now on is ``nodeid``'s set-up."""
+        with self._lock:
+            self._attach()
+            unit = self._units.get(nodeid)
+            if unit is None:
+                unit = self._units[nodeid] = Unit(nodeid)
+            self._unit, self._phase, self._tailing = unit, "setup", True
+        self._watching = self._warnings.start()
+
+    def end_test(self) -> None:
+        """From `pytest_runtest_logfinish`: the test's output was taken when pytest read its files."""
+        if self._watching:
+            self._warnings.stop()
+            self._watching = False
+        with self._lock:
+            self._unit, self._phase, self._tailing = self._units[""], "", False
+            if self._records:
+                self._send_records()
+
+    def phase(self, item: pytest.Item, when: str) -> None:
+        """``item``'s phase ``when`` starts."""
+        if when == "setup":
+            self.begin_test(item.nodeid)
+        else:
+            self._phase = when
+        if when == "teardown" and self._session_fixtures_unmarked:
+            # Runs first when the session is torn down (finalizers run last-in, first-out), i.e.
+            # after this test's own fixtures and before every session fixture set up so far.
+            with contextlib.suppress(Exception):  # the session not being set up is no reason to fail
+                item.session.addfinalizer(self._session_teardown_begins)
+                self._session_fixtures_unmarked = False
+
+    def _item_capture(self, when: str, item: pytest.Item) -> Any:
+        """pytest's ``item_capture(when, item)``, which runs each phase of each test."""
+        self.phase(item, when)
+        assert self._pytest_capture is not None
+        return self._pytest_capture[0](when, item)
+
+    def _attach(self) -> None:
+        """Find pytest's capture files (once per capture object: pytest keeps one per session)."""
+        capturing = getattr(self._capman, "_global_capturing", None)
+        if capturing is self._attached_to:
+            return
+        self._attached_to = capturing
+        for stream in self._streams:
+            stream.source = source(getattr(capturing, "out" if stream.name == "stdout" else "err", None))
+
+    def _read_capture(self) -> Any:
+        """pytest's ``read_global_capture``: pytest reads and empties its files there (at the end of
+        each phase, or when --pdb shows the output), so that is where the rest of the running unit's
+        output is taken. A phase of which nothing was read yet (the usual short test) costs no read
+        of its own: its text is the one pytest just read."""
+        assert self._pytest_capture is not None
+        read = self._pytest_capture[1]
+        with self._lock:
+            if self._partial or self._records:
+                self._read(None)
+                self._flush_lines()
+                result = read()
+                for stream in self._streams:
+                    stream.offset = 0
+                self._partial = False
+                return result
+            result = read()
+            if result[0] or result[1]:
+                now = time.time()
+                for stream, text in zip(self._streams, (result[0], result[1]), strict=True):
+                    if text:
+                        block, count = stream.splitter.feed(str(text).encode("utf-8", "replace"))
+                        if count:
+                            self._send(self._unit, self._phase, stream.name, block, now, count)
+                        self._flush_stream(stream)
+            return result
+
+    # Collection and session fixtures: wrappers around what they run --------------------------------
 
     def _begin(self, nodeid: str, phase: str) -> tuple[Unit, str, bool]:
         """Start reading pytest's capture for ``nodeid``'s phase; returns what to restore after."""
@@ -151,48 +241,22 @@ class OutputTail:
             self._unit, self._phase, self._tailing = unit, phase, True
             return previous
 
-    def _end(self, previous: tuple[Unit, str, bool], *, emptied: bool) -> None:
-        """Read the rest of the phase's output; ``emptied``: pytest is about to empty its files.
-
-        A test phase of which nothing was read yet (the usual short test) is not read here at all:
-        pytest reads its files in a moment and puts their text in the report's sections, which
-        `pytest_runtest_makereport` sends, so a quiet test costs no read of its own.
-        """
+    def _end(self, previous: tuple[Unit, str, bool]) -> None:
+        """Read the rest of what ran (pytest's ``snap``, if it comes next, finds it read)."""
         with self._lock:
-            if emptied and self._phase in _TEST_PHASES and self._untouched():
-                self._deferred = (self._unit, self._phase)
-                if self._records:
-                    self._send_records()
-            else:
-                self._read(None)
-                self._flush_lines()
+            self._read(None)
+            self._flush_lines()
             self._unit, self._phase, self._tailing = previous
-            if emptied:
-                for stream in self._streams:
-                    stream.offset = 0
 
-    def _attach(self) -> None:
-        """Find pytest's capture files (once per capture object: pytest keeps one per session)."""
-        capturing = getattr(self._capman, "_global_capturing", None)
-        if capturing is self._attached_to and capturing is not None:
-            return
-        self._attached_to = capturing
-        for stream in self._streams:
-            stream.source = source(getattr(capturing, "out" if stream.name == "stdout" else "err", None))
-
-    def _untouched(self) -> bool:
-        out, err = self._streams
-        return not (out.offset or err.offset or out.splitter.holding or err.splitter.holding)
-
-    def _tail_phase(self, nodeid: str, phase: str, *, emptied: bool = True) -> Generator[None, Any, Any]:
+    def _tail_phase(self, nodeid: str, phase: str) -> Generator[None, Any, Any]:
         """The body of a wrapper hook: tail the output of what runs at the ``yield``."""
         previous = self._begin(nodeid, phase)
-        shown = watch_warnings(self._live_warning)
+        watching = self._warnings.start()
         try:
             return (yield)
         finally:
-            unwatch_warnings(shown)
-            self._end(previous, emptied=emptied)
+            self._warnings.stop(watching)
+            self._end(previous)
 
     def _session_teardown_begins(self) -> None:
         """From here on, the last test's teardown phase runs the session's fixtures' teardown."""
@@ -210,48 +274,6 @@ class OutputTail:
             self._send(self._unit, self._phase, "warnings", warning_line(message), time.time())
             self._warnings_sent.add(id(message))
 
-    # Hooks: innermost wrappers, so they run inside pytest's capture of each phase ------------------
-
-    @pytest.hookimpl(wrapper=True, trylast=True)
-    def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, Any, Any]:
-        return (yield from self._tail_phase(item.nodeid, "setup"))
-
-    @pytest.hookimpl(wrapper=True, trylast=True)
-    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
-        return (yield from self._tail_phase(item.nodeid, "call"))
-
-    @pytest.hookimpl(wrapper=True, trylast=True)
-    def pytest_runtest_teardown(self, item: pytest.Item) -> Generator[None, Any, Any]:
-        if self._session_fixtures_unmarked:
-            # Runs first when the session is torn down (finalizers run last-in, first-out), i.e.
-            # after this test's own fixtures and before every session fixture set up so far.
-            with contextlib.suppress(Exception):  # the session not being set up is no reason to fail
-                item.session.addfinalizer(self._session_teardown_begins)
-                self._session_fixtures_unmarked = False
-        return (yield from self._tail_phase(item.nodeid, "teardown"))
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: Any) -> Generator[None, Any, Any]:
-        """The output of a phase `_end` left to pytest, from the sections pytest just filled."""
-        try:
-            report = yield
-        finally:
-            deferred, self._deferred = self._deferred, None
-        if deferred is not None and report.sections and deferred[0].nodeid == item.nodeid:
-            unit, phase = deferred
-            with self._lock:
-                now = time.time()
-                for stream in self._streams:
-                    text = phase_section(report, stream.name, phase)
-                    if text:
-                        block, count = stream.splitter.feed(text.encode("utf-8", "replace"))
-                        if count:
-                            self._send(unit, phase, stream.name, block, now, count)
-                        line, count = stream.splitter.flush()
-                        if count:
-                            self._send(unit, phase, stream.name, line, now, count)
-        return report
-
     @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_make_collect_report(self, collector: pytest.Collector) -> Generator[None, Any, Any]:
         if not isinstance(collector, pytest.File):
@@ -266,7 +288,7 @@ class OutputTail:
         self._session_fixtures_unmarked = True
         if not self._tailing:
             return (yield)
-        return (yield from self._tail_phase("", "fixture", emptied=False))
+        return (yield from self._tail_phase("", "fixture"))
 
     def pytest_warning_recorded(self, warning_message: Any, when: str, nodeid: str, location: Any) -> None:
         """Warnings not seen as they were issued (at collection, or with no phase running)."""
@@ -281,50 +303,55 @@ class OutputTail:
     # Reading --------------------------------------------------------------------------------------
 
     def _read(self, budget: int | None, *, wait: bool = True) -> None:
-        """Send what is new in pytest's files (everything, if ``budget`` is None). Lock held.
-
-        A phase that wrote nothing costs one empty ``pread`` per stream: no ``fstat``, no clock.
-        """
+        """Send what is new in pytest's files (everything, if ``budget`` is None). Lock held."""
         if self._records:
             self._send_records()
         for stream in self._streams:
-            source = stream.source
-            if source is None:
-                continue
-            try:
-                left = -1 if budget is None else budget  # -1: up to where the file ends now
-                while left:
-                    want = READ_BYTES if left < 0 else min(left, READ_BYTES)
-                    data = source.read(stream.offset, want)
-                    if not data:
-                        size = source.size() if stream.offset else 0
-                        if size < stream.offset:  # emptied by someone else (e.g. --pdb reading it)
-                            self.lost_bytes += stream.offset - size
-                            stream.offset = 0
-                            continue
-                        break
-                    if left < 0 and len(data) == want:  # a lot waits: stop where it ends now
-                        left = max(source.size() - stream.offset, len(data))
-                    if wait:
-                        self.wait_for_room()
-                    stream.offset += len(data)
-                    if left > 0:
-                        left -= len(data)
-                    block, count = stream.splitter.feed(data)
-                    if count:
-                        self._send(self._unit, self._phase, stream.name, block, time.time(), count)
-                    if len(data) < want:
-                        break
-            except (OSError, ValueError):
-                stream.source = None  # pytest closed its file (session over): nothing more to read
+            self._read_stream(stream, budget, wait=wait)
+
+    def _read_stream(self, stream: Stream, budget: int | None, *, wait: bool = True) -> None:
+        """A stream that wrote nothing costs one empty ``pread``: no ``fstat``, no clock."""
+        source = stream.source
+        if source is None:
+            return
+        try:
+            left = -1 if budget is None else budget  # -1: up to where the file ends now
+            while left:
+                want = READ_BYTES if left < 0 else min(left, READ_BYTES)
+                data = source.read(stream.offset, want)
+                if not data:
+                    size = source.size() if stream.offset else 0
+                    if size < stream.offset:  # emptied by someone else than pytest's snap
+                        self.lost_bytes += stream.offset - size
+                        stream.offset = 0
+                        continue
+                    break
+                if left < 0 and len(data) == want:  # a lot waits: stop where it ends now
+                    left = max(source.size() - stream.offset, len(data))
+                if wait:
+                    self.wait_for_room()
+                stream.offset += len(data)
+                self._partial = True
+                if left > 0:
+                    left -= len(data)
+                block, count = stream.splitter.feed(data)
+                if count:
+                    self._send(self._unit, self._phase, stream.name, block, time.time(), count)
+                if len(data) < want:
+                    break
+        except (OSError, ValueError):
+            stream.source = None  # pytest closed its file (session over): nothing more to read
 
     def _flush_lines(self) -> None:
         """The unfinished last line of each stream ends with its phase."""
         for stream in self._streams:
-            if stream.splitter.holding:
-                line, count = stream.splitter.flush()
-                if count:
-                    self._send(self._unit, self._phase, stream.name, line, time.time(), count)
+            self._flush_stream(stream)
+
+    def _flush_stream(self, stream: Stream) -> None:
+        if stream.splitter.holding:
+            line, count = stream.splitter.flush()
+            if count:
+                self._send(self._unit, self._phase, stream.name, line, time.time(), count)
 
     def _send_records(self) -> None:
         """Queued log records, as runs of consecutive records of one unit and phase."""
@@ -399,3 +426,25 @@ class OutputTail:
                 except (OSError, ValueError):
                     return False
         return False
+
+
+class PhaseHooks:
+    """Without pytest's capture plugin (``-p no:capture``) there is no capture call to stand in front
+    of: the phases are seen through hooks instead."""
+
+    NAME = "mcpdebug-output-phases"
+
+    def __init__(self, tail: OutputTail) -> None:
+        self.tail = tail
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        self.tail.phase(item, "setup")
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> None:
+        self.tail.phase(item, "call")
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_teardown(self, item: pytest.Item) -> None:
+        self.tail.phase(item, "teardown")

@@ -294,6 +294,9 @@ class TestFinished(EventBase, tag="test_finished"):
     attempt: Int = 1
     """Which run of the test this was (pytest-rerunfailures runs a failing test again): an attempt
     that will be run again ends ``rerun``; the last one has the outcome pytest reports."""
+    file: str = ""
+    line: Int | None = None
+    """Where the test is, as in `TestStarted`, which a test that ends within a tick never sends."""
 
 
 class Held(EventBase, tag="held"):

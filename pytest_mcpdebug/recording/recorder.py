@@ -221,7 +221,8 @@ class Recorder:
             )
             self.config.pluginmanager.register(self.tail, _TAIL)
             self.tail.start()
-            self.sender.on_tick = self.tail.tick
+            self.reporter.tail = self.tail
+            self.sender.on_tick = self._tick
         # Every process, the controller too: it keeps the session timeout and records kills.
         dump = (
             None
@@ -345,6 +346,8 @@ class Recorder:
             self.tail.stop()
             self.config.pluginmanager.unregister(self.tail, _TAIL)
             self.tail = None
+            if self.reporter is not None:
+                self.reporter.tail = None
         self.sender.close()
         if self.inspector is not None:
             self.config.pluginmanager.unregister(self.inspector, _INSPECTOR)
@@ -354,6 +357,15 @@ class Recorder:
         diagnosis_parts.stop(self.config, self._diagnosis_parts)
         if self.reporter is not None:
             self.config.pluginmanager.unregister(self.reporter, _REPORTER)
+
+    def _tick(self) -> None:
+        """The sender thread's periodic look (`Sender.on_tick`): a test running longer than a tick is
+        announced, then what it wrote is read."""
+        reporter, tail = self.reporter, self.tail
+        if reporter is not None:
+            reporter.announce()
+        if tail is not None:
+            tail.tick()
 
     def _emit_code_version(self, commit: str, changes: str, note: str) -> None:
         if self.reporter is not None and not self._closed:

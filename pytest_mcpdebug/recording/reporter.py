@@ -8,13 +8,13 @@ process that ran it, and attributed to its worker.
 
 from __future__ import annotations
 
-import contextlib
+import math
 import os
 import platform
 import socket
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import pytest
 
@@ -23,8 +23,12 @@ from pytest_mcpdebug.recording.sender import Sender
 
 if TYPE_CHECKING:
     from pytest_mcpdebug.hangs.gil_dump import DumpFile
+    from pytest_mcpdebug.output.tail import OutputTail
 
 Role = Literal["main", "controller", "worker"]
+Phase = tuple[str, str, bool, float, str, float | None]
+"""(when, outcome, was an xfail, duration, message, finished) of one phase of the running test;
+``finished`` only for a quiet pass, which has no event of its own."""
 
 
 class Reporter:
@@ -40,8 +44,7 @@ class Reporter:
         """When the run started (handed on to a process that replaces this one)."""
         self.collected_before = 0
         """Tests a replaced process ran, left out of this one's collection but not of the run's."""
-        self._phases: dict[str, list[tuple[str, str, bool, float, str]]] = {}
-        self._passed: dict[str, list[protocol.PassedPhase]] = {}
+        self._phases: dict[str, list[Phase]] = {}
         self._collected_sent = False
         self.tests_recorded = 0
         self.current: str | None = None
@@ -49,6 +52,11 @@ class Reporter:
         self.location: tuple[str, int | None, str] | None = None
         self.dump: DumpFile | None = None
         """The crash dump file whose header names the running test (`hangs.gil_dump`), if any."""
+        self.tail: OutputTail | None = None
+        """The output tail, told here when a test starts and ends (no per-test hooks of its own)."""
+        self._running: tuple[str, tuple[str, int | None, str], float] | None = None
+        """(nodeid, location, start time) of the test running now, until its `TestFinished`."""
+        self._announced: tuple[str, tuple[str, int | None, str], float] | None = None
 
     def emit(self, event_type: type[protocol.Event], **fields: Any) -> None:
         """Number and queue an event; safe from any thread (output is sent from a background one).
@@ -109,71 +117,118 @@ class Reporter:
         self.current, self.location = nodeid, location
         if self.role == "controller":
             return
+        self._running = (nodeid, location, time.time())
         if self.dump is not None:
-            with contextlib.suppress(OSError):
+            try:
                 self.dump.set_test(nodeid)  # a crash's dump, or a vanished process's file, says whose
-        line = location[1]
-        self.emit(
-            protocol.TestStarted,
-            nodeid=nodeid,
-            worker=self.worker,
-            file=location[0],
-            line=None if line is None else line + 1,
-        )
+            except (OSError, ValueError):
+                self.dump = None
+
+    def announce(self) -> None:
+        """`TestStarted` of the running test, once: from the sender thread's tick when the test runs
+        longer than a tick, or before anything but its quiet end. A quick passing test costs one
+        event, its `TestFinished`, which carries where it is; a process killed mid-test is
+        attributed from the dump file's header (`hangs.gil_dump`), written at each test's start."""
+        running = self._running
+        if running is None or running is self._announced:
+            return
+        with self._lock:
+            if self._running is not running or self._announced is running:
+                return
+            self._announced = running
+            nodeid, location, started = running
+            self._seq += 1
+            self.sender.send(
+                protocol.TestStarted(
+                    run_id=self.run_id,
+                    process=self.process,
+                    seq=self._seq,
+                    ts=started,
+                    nodeid=nodeid,
+                    worker=self.worker,
+                    file=location[0],
+                    line=None if location[1] is None else location[1] + 1,
+                )
+            )
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if self.role == "controller":
             return
         nodeid = report.nodeid
-        when = report.when or "call"
-        outcome = report.outcome
-        wasxfail = getattr(report, "wasxfail", None)
-        if outcome == "passed" and wasxfail is None:  # a quiet pass: no event of its own
-            message = ""
-            quiet = self._passed.get(nodeid)
-            if quiet is None:
-                quiet = self._passed[nodeid] = []
-            quiet.append(protocol.PassedPhase(when, report.duration, time.time()))
-        else:
-            message = _message(report)
-            self.emit(
-                protocol.PhaseFinished,
-                nodeid=nodeid,
-                worker=self.worker,
-                when=when,
-                outcome=outcome,
-                duration=report.duration,
-                message=message,
-                longrepr=protocol.clip(str(report.longrepr)) if outcome in ("failed", "rerun") else "",
-                wasxfail=wasxfail,
-            )
         phases = self._phases.get(nodeid)
         if phases is None:
             phases = self._phases[nodeid] = []
-        phases.append((when, outcome, wasxfail is not None, report.duration, message))
+        when = report.when or "call"
+        wasxfail = getattr(report, "wasxfail", None)
+        if report.outcome == "passed" and wasxfail is None:  # a quiet pass: no event of its own
+            phases.append((when, "passed", False, report.duration, "", time.time()))
+        else:
+            self._phase_finished(report, when, wasxfail, phases)
         if when == "teardown":
-            del self._phases[nodeid]
-            passed = self._passed.pop(nodeid, [])
-            final = "passed" if len(passed) == len(phases) else final_outcome([p[:3] for p in phases])
-            self.tests_recorded += 1
-            self.emit(
-                protocol.TestFinished,
-                nodeid=nodeid,
-                worker=self.worker,
-                outcome=final,
-                duration=sum(p[3] for p in phases),
-                message=next((p[4] for p in phases if p[4]), ""),
-                passed_phases=passed,
-                attempt=getattr(report, "rerun", 0) + 1,  # pytest-rerunfailures numbers its attempts
+            self._test_finished(report, phases)
+
+    def _phase_finished(
+        self, report: pytest.TestReport, when: str, wasxfail: str | None, phases: list[Phase]
+    ) -> None:
+        self.announce()
+        outcome = report.outcome
+        message = _message(report)
+        self.emit(
+            protocol.PhaseFinished,
+            nodeid=report.nodeid,
+            worker=self.worker,
+            when=when,
+            outcome=outcome,
+            duration=report.duration,
+            message=message,
+            longrepr=protocol.clip(str(report.longrepr)) if outcome in ("failed", "rerun") else "",
+            wasxfail=wasxfail,
+        )
+        phases.append((when, outcome, wasxfail is not None, report.duration, message, None))
+
+    def _test_finished(self, report: pytest.TestReport, phases: list[Phase]) -> None:
+        """The test's one event when it passed quietly: built directly, the cheapest way there is."""
+        nodeid = report.nodeid
+        del self._phases[nodeid]
+        # (when, duration, finished): the wire form of `protocol.PassedPhase` (an array), unbuilt.
+        passed = [(p[0], p[3] if math.isfinite(p[3]) else 0.0, p[5]) for p in phases if p[5] is not None]
+        final = "passed" if len(passed) == len(phases) else final_outcome([p[:3] for p in phases])
+        self.tests_recorded += 1
+        self._running = None  # from here on the tick has nothing to announce
+        file, line, _ = report.location
+        with self._lock:
+            self._seq += 1
+            self.sender.send(
+                protocol.TestFinished(
+                    run_id=self.run_id,
+                    process=self.process,
+                    seq=self._seq,
+                    ts=time.time(),
+                    nodeid=nodeid,
+                    worker=self.worker,
+                    outcome=final,
+                    duration=sum(p[3] for p in phases),
+                    message=next((p[4] for p in phases if p[4]), ""),
+                    passed_phases=cast("list[protocol.PassedPhase]", passed),
+                    attempt=getattr(report, "rerun", 0) + 1,  # pytest-rerunfailures numbers its attempts
+                    file=file,
+                    line=None if line is None else line + 1,
+                )
             )
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logfinish(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
         """The test's outcome and its last lines reach the kernel before the next test starts."""
-        self.current = None
+        self.current = self._running = None
+        if self.role == "controller":
+            return
+        if self.tail is not None:
+            self.tail.end_test()
         if self.dump is not None:
-            with contextlib.suppress(OSError):
-                self.dump.set_test("")
+            try:
+                self.dump.clear_test()
+            except (OSError, ValueError):
+                self.dump = None
         self.sender.checkpoint()
 
     @pytest.hookimpl(tryfirst=True)
@@ -184,6 +239,7 @@ class Reporter:
         from pytest_mcpdebug.failures import doctests
         from pytest_mcpdebug.failures.snapshot import take
 
+        self.announce()
         exc = call.excinfo.value
         try:
             snapshot = doctests.take(exc) or take(

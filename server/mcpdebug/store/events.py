@@ -68,10 +68,18 @@ def _collection_error(db: sqlite3.Connection, e: protocol.CollectionError) -> No
     )
 
 
-def _ensure_test(db: sqlite3.Connection, run_id: str, nodeid: str, worker: str, ts: float) -> None:
+def _ensure_test(
+    db: sqlite3.Connection,
+    run_id: str,
+    nodeid: str,
+    worker: str,
+    ts: float,
+    file: str = "",
+    line: int | None = None,
+) -> None:
     db.execute(
-        "INSERT OR IGNORE INTO tests (run_id, nodeid, worker, started) VALUES (?, ?, ?, ?)",
-        (run_id, nodeid, worker, ts),
+        "INSERT OR IGNORE INTO tests (run_id, nodeid, worker, started, file, line) VALUES (?, ?, ?, ?, ?, ?)",
+        (run_id, nodeid, worker, ts, file, line),
     )
 
 
@@ -94,7 +102,8 @@ def _phase_finished(db: sqlite3.Connection, e: protocol.PhaseFinished) -> None:
 
 
 def _test_finished(db: sqlite3.Connection, e: protocol.TestFinished) -> None:
-    _ensure_test(db, e.run_id, e.nodeid, e.worker, e.ts - e.duration)
+    # A test that ended within a tick of its start sent no `TestStarted`: this creates its row.
+    _ensure_test(db, e.run_id, e.nodeid, e.worker, e.ts - e.duration, e.file, e.line)
     history.record_test(db, e)
     if e.passed_phases:
         db.executemany(
