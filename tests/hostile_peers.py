@@ -212,7 +212,10 @@ def _message(rng: random.Random, events: list[protocol.Event]) -> Message:
     if what == 13:  # packed, one event made wrong
         items: list[Any] = [msgspec.to_builtins(e) for e in batch]
         items[rng.randrange(len(items))] = _mutated_fields(rng, rng.choice(batch))
-        return msgspec.msgpack.encode(items)
+        try:
+            return msgspec.msgpack.encode(items)
+        except (OverflowError, UnicodeEncodeError):  # what msgpack cannot hold (a huge int, a lone
+            return json.dumps(items)  # surrogate) goes as JSON instead
     if what == 14:  # packed, cut short or with bytes after it
         data = protocol.packed_message([protocol.pack(e) for e in batch])
         return data[: rng.randrange(1, len(data))] if rng.random() < 0.7 else data + rng.randbytes(3)
