@@ -105,7 +105,6 @@ def _serve(args: argparse.Namespace) -> int:
     import anyio
 
     from mcpdebug import http_auth
-    from mcpdebug.heap import keep_freed_buffers
     from mcpdebug.serve import ServeConfig, run
 
     logging.basicConfig(
@@ -114,7 +113,6 @@ def _serve(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     logging.getLogger("mcpdebug.ingest.websockets").setLevel(logging.WARNING)
-    keep_freed_buffers()
     from mcpdebug.app import GROUPS
 
     groups = [g.strip() for g in args.tools.split(",") if g.strip()] if args.tools else None

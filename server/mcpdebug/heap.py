@@ -1,11 +1,12 @@
-"""Keeping freed megabyte buffers for reuse, in the processes that move output in bulk.
+"""Keeping freed megabyte buffers for reuse, in `mcpdebug run`, which moves output in bulk.
 
-`mcpdebug run` and `mcpdebug serve` handle output a megabyte at a time: a read, a message, its masked
-copy, the decoded events. glibc gives large freed blocks back to the kernel (``munmap``, or trimming
-the heap's top), so the next buffer faults in fresh zeroed pages: for 100 MB of output that was about
-0.1 s of system time in each process, a third of the runner's CPU. Raising the thresholds keeps those
-blocks in the heap; what stays allocated is bounded by the largest backlog a process holds (the
-sender's limits, a message's size), not by how much output passes through.
+The runner handles output a megabyte at a time: a read, the lines cut from it, a message, its masked
+copy. glibc gives large freed blocks back to the kernel (``munmap``, or trimming the heap's top), so
+the next buffer faults in fresh zeroed pages: for 100 MB of output that was ~0.1 s of system time, a
+third of the runner's CPU. Raising the thresholds keeps those blocks in the heap; what stays allocated
+is bounded by the largest backlog the runner holds (the sender's limits), not by how much output
+passes through. (`mcpdebug serve` keeps glibc's defaults: tuned the same way, its lines took ~10 ms
+longer to be visible, for little CPU saved.) Never in a test process: its memory is the user's.
 
 A process that is not on glibc (macOS, musl) keeps its allocator's defaults.
 """
