@@ -74,6 +74,8 @@ class Sender(Link):
         1 s to 30 s, as seed 004 says). ``interval``: how often the thread wakes to send what is
         queued (and to call `on_tick`)."""
         self.interval = interval
+        self.fragment_bytes = FRAGMENT_BYTES
+        """Largest frame of a message (0: whole messages, for a process that keeps freed buffers)."""
         self._hello = hello
         self._reconnect = reconnect
         self._retry_delay = reconnect[0]
@@ -320,7 +322,7 @@ class Sender(Link):
                     end += 1
                 run = items[start:end]
                 message = b"\n".join(run) if json else protocol.packed_message(run)  # type: ignore[arg-type]
-                self._ws.send(_fragments(message))
+                self._ws.send(_fragments(message, self.fragment_bytes))
                 start = end
 
     # Spool ----------------------------------------------------------------------------------------
@@ -337,9 +339,9 @@ class Sender(Link):
         self._append_spool(self._drain())
 
 
-def _fragments(message: bytes) -> bytes | Iterator[memoryview]:
-    """A message as it is sent: whole, or as a fragmented message of `FRAGMENT_BYTES` frames."""
-    if len(message) <= FRAGMENT_BYTES:
+def _fragments(message: bytes, size: int) -> bytes | Iterator[memoryview]:
+    """A message as it is sent: whole, or as a fragmented message of frames of ``size`` bytes."""
+    if not size or len(message) <= size:
         return message
     view = memoryview(message)
-    return (view[start : start + FRAGMENT_BYTES] for start in range(0, len(view), FRAGMENT_BYTES))
+    return (view[start : start + size] for start in range(0, len(view), size))

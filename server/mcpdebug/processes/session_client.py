@@ -96,6 +96,9 @@ class SessionClient:
             reconnect=RECONNECT,
         )
         self.sender.on_frame = self._on_frame
+        # `mcpdebug run` and `forward` keep freed buffers (`mcpdebug.heap`): whole messages cost them
+        # no fresh pages, and the server no reassembly
+        self.sender.fragment_bytes = 0
 
     # Life cycle ---------------------------------------------------------------------------------
 
