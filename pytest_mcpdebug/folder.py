@@ -35,12 +35,13 @@ class FolderError(ValueError):
 
 def is_store(path: Path) -> bool:
     """Whether ``path`` is a store this project made: it has our ``.gitignore`` (written first, unless
-    the disk was full), a store database, or spool files (``spool/*.jsonl``). A project's own
+    the disk was full), a store database, or spool files (``spool/*.jsonl``, ``spool/*.wal``). A project's own
     ``output/`` folder, or a ``spool/`` folder of other files, proves nothing."""
     if (path / STORE_FILE).is_file():
         return True
     try:
-        if any((path / SPOOL_DIR).glob(f"*{SPOOL_SUFFIX}")):
+        spool = path / SPOOL_DIR
+        if any(spool.glob(f"*{SPOOL_SUFFIX}")) or any(spool.glob(f"*{WAL_SUFFIX}")):
             return True
     except OSError:
         pass

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    from pytest_mcpdebug.recording.recorder import Recorder
     from pytest_mcpdebug.services import Services
 
 from pytest_mcpdebug import settings
@@ -37,13 +38,12 @@ def pytest_configure(config: pytest.Config) -> None:
     if workerinput is not None:
         shared = workerinput.get("mcpdebug")
         if shared:
-            from pytest_mcpdebug.recording.recorder import Recorder
-
+            Recorder = _import_recorder()
             _register(config, lambda: Recorder.for_worker(config, shared))
         return
     if not settings.is_enabled(config):
         return
-    from pytest_mcpdebug.recording.recorder import Recorder
+    Recorder = _import_recorder()
 
     resolved = settings.resolve(config)  # a bad setting is the user's to fix: a usage error
     _register(config, lambda: Recorder.for_controller(config, resolved))
@@ -58,6 +58,15 @@ def pytest_configure(config: pytest.Config) -> None:
         debug = in_tests.from_environment()
         if debug is not None:
             config.pluginmanager.register(in_tests.DebugRun(config, *debug), _DEBUG)
+
+
+def _import_recorder() -> type[Recorder]:
+    """The recording machinery, imported with the collector paused (`quiet_gc`)."""
+    from pytest_mcpdebug.quiet_gc import collector_paused
+
+    with collector_paused():
+        from pytest_mcpdebug.recording.recorder import Recorder
+    return Recorder
 
 
 def _register(config: pytest.Config, make: Callable[[], object]) -> None:

@@ -72,6 +72,24 @@ def test_garbage_in_a_spool_file_is_skipped_once_and_the_file_set_aside(
     assert ingest_spool(store).files == 0  # set aside: never read again
 
 
+def test_a_write_ahead_copy_ends_at_its_first_nul_without_damage(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A process killed while copying a test's end into its mapped ``.wal``: whole lines, then part
+    of one, then the room the file was grown by (NULs). Every whole event is kept, nothing is called
+    damaged, and the copy of a finished process is removed."""
+    events = finished_run(Events(RUN, process="main-9"), pid=dead_pid())
+    lines = [protocol.encode(e) + b"\n" for e in events]
+    cut = lines[-1][: len(lines[-1]) // 2]
+    wal = write_spool(tmp_path, f"{RUN}.main-9.wal", [*lines[:-1], cut, b"\0" * 1_048_576])
+    store = Store(tmp_path)
+    with caplog.at_level(logging.WARNING, "mcpdebug.ingest"):
+        report = ingest_spool(store)
+    assert report.new == len(events) - 1 and report.bad_lines == 0 and not report.damaged
+    assert "damaged" not in caplog.text
+    assert not (wal.parent / DAMAGED_DIR / wal.name).exists()
+
+
 def test_a_huge_file_of_nuls_is_read_once_in_bounded_memory(tmp_path: Path) -> None:
     spool = spool_dir(tmp_path) / f"{RUN}.gw0-1.jsonl"
     spool.parent.mkdir(parents=True)

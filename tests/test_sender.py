@@ -7,6 +7,7 @@ the next server start-up or `ingest_spool` takes it in), and `send()` must stay 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import time
@@ -60,11 +61,11 @@ def make_events(seqs: Sequence[int] | range, message: str = "") -> list[Event]:
     return events
 
 
-def new_sender(directory: Path, discover: Discover) -> Sender:
+def new_sender(directory: Path, discover: Discover, **options: float) -> Sender:
     hello = protocol.Hello(
         protocol=protocol.PROTOCOL_VERSION, run_id=RUN, process=PROCESS, worker="main", pid=os.getpid()
     )
-    return Sender(hello=hello, spool_path=expected_spool(directory), discover=discover)
+    return Sender(hello=hello, spool_path=expected_spool(directory), discover=discover, **options)  # type: ignore[arg-type]
 
 
 def expected_spool(directory: Path) -> Path:
@@ -82,7 +83,10 @@ def discover_in(directory: Path) -> Discover:
 
 
 def spooled_events(path: Path) -> list[Event]:
-    data = path.read_bytes()
+    return spooled_events_of(path.read_bytes())
+
+
+def spooled_events_of(data: bytes) -> list[Event]:
     assert data.endswith(b"\n"), "the spool must end with a complete line"
     frames = [protocol.decode_client_frame(line) for line in protocol.split_lines(data)]
     assert all(not isinstance(f, protocol.Hello) for f in frames)
@@ -228,16 +232,34 @@ def test_live_server_receives_the_stream(mcpdir: Path, servers: list[RunningServ
     assert server.process.poll() is None  # the client going away does not bother the server
 
 
-def test_a_checkpoint_puts_the_queue_in_the_spool_at_once(mcpdir: Path) -> None:
-    """No waiting for the sender thread's next flush: what a test queued is on disk when it ends."""
-    sender = new_sender(mcpdir, lambda: None)
+def written_ahead(path: Path) -> list[Event]:
+    """A write-ahead copy as the server reads it once its process is gone: up to its first NUL (the
+    room the file was grown by and that was not used yet)."""
+    data = path.read_bytes()
+    written, _, room = data.partition(b"\0")
+    assert not room.strip(b"\0"), "nothing is written after the first NUL"
+    return spooled_events_of(written)
+
+
+def test_a_checkpoint_puts_the_queue_in_the_kernel_at_once(mcpdir: Path) -> None:
+    """No waiting for the sender thread's next flush: what a test queued is in the write-ahead copy
+    (mapped: the page cache's, so a killed process leaves it) when it ends, and the sender thread
+    spools it with its next batch; a clean end deletes the copy."""
+    sender = new_sender(mcpdir, lambda: None, interval=60.0)  # no flush of its own during the test
     sender.start()
     events = make_events(range(1, 7))
     for event in events:
         sender.send(event)
     sender.checkpoint()  # what the reporter does at each test's end, in the test thread
-    assert spooled_events(expected_spool(mcpdir)) == events
+    wal = expected_spool(mcpdir).with_suffix(".wal")
+    assert written_ahead(wal) == events
+    # As the server finds it if the process is killed now: every event, no damage reported.
+    copy = mcpdir.parent / "after-a-kill" / mcpdir.name
+    shutil.copytree(mcpdir, copy)
+    report = ingest_spool(Store(copy), live_wal=True)
+    assert report.new == len(events) and report.bad_lines == 0
     sender.close()
+    assert spooled_events(expected_spool(mcpdir)) == events and not wal.exists()
     assert sender.spooled == len(events) and sender.dropped == 0
 
 
@@ -252,7 +274,7 @@ def test_a_checkpoint_while_streaming_writes_ahead_and_a_clean_end_deletes_it(
         sender.send(event)
     sender.checkpoint()
     wal = expected_spool(mcpdir).with_suffix(".wal")
-    assert spooled_events(wal) == events  # a copy on disk before the next test starts
+    assert written_ahead(wal) == events  # a copy in the kernel before the next test starts
     sender.close()
     assert not wal.exists() and sender.spool_path is None  # all acknowledged: the copy is not needed
     assert stored_seqs(mcpdir) == [1, 2, 3, 4] and sender.acked == 4

@@ -1,10 +1,12 @@
-"""The timeout marker, and finding the tests that carry it in a collection of thousands."""
+"""The timeout marker: finding the tests that carry it in a collection of thousands, and reading it."""
 
 from __future__ import annotations
 
 from typing import Final
 
 import pytest
+
+from pytest_mcpdebug.settings import parse_seconds
 
 MARKER: Final = "mcpdebug_timeout"
 
@@ -25,3 +27,19 @@ def marked(items: list[pytest.Item]) -> list[pytest.Item]:
         return found
 
     return [item for item in items if any(m.name == MARKER for m in item.own_markers) or carries(item.parent)]
+
+
+def timeout_of(item: pytest.Item, timeout: float | None, func_only: bool) -> tuple[float | None, bool]:
+    """(timeout, func_only) of a test: its marker's, else the run's (``timeout``, ``func_only``).
+    A marker without a number of seconds, or with a bad one, is a usage error naming the test."""
+    marker = item.get_closest_marker(MARKER)
+    if marker is None:
+        return timeout, func_only
+    where = f"@pytest.mark.{MARKER} on {item.nodeid}"
+    raw = marker.args[0] if marker.args else marker.kwargs.get("seconds", marker.kwargs.get("timeout"))
+    if raw is None:
+        raise pytest.UsageError(f"mcpdebug: {where} needs a number of seconds, e.g. ({MARKER}(30))")
+    timeout = parse_seconds(raw, where, example=f"{MARKER}(30)", zero=True)
+    if "func_only" in marker.kwargs:
+        func_only = bool(marker.kwargs["func_only"])
+    return timeout, func_only

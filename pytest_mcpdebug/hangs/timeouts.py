@@ -27,10 +27,10 @@ import pytest
 from pytest_mcpdebug import protocol
 from pytest_mcpdebug.hangs import gil_dump
 from pytest_mcpdebug.hangs.leaks import Leaks
-from pytest_mcpdebug.hangs.markers import MARKER, marked
+from pytest_mcpdebug.hangs.markers import marked, timeout_of
 from pytest_mcpdebug.recording.reporter import Reporter
 from pytest_mcpdebug.recording.sender import Sender
-from pytest_mcpdebug.settings import HangSettings, parse_seconds
+from pytest_mcpdebug.settings import HangSettings
 
 if TYPE_CHECKING:
     import subprocess
@@ -196,21 +196,9 @@ class Timeouts:
         cached = item.stash.get(_KEY, None)
         if cached is not None:
             return cached
-        timeout, func_only = self.settings.timeout, self.settings.func_only
-        marker = item.get_closest_marker(MARKER)
-        if marker is not None:
-            where = f"@pytest.mark.{MARKER} on {item.nodeid}"
-            raw = (
-                marker.args[0] if marker.args else marker.kwargs.get("seconds", marker.kwargs.get("timeout"))
-            )
-            if raw is None:
-                raise pytest.UsageError(f"mcpdebug: {where} needs a number of seconds, e.g. ({MARKER}(30))")
-            timeout = parse_seconds(raw, where, example=f"{MARKER}(30)", zero=True)
-            if "func_only" in marker.kwargs:
-                func_only = bool(marker.kwargs["func_only"])
-        result = (timeout, func_only)
-        item.stash[_KEY] = result
-        return result
+        timeout, func_only = timeout_of(item, self.settings.timeout, self.settings.func_only)
+        item.stash[_KEY] = (timeout, func_only)
+        return timeout, func_only
 
     def _arm(self, item: pytest.Item, timeout: float) -> None:
         if not self._started:

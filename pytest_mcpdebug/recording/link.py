@@ -22,6 +22,7 @@ from pytest_mcpdebug.protocol import Ack, Hello, Reply, Request, ServerFrame, Wi
 from pytest_mcpdebug.recording.connection import describe as _describe
 from pytest_mcpdebug.recording.connection import open_connection
 from pytest_mcpdebug.recording.spool import SpoolFile
+from pytest_mcpdebug.recording.write_ahead import WriteAhead
 
 if TYPE_CHECKING:
     from websockets.sync.client import ClientConnection
@@ -54,7 +55,7 @@ class Link:
     _stop: threading.Event
     _send_lock: threading.Lock
     spool: SpoolFile
-    wal: SpoolFile
+    wal: WriteAhead
     acked: int
     warnings: list[str]
     on_request: Callable[[Request], None] | None
@@ -94,10 +95,8 @@ class Link:
                         while self._unacked and self._unacked[0][0] <= frame.seq:
                             self._unacked_bytes -= protocol.wire_size(self._unacked.popleft()[1])
                             self.acked += 1
-                    if until_acked and not self._unacked:
-                        return
-                    if self._stop.is_set() and not until_acked:  # closing: finish now, not in a tick
-                        return
+                    if (until_acked and not self._unacked) or self._stop.is_set():
+                        return  # closing: the ack of what `close` sent wakes the thread to finish
                 elif isinstance(frame, Request):
                     self._handle_request(frame)
                 elif self.on_frame is not None:

@@ -6,7 +6,6 @@ and in each xdist worker from what the controller put in ``workerinput``.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 import threading
@@ -30,7 +29,7 @@ from pytest_mcpdebug.hangs import gil_dump
 from pytest_mcpdebug.hangs.timeouts import Timeouts
 from pytest_mcpdebug.limits import Limits
 from pytest_mcpdebug.output.tail import TICK, OutputTail
-from pytest_mcpdebug.recording import code_version
+from pytest_mcpdebug.recording import code_version, worker_input
 from pytest_mcpdebug.recording import diagnosis as diagnosis_parts
 from pytest_mcpdebug.recording.connection import split_token
 from pytest_mcpdebug.recording.reporter import Reporter, Role
@@ -144,20 +143,7 @@ class Recorder:
     @classmethod
     def for_worker(cls, config: pytest.Config, shared: dict[str, Any]) -> Recorder:
         workerid = str(config.workerinput["workerid"])  # type: ignore[attr-defined]
-        return cls(
-            config,
-            run_id=shared["run_id"],
-            worker=workerid,
-            directory=Path(shared["dir"]),
-            url=shared.get("url"),
-            token=shared.get("token"),
-            max_line_length=int(shared.get("max_line_length", Limits.max_line_length)),
-            break_on_failure=bool(shared.get("break", False)),
-            break_timeout=float(shared.get("break_timeout", DEFAULT_BREAK_TIMEOUT)),
-            hangs=HangSettings(**shared["hangs"]) if shared.get("hangs") else None,
-            session_started=shared.get("session_started"),
-            diagnosis=diagnosis_parts.shared(shared.get("diagnosis")),
-        )
+        return cls(config, worker=workerid, **worker_input.options(shared))
 
     def _discover(self) -> tuple[str, str] | None:
         if self.url:
@@ -171,18 +157,7 @@ class Recorder:
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
         """xdist: hand the run id and server details to each worker."""
-        node.workerinput["mcpdebug"] = {
-            "run_id": self.run_id,
-            "dir": str(self.dir),
-            "url": self.url,
-            "token": self.token,
-            "max_line_length": self.max_line_length,
-            "break": self.break_on_failure,
-            "break_timeout": self.break_timeout,
-            "hangs": dataclasses.asdict(self.hangs),
-            "session_started": self.session_started,
-            "diagnosis": dataclasses.asdict(self.diagnosis),
-        }
+        node.workerinput["mcpdebug"] = worker_input.shared(self)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:

@@ -53,7 +53,7 @@ class Reporter:
         self.dump: DumpFile | None = None
         """The crash dump file whose header names the running test (`hangs.gil_dump`), if any."""
         self.tail: OutputTail | None = None
-        """The output tail, told here when a test starts and ends (no per-test hooks of its own)."""
+        """The output tail, told here when a test ends (it learns of phases from pytest's capture calls)."""
         self._running: tuple[str, tuple[str, int | None, str], float] | None = None
         """(nodeid, location, start time) of the test running now, until its `TestFinished`."""
         self._announced: tuple[str, tuple[str, int | None, str], float] | None = None
@@ -198,7 +198,7 @@ class Reporter:
         file, line, _ = report.location
         with self._lock:
             self._seq += 1
-            self.sender.send(
+            self.sender.send_last(
                 protocol.TestFinished(
                     run_id=self.run_id,
                     process=self.process,

@@ -7,11 +7,12 @@ to the spool file, and the thread keeps retrying the connection. Without a serve
 appended to the spool. Delivery is at-least-once; the server's ingestion is idempotent.
 
 At each test's end the test thread calls `checkpoint`: what is still queued (the test's last lines,
-its outcome) goes to the kernel there and then, in one ``write``, so a process killed during the next
-test has lost nothing of the tests before it. Spooling, the write is to the spool. Streaming, it is
-to a write-ahead copy (``.wal``) that the server reads only if this process dies; the sender thread
-still streams those events in its next batch (a message per test would cost the server a
-transaction and the test process an acknowledgement each), and a clean end deletes the copy.
+its outcome) goes to the kernel there and then, so a process killed during the next test has lost
+nothing of the tests before it: it is copied into a write-ahead file's mapping (``.wal``,
+`write_ahead`), which the server reads only if this process dies, and the sender thread spools or
+streams those events in its next batch (a write per test cost more than the rest of a passing
+test's recording; a message per test would cost the server a transaction and the test process an
+acknowledgement each). A clean end deletes the copy.
 
 The same connection carries the server's `Request` frames for a held test (see `inspector.py`):
 the sender thread hands each to ``on_request``, and the held test thread answers with `reply`.
@@ -35,6 +36,7 @@ from pytest_mcpdebug.protocol import Event, Hello, Request, ServerFrame, Wire
 from pytest_mcpdebug.recording.connection import CONNECT_TIMEOUT, socket_has_room
 from pytest_mcpdebug.recording.link import BATCH_BYTES, CLOSE_TIMEOUT, Discover, Link
 from pytest_mcpdebug.recording.spool import SpoolFile
+from pytest_mcpdebug.recording.write_ahead import WriteAhead
 
 if TYPE_CHECKING:
     from websockets.sync.client import ClientConnection
@@ -90,7 +92,7 @@ class Sender(Link):
         self._bytes_lock = threading.Lock()
         self._room = threading.Condition(self._bytes_lock)
         self.spool = SpoolFile(spool_path)
-        self.wal = SpoolFile(spool_path.with_suffix(WAL_SUFFIX))
+        self.wal = WriteAhead(spool_path.with_suffix(WAL_SUFFIX))
         self._ready: list[tuple[int, bytes]] = []
         """Events a checkpoint wrote ahead, (seq, encoded), for the sender thread to stream."""
         self._flush_lock = threading.Lock()
@@ -155,12 +157,12 @@ class Sender(Link):
     def checkpoint(self, *, now: bool = False) -> None:
         """From the test thread at a test's end: put everything queued in the kernel now.
 
-        Spooling, that is one ``write`` to the spool. Streaming, one ``write`` to the write-ahead
-        copy, and the sender thread streams the events in its next batch; if the copy cannot be
-        written, one send on the socket when that cannot block (nothing older waits, the socket's
-        buffer has room). If the sender thread is delivering a batch right now, wait for it briefly.
-        ``now`` (a failure, which an agent waits for): streaming, send on the socket at once too,
-        when that cannot block, rather than at the sender thread's next wake-up.
+        That is a copy into the write-ahead file's mapping (`WriteAhead`: no system call), and the
+        sender thread spools or streams the events with its next batch. Without the copy, spooling
+        writes the spool now; streaming sends on the socket when that cannot block (nothing older
+        waits, the socket's buffer has room). If the sender thread is delivering a batch right now,
+        wait for it briefly. ``now`` (a failure, which an agent waits for): streaming, send on the
+        socket at once too, when that cannot block, rather than at the sender thread's next wake-up.
         """
         if not self._pending:
             return
@@ -172,19 +174,38 @@ class Sender(Link):
             batch = self._drain()
             if not batch:
                 return
-            if self._ws is None:
-                self._append_spool(batch)
-                return
             items = [(e.seq, protocol.encode(e)) for e in batch]
             lines = [line for _, line in items]
-            written = self.wal.write(lines)
-            if (now or not written) and socket_has_room(
+            copied = self.wal.write(lines)
+            if self._ws is None:
+                if copied:
+                    self._ready += items
+                else:
+                    ready, self._ready = self._ready, []
+                    self._write_spool([line for _, line in ready] + lines)
+            elif (now or not copied) and socket_has_room(
                 self._ws, sum(map(len, lines)) + sum(len(line) for _, line in self._ready)
             ):
                 ready, self._ready = self._ready, []
                 self._send_lines(ready + items)  # in seq order: what waited came first
             else:
                 self._ready += items
+        finally:
+            self._flush_lock.release()
+
+    def send_last(self, event: Event) -> None:
+        """A test's last event, from the reporter under the lock that numbers events: copied into the
+        write-ahead file at once when nothing older waits (what `send` and `checkpoint` do, without
+        the queue: the checkpoint then finds nothing to do); else queued for the checkpoint."""
+        if self._pending or not self._flush_lock.acquire(blocking=False):
+            self.send(event)
+            return
+        try:
+            line = protocol.encode(event)
+            if self.wal.write([line]):
+                self._ready.append((event.seq, line))
+            else:
+                self._pending.append(event)
         finally:
             self._flush_lock.release()
 
@@ -327,16 +348,15 @@ class Sender(Link):
 
     # Spool ----------------------------------------------------------------------------------------
 
-    def _append_spool(self, batch: list[Event]) -> None:
-        self._write_spool([protocol.encode(e) for e in batch])
-
     def _write_spool(self, lines: Sequence[Wire]) -> None:
         """``lines``: events in any form (unacknowledged ones are packed); the spool holds JSON."""
         self.spool.write([protocol.json_line(line) for line in lines])
 
     def _spool_overflow(self) -> None:
-        """The sender thread is not keeping up (or is wedged): the caller writes to the spool itself."""
-        self._append_spool(self._drain())
+        """The sender thread is not keeping up (or is wedged): the caller writes to the spool itself
+        (what a checkpoint left for the thread first: the spool stays in ``seq`` order)."""
+        ready, self._ready = self._ready, []
+        self._write_spool([line for _, line in ready] + [protocol.encode(e) for e in self._drain()])
 
 
 def _fragments(message: bytes, size: int) -> bytes | Iterator[memoryview]:

@@ -2,8 +2,10 @@
 
 One file per process, opened on first use and kept open for the run (``O_APPEND``: each batch is
 one ``write``, so a process killed between two batches leaves whole lines). A write that fails part
-way (a full disk) is cut back to the last whole batch, so the next one does not glue onto a broken
-line. Nothing here raises: a failure is counted and described once, for the run's closing line.
+way (a full disk) is cut back to the last whole line, and as many of the batch's events as still fit
+are written one by one, so the next batch does not glue onto a broken line and a full disk keeps
+what it has room for. Nothing here raises: a failure is counted and described once, for the run's
+closing line.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from typing import Final
 
 from pytest_mcpdebug.folder import SPOOL_SUFFIX
 
-RETRIED: Final = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EINTR, errno.EAGAIN})
+FULL: Final = frozenset({errno.ENOSPC, errno.EDQUOT})
+RETRIED: Final = FULL | {errno.EINTR, errno.EAGAIN}
 """Failures that may go away during the run (space freed): later batches try again. Any other
 (a file in the way, a read-only folder, no permission) stops the spool for the rest of the run."""
 
@@ -63,11 +66,29 @@ class SpoolFile:
                 assert self._fd is not None
                 _write_all(self._fd, b"\n".join(lines) + b"\n")
             except OSError as exc:
-                self._failed(exc, len(lines))
-                return False
+                if exc.errno not in FULL or len(lines) == 1:
+                    self._failed(exc, len(lines))
+                    return False
+                return self._write_what_fits(lines)
             self._size += sum(map(len, lines)) + len(lines)
             self.written += len(lines)
             return True
+
+    def _write_what_fits(self, lines: list[bytes]) -> bool:
+        """A batch the disk has no room for: as many of its events as fit, one at a time (a batch is
+        a tick's worth of tests: one that does not fit must not take the tests that do with it)."""
+        assert self._fd is not None
+        with contextlib.suppress(OSError):
+            os.ftruncate(self._fd, self._size)  # what the failed write left of a line
+        for done, line in enumerate(lines):
+            try:
+                _write_all(self._fd, line + b"\n")
+            except OSError as exc:
+                self._failed(exc, len(lines) - done)
+                return False
+            self._size += len(line) + 1
+            self.written += 1
+        return True
 
     def close(self) -> None:
         with self._lock:

@@ -91,6 +91,8 @@ class _Scan:
     """Where reading a file got to: the offset after the last whole line, and what was skipped."""
 
     offset: int
+    end: int | None = None
+    """Where a write-ahead copy's written part ends (its first NUL byte), once found."""
     bad_lines: int = 0
     bad_bytes: int = 0
     first_bad: str = ""
@@ -102,20 +104,27 @@ class _Scan:
         self.offset += size
 
 
-def _lines(fh: object, scan: _Scan, size: int) -> Iterator[bytes]:
+def _lines(fh: object, scan: _Scan, size: int, *, write_ahead: bool = False) -> Iterator[bytes]:
     """Whole lines from ``scan.offset`` on, read a chunk at a time; garbage is counted, not kept.
 
     The unfinished last line is left for the next look (its writer may be appending) unless it is
-    already longer than any event can be.
+    already longer than any event can be. A write-ahead copy (``write_ahead``) ends at its first NUL
+    byte: the file grows a chunk at a time and what was not copied in yet reads as NULs.
     """
     read = fh.read  # type: ignore[attr-defined]
     buffer = bytearray()
     overlong = 0  # bytes of a line too long to be an event, being stepped over
+    at = scan.offset
     while chunk := read(READ_BYTES):
+        if write_ahead and (cut := chunk.find(b"\0")) >= 0:
+            chunk, scan.end = chunk[:cut], at + cut
+        at += len(chunk)
         if overlong:
             end = chunk.find(b"\n")
             if end < 0:
                 overlong += len(chunk)
+                if scan.end is not None:
+                    break
                 continue
             scan.skip(overlong + end + 1, f"{overlong + end + 1:,} bytes without a line break")
             overlong, chunk = 0, chunk[end + 1 :]
@@ -128,6 +137,8 @@ def _lines(fh: object, scan: _Scan, size: int) -> Iterator[bytes]:
         if len(buffer) > MAX_LINE:
             overlong = len(buffer)
             buffer.clear()
+        if scan.end is not None:
+            return  # the rest of a write-ahead copy was never written
     if overlong:  # garbage up to the end of the file: no writer appends a line that long
         scan.skip(overlong, f"{overlong:,} bytes without a line break")
     elif buffer and not buffer.strip(b"\0"):  # encoded events never hold a NUL: not a line being written
@@ -163,7 +174,7 @@ def _ingest_file(store: Store, path: Path, report: SpoolReport) -> None:
     try:
         with open(path, "rb") as fh:
             fh.seek(offset)
-            for line in _lines(fh, scan, size):
+            for line in _lines(fh, scan, size, write_ahead=name.endswith(WAL_SUFFIX)):
                 frame: protocol.Hello | protocol.Event | None = None
                 if line.strip(b" \t\r\n"):
                     try:
@@ -186,6 +197,8 @@ def _ingest_file(store: Store, path: Path, report: SpoolReport) -> None:
     report.bad_lines += scan.bad_lines
     writer = (last.run_id, last.process) if last is not None else _writer(path)
     done = writer is None or store.process_done(*writer)
+    if scan.end is not None:
+        size = scan.end  # NULs after it: room the write-ahead copy had not used
     if scan.bad_bytes and (done or writer is None):
         _set_aside(store, path, scan, kept, report)
     elif done and writer is not None:
@@ -241,6 +254,9 @@ def _decode(line: bytes) -> protocol.Hello | protocol.Event:
 
 def _writer(path: Path) -> tuple[str, str] | None:
     """The (run, process) that wrote a spool file, from its first line."""
+    if path.name.endswith(WAL_SUFFIX):  # named for its writer (an empty one has no first line)
+        run_id, _, process = path.name.removesuffix(WAL_SUFFIX).rpartition(".")
+        return (run_id, process) if run_id else None
     try:
         with open(path, "rb") as fh:
             frame = protocol.decode_client_frame(fh.readline(READ_BYTES))

@@ -1,0 +1,60 @@
+"""What the xdist controller hands each worker (``workerinput["mcpdebug"]``), and back into settings.
+
+Plain values only: xdist sends ``workerinput`` through execnet, which carries no objects of ours.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, Protocol
+
+from pytest_mcpdebug.limits import Limits
+from pytest_mcpdebug.recording import diagnosis as diagnosis_parts
+from pytest_mcpdebug.settings import DEFAULT_BREAK_TIMEOUT, DiagnosisSettings, HangSettings
+
+
+class Shared(Protocol):
+    """What of the controller's recorder its workers share."""
+
+    run_id: str
+    dir: Path
+    url: str | None
+    token: str | None
+    max_line_length: int
+    break_on_failure: bool
+    break_timeout: float
+    hangs: HangSettings
+    session_started: float
+    diagnosis: DiagnosisSettings
+
+
+def shared(recorder: Shared) -> dict[str, Any]:
+    return {
+        "run_id": recorder.run_id,
+        "dir": str(recorder.dir),
+        "url": recorder.url,
+        "token": recorder.token,
+        "max_line_length": recorder.max_line_length,
+        "break": recorder.break_on_failure,
+        "break_timeout": recorder.break_timeout,
+        "hangs": dataclasses.asdict(recorder.hangs),
+        "session_started": recorder.session_started,
+        "diagnosis": dataclasses.asdict(recorder.diagnosis),
+    }
+
+
+def options(shared: dict[str, Any]) -> dict[str, Any]:
+    """A worker's `Recorder` keyword arguments from what its controller shared."""
+    return {
+        "run_id": shared["run_id"],
+        "directory": Path(shared["dir"]),
+        "url": shared.get("url"),
+        "token": shared.get("token"),
+        "max_line_length": int(shared.get("max_line_length", Limits.max_line_length)),
+        "break_on_failure": bool(shared.get("break", False)),
+        "break_timeout": float(shared.get("break_timeout", DEFAULT_BREAK_TIMEOUT)),
+        "hangs": HangSettings(**shared["hangs"]) if shared.get("hangs") else None,
+        "session_started": shared.get("session_started"),
+        "diagnosis": diagnosis_parts.shared(shared.get("diagnosis")),
+    }
