@@ -76,6 +76,9 @@ class Sender(Link):
         1 s to 30 s, as seed 004 says). ``interval``: how often the thread wakes to send what is
         queued (and to call `on_tick`)."""
         self.interval = interval
+        self.busy_interval = interval
+        """How soon the thread wakes again after a wake-up that had events to deliver (a process
+        session's output comes in bursts: sent in small batches while it flows, see `session_client`)."""
         self.fragment_bytes = FRAGMENT_BYTES
         """Largest frame of a message (0: whole messages, for a process that keeps freed buffers)."""
         self._hello = hello
@@ -264,15 +267,16 @@ class Sender(Link):
             self._maybe_connect()
         finally:
             self._first_attempt.set()
+        wait = self.interval
         while not self._stop.is_set():
             if self._ws is None:
-                self._stop.wait(self.interval)
+                self._stop.wait(wait)
             else:
-                self._receive(self.interval)  # wakes at once for a request of the server
+                self._receive(wait)  # wakes at once for a request of the server
             tick = self.on_tick
             if tick is not None:
                 tick()
-            self._flush()
+            wait = self.busy_interval if self._flush() else self.interval
             if self._ws is None and not self._stop.is_set():
                 self._maybe_connect()
         self._flush()
@@ -293,16 +297,18 @@ class Sender(Link):
                 self._room.notify_all()
         return batch
 
-    def _flush(self) -> None:
+    def _flush(self) -> bool:
+        """Send or spool what is queued; whether there was anything."""
         with self._flush_lock:
             ready, self._ready = self._ready, []
             batch = self._drain()
             if not batch and not ready:
-                return
+                return False
             if self._ws is not None:  # in seq order: ready came first
                 self._send_lines([*ready, *((e.seq, protocol.pack(e)) for e in batch)])
             else:
                 self._write_spool([item for _, item in ready] + [protocol.encode(e) for e in batch])
+            return True
 
     def _send_lines(self, items: Sequence[tuple[int, Wire]]) -> None:
         """Send events; whatever does not make it (the connection lost) ends in the spool."""

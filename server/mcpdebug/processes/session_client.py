@@ -31,6 +31,11 @@ from pytest_mcpdebug.recording.spool import spool_file_name
 RECONNECT: Final = (1.0, 30.0)
 """First and longest wait between connection attempts (seed 004's backoff)."""
 CONNECT_WAIT: Final = 2.0
+BUSY_INTERVAL: Final = 0.01
+"""While output flows, the sender sends it every 0.01 s (else every 0.05 s, as a test process's):
+small batches keep the server working alongside the command instead of behind it, and leave little
+to send when the command exits (`mcpdebug run` of 10^6 lines: 0.68 s -> 0.61 s, the command alone
+0.48 s), for ~100 wake-ups a second only while lines arrive."""
 CLOSE_TIMEOUT: Final = 10.0
 """How long the last events may take to be acknowledged before they stay in the spool."""
 
@@ -99,6 +104,7 @@ class SessionClient:
         # `mcpdebug run` and `forward` keep freed buffers (`mcpdebug.heap`): whole messages cost them
         # no fresh pages, and the server no reassembly
         self.sender.fragment_bytes = 0
+        self.sender.busy_interval = BUSY_INTERVAL
 
     # Life cycle ---------------------------------------------------------------------------------
 
