@@ -54,6 +54,9 @@ MAX_UNACKED: Final = 20_000
 MAX_PENDING_BYTES: Final = 32 * 1024 * 1024
 """Output text waiting for the sender thread before `wait_for_room` holds back the output reader."""
 MAX_UNACKED_BYTES: Final = 64 * 1024 * 1024
+BUSY_BYTES: Final = 1024 * 1024
+"""Output delivered in one wake-up from which the sender counts as streaming (`busy_interval`): 20 MB/s
+at the usual interval; a service logging steadily below that keeps the usual batches."""
 FRAGMENT_BYTES: Final = 256 * 1024
 """Largest WebSocket frame of a message. websockets copies each frame twice (masking, framing): copies
 of a few hundred kilobytes reuse freed heap memory, while each copy of megabytes gets fresh pages
@@ -77,8 +80,8 @@ class Sender(Link):
         queued (and to call `on_tick`)."""
         self.interval = interval
         self.busy_interval = interval
-        """How soon the thread wakes again after a wake-up that had events to deliver (a process
-        session's output comes in bursts: sent in small batches while it flows, see `session_client`)."""
+        """How soon the thread wakes again after a wake-up that delivered `BUSY_BYTES` of output or
+        more (a process session's output streaming: sent in small batches, see `session_client`)."""
         self.fragment_bytes = FRAGMENT_BYTES
         """Largest frame of a message (0: whole messages, for a process that keeps freed buffers)."""
         self._hello = hello
@@ -276,7 +279,7 @@ class Sender(Link):
             tick = self.on_tick
             if tick is not None:
                 tick()
-            wait = self.busy_interval if self._flush() else self.interval
+            wait = self.busy_interval if self._flush() >= BUSY_BYTES else self.interval
             if self._ws is None and not self._stop.is_set():
                 self._maybe_connect()
         self._flush()
@@ -297,18 +300,18 @@ class Sender(Link):
                 self._room.notify_all()
         return batch
 
-    def _flush(self) -> bool:
-        """Send or spool what is queued; whether there was anything."""
+    def _flush(self) -> int:
+        """Send or spool what is queued; returns the bytes of output it held."""
         with self._flush_lock:
             ready, self._ready = self._ready, []
             batch = self._drain()
             if not batch and not ready:
-                return False
+                return 0
             if self._ws is not None:  # in seq order: ready came first
                 self._send_lines([*ready, *((e.seq, protocol.pack(e)) for e in batch)])
             else:
                 self._write_spool([item for _, item in ready] + [protocol.encode(e) for e in batch])
-            return True
+            return sum(e.size for e in batch if type(e) is protocol.Output)
 
     def _send_lines(self, items: Sequence[tuple[int, Wire]]) -> None:
         """Send events; whatever does not make it (the connection lost) ends in the spool."""
