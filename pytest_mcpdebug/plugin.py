@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from pytest_mcpdebug.recording.recorder import Recorder
     from pytest_mcpdebug.services import Services
 
-from pytest_mcpdebug import settings
+from pytest_mcpdebug import options
 
 MARKER_HELP = (
     "mcpdebug_timeout(seconds, func_only=False): with --mcp-debug, fail this test with a hang "
@@ -28,7 +28,7 @@ _DEBUG = "mcpdebug-debug"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    settings.addoption(parser)
+    options.addoption(parser)
 
 
 @pytest.hookimpl(trylast=True)
@@ -41,9 +41,11 @@ def pytest_configure(config: pytest.Config) -> None:
             Recorder = _import_recorder()
             _register(config, lambda: Recorder.for_worker(config, shared))
         return
-    if not settings.is_enabled(config):
+    if not options.is_enabled(config):
         return
     Recorder = _import_recorder()
+
+    from pytest_mcpdebug import settings
 
     resolved = settings.resolve(config)  # a bad setting is the user's to fix: a usage error
     _register(config, lambda: Recorder.for_controller(config, resolved))

@@ -26,33 +26,32 @@ def warning_line(message: Any) -> bytes:
 
 
 class WarningWatch:
-    """Sees each warning as it is issued, by standing in front of the function ``warnings`` calls to
-    show one.
+    """Sees each warning as it is shown, by standing in front of ``warnings._showwarnmsg``.
 
-    Inside a test pytest's ``catch_warnings(record=True)`` makes that function ``log.append``; pytest
-    reads the log after the test, too late to place a warning among the lines printed around it.
-    (A private hook of the ``warnings`` module, present in 3.10-3.13; without it warnings are still
-    recorded, after the phase.) One bound method is put in place and taken out again per test, so
-    watching costs two attribute writes.
+    Inside a test pytest's ``catch_warnings(record=True)`` swaps the function that finally shows a
+    warning (``_showwarnmsg_impl``) for ``log.append`` and reads the log after the test, too late to
+    place a warning among the lines printed around it. ``catch_warnings`` saves and restores that
+    function, ``showwarning`` and the filters, but not ``_showwarnmsg``, which both ``warnings.warn``
+    and its C implementation look up on each warning shown (3.10-3.13): in front of it, one hook for
+    the whole session sees every test's warnings, at no cost per test. (Without it warnings are still
+    recorded, after the phase.)
     """
 
     def __init__(self, seen: Callable[[Any], None]) -> None:
         self._seen = seen
         self._next: Callable[[Any], None] | None = None
 
-    def start(self) -> bool:
-        """Watch from now on; False if already watching (a nested start must not stop it)."""
-        current = getattr(warnings, "_showwarnmsg_impl", None)
-        if current is None or current == self._show:
-            return False
-        self._next = current
-        warnings._showwarnmsg_impl = self._show  # type: ignore[attr-defined]
-        return True
+    def start(self) -> None:
+        current = getattr(warnings, "_showwarnmsg", None)
+        if current is not None and current != self._show:
+            self._next = current
+            warnings._showwarnmsg = self._show  # type: ignore[attr-defined]
 
-    def stop(self, started: bool = True) -> None:
-        """Stop watching, if ``started`` (what `start` returned) says this caller started it."""
-        if started and self._next is not None and getattr(warnings, "_showwarnmsg_impl", None) == self._show:
-            warnings._showwarnmsg_impl = self._next  # type: ignore[attr-defined]
+    def stop(self) -> None:
+        """Step out (if something stood in front of us since, we stay and only pass warnings on)."""
+        if self._next is not None and getattr(warnings, "_showwarnmsg", None) == self._show:
+            warnings._showwarnmsg = self._next  # type: ignore[attr-defined]
+        self._seen = _ignore
 
     def _show(self, message: Any) -> None:
         try:
@@ -60,6 +59,10 @@ class WarningWatch:
         finally:
             if self._next is not None:
                 self._next(message)
+
+
+def _ignore(message: Any) -> None:
+    pass
 
 
 class RecordHandler(logging.Handler):

@@ -47,7 +47,6 @@ class OutputTail(OutputReader):
         self.config = config
         self._stopped = False
         self._warnings = WarningWatch(self._live_warning)
-        self._watching = False
         self._pytest_capture: tuple[Callable[..., Any], Callable[[], Any]] | None = None
         """pytest's own ``item_capture`` and ``read_global_capture``, while ours stand in front of them."""
         self._pytest_item_capture: Callable[..., Any] = lambda when, item: None  # set by start()
@@ -64,6 +63,7 @@ class OutputTail(OutputReader):
         if level is not None:
             self._handler.setLevel(level)
         logging.getLogger().addHandler(self._handler)
+        self._warnings.start()
         capman = self._capman
         if hasattr(capman, "item_capture") and hasattr(capman, "read_global_capture"):
             # Stand in front of pytest's per-phase capture calls: no hook of our own runs per phase.
@@ -75,6 +75,7 @@ class OutputTail(OutputReader):
 
     def stop(self) -> None:
         logging.getLogger().removeHandler(self._handler)
+        self._warnings.stop()
         with self._lock:
             self._stopped = True
             self._send_records()
@@ -114,14 +115,9 @@ class OutputTail(OutputReader):
             if unit is None:
                 unit = self._units[nodeid] = Unit(nodeid)
             self._unit, self._phase, self._tailing = unit, "setup", True
-        if not self._watching:
-            self._watching = self._warnings.start()
 
     def end_test(self) -> None:
         """From `pytest_runtest_logfinish`: the test's output was taken when pytest read its files."""
-        if self._watching:
-            self._warnings.stop()
-            self._watching = False
         with self._lock:
             self._unit, self._phase, self._tailing = self._units[""], "", False
             if self._records:
@@ -213,11 +209,9 @@ class OutputTail(OutputReader):
     def _tail_phase(self, nodeid: str, phase: str) -> Generator[None, Any, Any]:
         """The body of a wrapper hook: tail the output of what runs at the ``yield``."""
         previous = self._begin(nodeid, phase)
-        watching = self._warnings.start()
         try:
             return (yield)
         finally:
-            self._warnings.stop(watching)
             self._end(previous)
 
     def _session_teardown_begins(self) -> None:
@@ -229,10 +223,12 @@ class OutputTail(OutputReader):
                 self._unit, self._phase = self._units[""], "fixture"
 
     def _live_warning(self, message: Any) -> None:
-        """A warning as it is issued (pytest reports it only after the test), in its place in the output."""
+        """A warning as it is issued (pytest reports it only after the test), in its place in the output.
+        Outside a test or a collection, `pytest_warning_recorded` says when it was (config, collect)."""
+        if not self._tailing:
+            return
         with self._lock:
-            if self._tailing:
-                self._read(TICK_BYTES)
+            self._read(TICK_BYTES)
             self._send(self._unit, self._phase, "warnings", warning_line(message), time.time())
             self._warnings_sent.add(id(message))
 

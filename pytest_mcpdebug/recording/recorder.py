@@ -28,6 +28,7 @@ from pytest_mcpdebug.folder import (
 from pytest_mcpdebug.hangs import gil_dump
 from pytest_mcpdebug.hangs.timeouts import Timeouts
 from pytest_mcpdebug.limits import Limits
+from pytest_mcpdebug.options import DEFAULT_BREAK_TIMEOUT
 from pytest_mcpdebug.output.tail import TICK, OutputTail
 from pytest_mcpdebug.recording import code_version, worker_input
 from pytest_mcpdebug.recording import diagnosis as diagnosis_parts
@@ -37,7 +38,7 @@ from pytest_mcpdebug.recording.run_id import new_run_id
 from pytest_mcpdebug.recording.sender import Sender
 from pytest_mcpdebug.recording.spool import RETRIED, describe_failure, spool_file_name
 from pytest_mcpdebug.recording.tally import WORKER_KEY, Tally
-from pytest_mcpdebug.settings import DEFAULT_BREAK_TIMEOUT, DiagnosisSettings, HangSettings, Settings
+from pytest_mcpdebug.settings import DiagnosisSettings, HangSettings, Settings
 
 if TYPE_CHECKING:
     from pytest_mcpdebug.failures.hold import Inspector

@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from pytest_mcpdebug.limits import Limits
+from pytest_mcpdebug.options import DEFAULT_BREAK_TIMEOUT
 from pytest_mcpdebug.recording import diagnosis as diagnosis_parts
-from pytest_mcpdebug.settings import DEFAULT_BREAK_TIMEOUT, DiagnosisSettings, HangSettings
+from pytest_mcpdebug.settings import DiagnosisSettings, HangSettings
 
 
 class Shared(Protocol):
