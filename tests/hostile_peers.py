@@ -99,6 +99,14 @@ def _hello(run_id: str, process: str, **changes: Any) -> str:
 
 def _mutate(rng: random.Random, event: protocol.Event) -> Message:
     """One event, made wrong: a field of the wrong type, missing, extra, or an unknown tag."""
+    data = _mutated_fields(rng, event)
+    try:
+        return json.dumps(data)
+    except ValueError:  # a lone surrogate cannot be encoded: send it raw instead
+        return json.dumps(data, ensure_ascii=True)
+
+
+def _mutated_fields(rng: random.Random, event: protocol.Event) -> dict[str, Any]:
     data: dict[str, Any] = msgspec.to_builtins(event)
     key = rng.choice(sorted(data))
     how = rng.randrange(5)
@@ -114,10 +122,7 @@ def _mutate(rng: random.Random, event: protocol.Event) -> Message:
         for name in ("seq", "first", "stream_first", "count", "line", "exit_status", "events"):
             if name in data:
                 data[name] = rng.choice([-1, 0, 2**63 - 1, -(2**63), 10**12])
-    try:
-        return json.dumps(data)
-    except ValueError:  # a lone surrogate cannot be encoded: send it raw instead
-        return json.dumps(data, ensure_ascii=True)
+    return data
 
 
 def _garbage(rng: random.Random) -> Message:
@@ -184,7 +189,7 @@ def peers(draw: st.DrawFn, *, max_size: int = 1024 * 1024, oversized_rate: float
 
 def _message(rng: random.Random, events: list[protocol.Event]) -> Message:
     """One message: a batch of events taken apart in one of the ways a broken or hostile peer would."""
-    what = rng.randrange(12)
+    what = rng.randrange(15)
     batch = rng.sample(events, k=min(len(events), rng.randrange(1, 8)))
     if what <= 2:  # valid events, out of order and duplicated
         return protocol.encode_lines(batch + batch[: rng.randrange(len(batch) + 1)]).decode()
@@ -202,7 +207,28 @@ def _message(rng: random.Random, events: list[protocol.Event]) -> Message:
         return _hello("again", "again")
     if what == 9:
         return protocol.encode_lines(batch)  # the same events as a binary message
+    if what == 12:  # packed, as the plugin streams them, output as raw bytes (some not UTF-8)
+        return protocol.packed_message([protocol.pack(_raw(rng, e)) for e in batch])
+    if what == 13:  # packed, one event made wrong
+        items: list[Any] = [msgspec.to_builtins(e) for e in batch]
+        items[rng.randrange(len(items))] = _mutated_fields(rng, rng.choice(batch))
+        try:
+            return msgspec.msgpack.encode(items)
+        except (OverflowError, UnicodeEncodeError):  # what msgpack cannot hold (a huge int, a lone
+            return json.dumps(items)  # surrogate) goes as JSON instead
+    if what == 14:  # packed, cut short or with bytes after it
+        data = protocol.packed_message([protocol.pack(e) for e in batch])
+        return data[: rng.randrange(1, len(data))] if rng.random() < 0.7 else data + rng.randbytes(3)
     return _garbage(rng)
+
+
+def _raw(rng: random.Random, event: protocol.Event) -> protocol.Event:
+    if not isinstance(event, protocol.Output) or rng.random() < 0.3:
+        return event
+    data = event.text.encode()
+    if rng.random() < 0.3:
+        data = data.replace(b"e", b"\xff")
+    return msgspec.structs.replace(event, text="", data=data)
 
 
 def _raw_request(rng: random.Random) -> bytes:

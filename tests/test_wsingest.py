@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import msgspec
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
@@ -538,4 +539,105 @@ async def test_hello_spool_name_cannot_leave_the_spool_folder(
         await handshake(ws, "escape-1", spool=name)
     assert stored_seqs(store, "escape-1") == []
     assert outside.exists()
+    await bystander.check()
+
+
+# Packed messages: output as raw bytes -------------------------------------------------------------
+
+
+def raw_output(process: str, seq: int, data: bytes, *, first: int = 1, run_id: str = RUN) -> protocol.Output:
+    return protocol.Output(
+        run_id=run_id,
+        process=process,
+        seq=seq,
+        ts=NOW + seq,
+        nodeid="test_mod.py::test_raw",
+        worker="main",
+        phase="call",
+        stream="stdout",
+        first=first,
+        stream_first=first,
+        count=data.count(b"\n") + 1,
+        data=data,
+    )
+
+
+def packed(events: Sequence[Event]) -> bytes:
+    return protocol.packed_message([protocol.pack(e) for e in events])
+
+
+async def test_packed_output_is_stored_as_the_lines_written_in_valid_utf8(
+    server: IngestServer, bystander: Bystander
+) -> None:
+    from hostile_peers import stored_lines
+
+    async with client(server) as ws:
+        await handshake(ws, "raw-1")
+        written = [b"plain line", "caf\u00e9 \u2603".encode(), b"bad \xff\xfe bytes", b"", b"cut \xe2\x98"]
+        first = raw_output("raw-1", 1, b"\n".join(written[:2]))
+        second = raw_output("raw-1", 2, b"\n".join(written[2:]), first=3)
+        # sent in 4 KB frames of one message, as the plugin's sender does
+        message = packed([first, second])
+        await ws.send([message[i : i + 4096] for i in range(0, len(message), 4096)])
+        assert await recv_frame(ws) == Ack(seq=2)
+    expected = [line.decode("utf-8", "replace") for line in written]
+    assert stored_lines(server.store, RUN, "test_mod.py::test_raw") == expected
+    await bystander.check()
+
+
+@pytest.mark.parametrize(
+    ("message", "logged"),
+    [
+        pytest.param(lambda: packed(make_events([3, 4], process="bad-1"))[:-3], "malformed", id="truncated"),
+        pytest.param(
+            lambda: packed(make_events([3, 4], process="bad-1")) + b"\x00", "trailing", id="trailing"
+        ),
+        pytest.param(lambda: b"\xdd\xff\xff\xff\xff", "malformed", id="count-beyond-message"),
+        pytest.param(
+            lambda: msgspec.msgpack.encode(
+                [{**msgspec.to_builtins(make_events([3], process="bad-1")[0]), "seq": "x"}]
+            ),
+            "invalid frame",
+            id="wrong-field-type",
+        ),
+        pytest.param(
+            lambda: msgspec.msgpack.encode([json.loads(hello_text("bad-1"))]), "invalid frame", id="hello"
+        ),
+        pytest.param(
+            lambda: packed([raw_output("someone-else", 3, b"x")]),
+            "on the connection of",
+            id="another-process",
+        ),
+    ],
+)
+async def test_bad_packed_message_closes_1007_and_stores_nothing_of_it(
+    server: IngestServer,
+    bystander: Bystander,
+    caplog: pytest.LogCaptureFixture,
+    message: Callable[[], bytes],
+    logged: str,
+) -> None:
+    async with client(server) as ws:
+        await handshake(ws, "bad-1")
+        await ws.send(packed(make_events([1, 2], process="bad-1")))
+        assert await recv_frame(ws) == Ack(seq=2)
+        await ws.send(message())
+        code, reason = await expect_close(ws)
+    assert code == protocol.CLOSE_MALFORMED
+    assert logged in reason, reason
+    await wait_logged(caplog, "closing", "bad-1", logged)
+    assert stored_seqs(server.store, "bad-1") == [1, 2]
+    await bystander.check()
+
+
+async def test_a_protocol_1_client_is_still_served(server: IngestServer, bystander: Bystander) -> None:
+    """A plugin of the version before: hello 1, JSON lines as text and as binary messages."""
+    async with client(server) as ws:
+        welcome = await handshake(ws, "old-1", version=1)
+        assert welcome.protocol == PROTOCOL_VERSION
+        await ws.send(batch_text(make_events([1, 2], process="old-1")))
+        assert await recv_frame(ws) == Ack(seq=2)
+        await ws.send(batch_text(make_events([3, 4], process="old-1")).encode())
+        assert await recv_frame(ws) == Ack(seq=4)
+    assert stored_seqs(server.store, "old-1") == [1, 2, 3, 4]
     await bystander.check()

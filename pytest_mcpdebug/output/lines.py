@@ -96,15 +96,15 @@ class LineSplitter:
             head = self._rest + cut_marker(self.limit, self._dropped + end)
             self._rest, self._dropped = b"", -1
             data = data[end + 1 :]
-        else:
-            data = self._rest + data if self._rest else data
-            self._rest = b""
+        rest, self._rest = self._rest, b""
         end = data.rfind(b"\n")
         if end < 0:
             block, count = b"", 0
-            self._hold(data)
+            self._hold(rest + data if rest else data)
         else:
-            block = cut_long_lines(data[:end], self.limit)
+            # One copy, not two: the held-back start of a line joined to the chunk's complete lines.
+            whole = b"".join((rest, memoryview(data)[:end])) if rest else data[:end]
+            block = cut_long_lines(whole, self.limit)
             count = block.count(b"\n") + 1
             self._hold(data[end + 1 :])
         if head is not None:

@@ -164,7 +164,7 @@ class OutputReader:
             first=unit.lines + 1,
             stream_first=stream_lines + 1,
             count=count,
-            text=block.decode("utf-8", "replace"),
+            data=block,  # bytes as read: decoded (for JSON) only if it is spooled
             times=times if times and times[0] != times[-1] else None,
         )
         unit.lines += count

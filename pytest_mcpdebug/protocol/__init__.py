@@ -1,8 +1,11 @@
 """The wire protocol between a test process and `mcpdebug serve`.
 
-One format for both transports: a WebSocket message (text or binary) and a spool file are each
-newline-delimited JSON *frames*, one frame per line. Every frame is an object whose ``type`` names
-one of the definitions in `frames`; anything else is rejected with a reason. It does no I/O and
+A spool file and a text WebSocket message are newline-delimited JSON *frames*, one frame per line.
+Every frame is an object whose ``type`` names one of the definitions in `frames`; anything else is
+rejected with a reason. A live client streams events as binary messages in the packed form: one
+msgpack array of the same frames, in which an `Output`'s lines are raw bytes (``data``), so output
+is neither decoded nor escaped on its way (a binary message that starts like JSON is JSON lines, as
+a replayed spool file or a protocol 1 client sends). It does no I/O and
 imports nothing from pytest, so the server can depend on it and the plugin can import it cheaply.
 
 Delivery is at-least-once and ingestion is idempotent: every event carries ``run_id``, ``process``
@@ -27,11 +30,14 @@ The package is one I/O-free module split in three for reading: `frames` (what is
 from __future__ import annotations
 
 from pytest_mcpdebug.protocol.codec import (
+    OUTPUT_OVERHEAD,
     REPLY_PREFIX,
     ProtocolError,
+    Wire,
     clip,
     decode_client_frame,
     decode_hang_report,
+    decode_packed_message,
     decode_reply,
     decode_server_frame,
     decode_snapshot,
@@ -39,9 +45,16 @@ from pytest_mcpdebug.protocol.codec import (
     encode_lines,
     encode_value,
     hello_version,
+    is_json,
+    is_packed_message,
+    json_line,
+    pack,
+    packed_message,
     split_lines,
+    wire_size,
 )
 from pytest_mcpdebug.protocol.frames import (
+    ACCEPTED_VERSIONS,
     CLOSE_MALFORMED,
     CLOSE_POLICY,
     CLOSE_TOO_BIG,
@@ -105,12 +118,14 @@ from pytest_mcpdebug.protocol.payloads import (
 from pytest_mcpdebug.protocol.trace import Trace, TraceStep
 
 __all__ = [
+    "ACCEPTED_VERSIONS",
     "CLOSE_MALFORMED",
     "CLOSE_POLICY",
     "CLOSE_TOO_BIG",
     "EVENT_TYPES",
     "MAX_MESSAGE_BYTES",
     "MAX_TEXT_CHARS",
+    "OUTPUT_OVERHEAD",
     "PROCESS_COMMANDS",
     "PROCESS_SIGNALS",
     "PROCESS_STATES",
@@ -165,9 +180,11 @@ __all__ = [
     "TraceStep",
     "ValueTrace",
     "Welcome",
+    "Wire",
     "clip",
     "decode_client_frame",
     "decode_hang_report",
+    "decode_packed_message",
     "decode_reply",
     "decode_server_frame",
     "decode_snapshot",
@@ -175,6 +192,12 @@ __all__ = [
     "encode_lines",
     "encode_value",
     "hello_version",
+    "is_json",
+    "is_packed_message",
     "is_run_id",
+    "json_line",
+    "pack",
+    "packed_message",
     "split_lines",
+    "wire_size",
 ]

@@ -1,4 +1,10 @@
-"""Encoding and decoding frames: one JSON object per line, anything unknown rejected with a reason."""
+"""Encoding and decoding frames, anything unknown rejected with a reason.
+
+Two forms of the same frames. JSON, one object per line: the handshake, the server's frames, replies,
+spool files and ``.wal`` copies (text a person can read, appended a line at a time). Packed
+(msgpack), a binary WebSocket message holding an array of events: what a live client streams, where
+an `Output`'s lines are its raw ``data`` bytes, copied once into the message and once out of it.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +20,7 @@ from pytest_mcpdebug.protocol.frames import (
     Event,
     Frame,
     Hello,
+    Output,
     Registered,
     Reply,
     Request,
@@ -28,6 +35,7 @@ class ProtocolError(ValueError):
 
 
 _encoder = msgspec.json.Encoder()
+_packer = msgspec.msgpack.Encoder()
 
 
 @functools.cache
@@ -37,18 +45,86 @@ def _decoder(kind: Any) -> msgspec.json.Decoder[Any]:
     return msgspec.json.Decoder(kind)
 
 
+def _as_json(frame: Frame) -> Frame:
+    """JSON has no bytes: an `Output`'s raw lines travel as its ``text``."""
+    if type(frame) is Output and frame.data:
+        return msgspec.structs.replace(frame, text=frame.data.decode("utf-8", "replace"), data=b"")
+    return frame
+
+
 def encode(frame: Frame) -> bytes:
     """One frame as one line of JSON (without the newline)."""
-    return _encoder.encode(frame)
+    return _encoder.encode(_as_json(frame))
 
 
 def encode_lines(frames: list[Frame]) -> bytes:
     """Frames as newline-terminated JSON lines: the body of a message or a spool append."""
     buf = bytearray()
     for frame in frames:
-        _encoder.encode_into(frame, buf, -1)
+        _encoder.encode_into(_as_json(frame), buf, -1)
         buf += b"\n"
     return bytes(buf)
+
+
+Wire = bytes | Output
+"""An event on its way to the server, as the sender holds it until acknowledged: encoded (a JSON line,
+or packed), or an `Output` left as it is, so its lines are copied once, into the message."""
+
+OUTPUT_OVERHEAD: Final = 256
+"""Bytes an `Output`'s fields take besides its lines, counted towards batch and memory limits."""
+
+
+def pack(event: Event) -> Wire:
+    """An event ready for `packed_message`: output as it is, any other event packed now (its size is
+    then known, for the limits, and it no longer refers to the caller's objects)."""
+    return event if type(event) is Output else _packer.encode(event)
+
+
+def wire_size(item: Wire) -> int:
+    return len(item) if isinstance(item, bytes) else item.size + OUTPUT_OVERHEAD
+
+
+def is_json(item: Wire) -> bool:
+    """Whether an item is a JSON line (a packed one starts with a msgpack map's header)."""
+    return isinstance(item, bytes) and item[:1] == b"{"
+
+
+def packed_message(items: list[Wire]) -> bytes:
+    """A binary message of events (no JSON lines among them): one msgpack array, in one encoding."""
+    return _packer.encode([msgspec.Raw(item) if isinstance(item, bytes) else item for item in items])
+
+
+def is_packed_message(message: bytes | str) -> bool:
+    """Whether a message is a packed array (else JSON lines: text messages, spool replays, protocol 1)."""
+    if isinstance(message, str) or not message:
+        return False
+    first = message[0]
+    return 0x90 <= first <= 0x9F or first in (0xDC, 0xDD)
+
+
+def decode_packed_message(message: bytes) -> list[Event]:
+    """The events of a packed message, rejecting anything else (a hello, trailing bytes) with a reason."""
+    try:
+        events: list[Event] = _unpacker(list[Event]).decode(message)  # type: ignore[valid-type]
+        return events
+    except msgspec.ValidationError as exc:
+        raise ProtocolError(f"invalid frame: {exc}") from None
+    except msgspec.DecodeError as exc:
+        raise ProtocolError(f"malformed message: {exc}") from None
+    except RecursionError:
+        raise ProtocolError("malformed message: nested too deeply") from None
+
+
+def json_line(item: Wire) -> bytes:
+    """An item as a JSON line, whatever its form: what a spool file holds."""
+    if isinstance(item, bytes):
+        return item if item[:1] == b"{" else encode(_unpacker(Event).decode(item))
+    return encode(item)
+
+
+@functools.cache
+def _unpacker(kind: Any) -> msgspec.msgpack.Decoder[Any]:
+    return msgspec.msgpack.Decoder(kind)
 
 
 def decode_client_frame(line: bytes | str) -> Hello | Event:

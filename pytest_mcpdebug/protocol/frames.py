@@ -11,7 +11,11 @@ import msgspec
 from pytest_mcpdebug.protocol.payloads import HangReport, Int, Snapshot
 from pytest_mcpdebug.protocol.trace import Trace
 
-PROTOCOL_VERSION: Final = 1
+PROTOCOL_VERSION: Final = 2
+"""2: a binary message may be a msgpack array of events, whose `Output` lines travel as raw bytes
+(``data``); 1: every message is JSON lines. The server takes both (`ACCEPTED_VERSIONS`): a version-1
+client only ever sends JSON lines, which it still reads."""
+ACCEPTED_VERSIONS: Final = (1, 2)
 
 # Close codes the server uses (RFC 6455 leaves 4000-4999 to applications).
 CLOSE_MALFORMED: Final = 1007  # "invalid frame payload data"
@@ -212,10 +216,33 @@ class Output(EventBase, tag="output"):
     stream_first: Int
     """1-based number of the first line within its stream."""
     count: Int
-    text: str
-    """``count`` lines joined by newlines (no trailing newline); each at most the line limit."""
+    text: str = ""
+    """``count`` lines joined by newlines (no trailing newline); each at most the line limit. The JSON
+    form (spool files, ``.wal`` copies, protocol 1) carries the lines here."""
     times: list[float] | None = None
     """Per-line timestamps when they differ (log records); otherwise every line has ``ts``."""
+    data: bytes = b""
+    """The same lines as the bytes the process wrote, undecoded: what the plugin builds and the binary
+    form (msgpack) carries, so no side decodes, escapes or re-encodes megabytes of output. Set, it
+    stands for ``text``; `encode` turns it into ``text`` for the JSON form."""
+
+    def raw(self) -> bytes:
+        """The lines as UTF-8 bytes, whichever form they came in: raw bytes are checked (the store keeps
+        valid UTF-8 only) and an invalid sequence becomes U+FFFD, as decoding them would have."""
+        data = self.data
+        if not data:
+            return self.text.encode("utf-8", "replace")  # "replace": a lone surrogate from JSON
+        if data.isascii():
+            return data
+        return data.decode("utf-8", "replace").encode()
+
+    def as_text(self) -> str:
+        return self.data.decode("utf-8", "replace") if self.data else self.text
+
+    @property
+    def size(self) -> int:
+        """Bytes of output it holds, for the sender's memory bounds."""
+        return len(self.data) or len(self.text)
 
 
 class PassedPhase(msgspec.Struct, array_like=True):

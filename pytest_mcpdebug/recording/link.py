@@ -11,14 +11,14 @@ import collections
 import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 import msgspec
 
 from pytest_mcpdebug import protocol
-from pytest_mcpdebug.protocol import Ack, Hello, Reply, Request, ServerFrame
+from pytest_mcpdebug.protocol import Ack, Hello, Reply, Request, ServerFrame, Wire
 from pytest_mcpdebug.recording.connection import describe as _describe
 from pytest_mcpdebug.recording.connection import open_connection
 from pytest_mcpdebug.recording.spool import SpoolFile
@@ -49,7 +49,7 @@ class Link:
     _ws_stack: contextlib.ExitStack
     _connected_url: str | None
     _close_timeout: float
-    _unacked: collections.deque[tuple[int, bytes]]
+    _unacked: collections.deque[tuple[int, Wire]]
     _unacked_bytes: int
     _flush_lock: threading.Lock
     _stop: threading.Event
@@ -62,10 +62,10 @@ class Link:
     on_disconnect: Callable[[], None] | None
     on_frame: Callable[[ServerFrame], None] | None
 
-    def _send_lines(self, items: list[tuple[int, bytes]]) -> None:
+    def _send_lines(self, items: Sequence[tuple[int, Wire]]) -> None:
         raise NotImplementedError
 
-    def _write_spool(self, lines: list[bytes]) -> None:
+    def _write_spool(self, lines: Sequence[Wire]) -> None:
         raise NotImplementedError
 
     def reply(self, reply: Reply) -> bool:
@@ -93,7 +93,7 @@ class Link:
                 if isinstance(frame, Ack):
                     with self._flush_lock:  # a checkpoint may be adding to the unacknowledged
                         while self._unacked and self._unacked[0][0] <= frame.seq:
-                            self._unacked_bytes -= len(self._unacked.popleft()[1])
+                            self._unacked_bytes -= protocol.wire_size(self._unacked.popleft()[1])
                             self.acked += 1
                     if (until_acked and not self._unacked) or self._stop.is_set():
                         return  # closing: the ack of what `close` sent wakes the thread to finish

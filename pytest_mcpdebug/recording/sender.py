@@ -26,13 +26,13 @@ import collections
 import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from pytest_mcpdebug import protocol
 from pytest_mcpdebug.folder import WAL_SUFFIX
-from pytest_mcpdebug.protocol import Event, Hello, Request, ServerFrame
+from pytest_mcpdebug.protocol import Event, Hello, Request, ServerFrame, Wire
 from pytest_mcpdebug.recording.connection import CONNECT_TIMEOUT, socket_has_room
 from pytest_mcpdebug.recording.link import BATCH_BYTES, CLOSE_TIMEOUT, Discover, Link
 from pytest_mcpdebug.recording.spool import SpoolFile
@@ -54,6 +54,14 @@ MAX_UNACKED: Final = 20_000
 MAX_PENDING_BYTES: Final = 32 * 1024 * 1024
 """Output text waiting for the sender thread before `wait_for_room` holds back the output reader."""
 MAX_UNACKED_BYTES: Final = 64 * 1024 * 1024
+BUSY_BYTES: Final = 1024 * 1024
+"""Output delivered in one wake-up from which the sender counts as streaming (`busy_interval`): 20 MB/s
+at the usual interval; a service logging steadily below that keeps the usual batches."""
+FRAGMENT_BYTES: Final = 256 * 1024
+"""Largest WebSocket frame of a message. websockets copies each frame twice (masking, framing): copies
+of a few hundred kilobytes reuse freed heap memory, while each copy of megabytes gets fresh pages
+(glibc maps large blocks and unmaps them when freed), which cost the test process ~0.1 s of system
+time per 100 MB of output, under its GIL."""
 
 
 class Sender(Link):
@@ -71,6 +79,11 @@ class Sender(Link):
         1 s to 30 s, as seed 004 says). ``interval``: how often the thread wakes to send what is
         queued (and to call `on_tick`)."""
         self.interval = interval
+        self.busy_interval = interval
+        """How soon the thread wakes again after a wake-up that delivered `BUSY_BYTES` of output or
+        more (a process session's output streaming: sent in small batches, see `session_client`)."""
+        self.fragment_bytes = FRAGMENT_BYTES
+        """Largest frame of a message (0: whole messages, for a process that keeps freed buffers)."""
         self._hello = hello
         self._reconnect = reconnect
         self._retry_delay = reconnect[0]
@@ -79,7 +92,7 @@ class Sender(Link):
         self._spool_path = spool_path
         self._discover = discover
         self._pending: collections.deque[Event] = collections.deque()
-        self._unacked: collections.deque[tuple[int, bytes]] = collections.deque()
+        self._unacked: collections.deque[tuple[int, Wire]] = collections.deque()
         self._unacked_bytes = 0
         self._pending_bytes = 0
         self._bytes_lock = threading.Lock()
@@ -129,7 +142,7 @@ class Sender(Link):
         """Queue an event; never blocks on the network and never raises."""
         if type(event) is protocol.Output:
             with self._bytes_lock:
-                self._pending_bytes += len(event.text)
+                self._pending_bytes += event.size
         self._pending.append(event)
         if len(self._pending) > MAX_PENDING:
             self._spool_overflow()
@@ -246,7 +259,7 @@ class Sender(Link):
             # Wedged in a send to a server that stopped reading: everything it holds goes to the spool
             # (the batch in flight is among the unacknowledged). Duplicates are harmless on ingest.
             self._spool_overflow()
-            self._write_spool([line for _, line in list(self._unacked)])
+            self._write_spool([item for _, item in list(self._unacked)])
             self.warnings.append(f"the server at {self._connected_url} stopped reading; the rest was spooled")
         self.spool.close()
 
@@ -257,15 +270,16 @@ class Sender(Link):
             self._maybe_connect()
         finally:
             self._first_attempt.set()
+        wait = self.interval
         while not self._stop.is_set():
             if self._ws is None:
-                self._stop.wait(self.interval)
+                self._stop.wait(wait)
             else:
-                self._receive(self.interval)  # wakes at once for a request of the server
+                self._receive(wait)  # wakes at once for a request of the server
             tick = self.on_tick
             if tick is not None:
                 tick()
-            self._flush()
+            wait = self.busy_interval if self._flush() >= BUSY_BYTES else self.interval
             if self._ws is None and not self._stop.is_set():
                 self._maybe_connect()
         self._flush()
@@ -278,7 +292,7 @@ class Sender(Link):
         while pending:
             event = pending.popleft()
             if type(event) is protocol.Output:
-                size += len(event.text)
+                size += event.size
             batch.append(event)
         if size:
             with self._room:
@@ -286,56 +300,77 @@ class Sender(Link):
                 self._room.notify_all()
         return batch
 
-    def _flush(self) -> None:
+    def _flush(self) -> int:
+        """Send or spool what is queued; returns the bytes of output it held."""
         with self._flush_lock:
             ready, self._ready = self._ready, []
             batch = self._drain()
             if not batch and not ready:
-                return
-            items = ready + [(e.seq, protocol.encode(e)) for e in batch]  # in seq order: ready came first
-            if self._ws is not None:
-                self._send_lines(items)
+                return 0
+            if self._ws is not None:  # in seq order: ready came first
+                self._send_lines([*ready, *((e.seq, protocol.pack(e)) for e in batch)])
             else:
-                self._write_spool([line for _, line in items])
+                self._write_spool([item for _, item in ready] + [protocol.encode(e) for e in batch])
+            return sum(e.size for e in batch if type(e) is protocol.Output)
 
-    def _send_lines(self, items: list[tuple[int, bytes]]) -> None:
-        """Send encoded events; whatever does not make it (the connection lost) ends in the spool."""
+    def _send_lines(self, items: Sequence[tuple[int, Wire]]) -> None:
+        """Send events; whatever does not make it (the connection lost) ends in the spool."""
         # Held as unacknowledged *before* sending, so a failure half-way spools the whole batch.
         self._unacked.extend(items)
-        lines = [line for _, line in items]
-        self._unacked_bytes += sum(map(len, lines))
+        sizes = [protocol.wire_size(item) for _, item in items]
+        self._unacked_bytes += sum(sizes)
         try:
-            chunk: list[bytes] = []
+            chunk: list[Wire] = []
             size = 0
-            for line in lines:
-                chunk.append(line)
-                size += len(line) + 1
+            for (_, item), item_size in zip(items, sizes, strict=True):
+                chunk.append(item)
+                size += item_size + 1
                 if size >= BATCH_BYTES:
                     self._ws_send(chunk)
                     chunk, size = [], 0
             if chunk:
                 self._ws_send(chunk)
-            self.sent += len(lines)
+            self.sent += len(items)
         except Exception as exc:
             self._lost_connection(exc)
             return  # the unacked events (this batch included) are now in the spool
         while len(self._unacked) > MAX_UNACKED or self._unacked_bytes > MAX_UNACKED_BYTES:
-            line = self._unacked.popleft()[1]
-            self._unacked_bytes -= len(line)
-            self._write_spool([line])
+            item = self._unacked.popleft()[1]
+            self._unacked_bytes -= protocol.wire_size(item)
+            self._write_spool([item])
 
-    def _ws_send(self, lines: list[bytes]) -> None:
+    def _ws_send(self, items: list[Wire]) -> None:
+        """One binary message per run of items in one form: packed events (what `_flush` sends), or
+        JSON lines (a replayed spool, a checkpoint's write-ahead lines)."""
         assert self._ws is not None
+        start = 0
         with self._send_lock:
-            self._ws.send(b"\n".join(lines))  # a binary message: no decode of megabytes of output
+            while start < len(items):
+                json = protocol.is_json(items[start])
+                end = start + 1
+                while end < len(items) and protocol.is_json(items[end]) == json:
+                    end += 1
+                run = items[start:end]
+                message = b"\n".join(run) if json else protocol.packed_message(run)  # type: ignore[arg-type]
+                self._ws.send(_fragments(message, self.fragment_bytes))
+                start = end
 
     # Spool ----------------------------------------------------------------------------------------
 
-    def _write_spool(self, lines: list[bytes]) -> None:
-        self.spool.write(lines)
+    def _write_spool(self, lines: Sequence[Wire]) -> None:
+        """``lines``: events in any form (unacknowledged ones are packed); the spool holds JSON."""
+        self.spool.write([protocol.json_line(line) for line in lines])
 
     def _spool_overflow(self) -> None:
         """The sender thread is not keeping up (or is wedged): the caller writes to the spool itself
         (what a checkpoint left for the thread first: the spool stays in ``seq`` order)."""
         ready, self._ready = self._ready, []
         self._write_spool([line for _, line in ready] + [protocol.encode(e) for e in self._drain()])
+
+
+def _fragments(message: bytes, size: int) -> bytes | Iterator[memoryview]:
+    """A message as it is sent: whole, or as a fragmented message of frames of ``size`` bytes."""
+    if not size or len(message) <= size:
+        return message
+    view = memoryview(message)
+    return (view[start : start + size] for start in range(0, len(view), size))

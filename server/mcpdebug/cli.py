@@ -193,6 +193,9 @@ def _log_settings(args: argparse.Namespace) -> Any:
 
 
 def _process_session(args: argparse.Namespace) -> int:
+    from mcpdebug.heap import keep_freed_buffers
+
+    keep_freed_buffers()
     directory = find_dir(args.dir, create=True)
     if args.command == "run":
         from mcpdebug.processes import runner

@@ -2,7 +2,7 @@
 
 Listens on 127.0.0.1 only. Refuses before the upgrade: a missing or wrong token (401) and any request
 carrying an Origin header, i.e. a browser page (403). After the upgrade: a first frame that is not a
-valid ``hello`` of our protocol version closes with 1008, a malformed frame with 1007, an oversized
+valid ``hello`` of a protocol version we accept closes with 1008, a malformed frame with 1007, an oversized
 message with 1009 (enforced by websockets). Each refusal is logged; other connections carry on.
 
 Live inspection shares the connection: `Sessions` sends a held process `Request` frames, and the
@@ -180,7 +180,7 @@ class IngestServer:
             await ws.close(protocol.CLOSE_POLICY, "expected a hello frame")
             return None
         version = protocol.hello_version(first)
-        if version is not None and version != protocol.PROTOCOL_VERSION:
+        if version is not None and version not in protocol.ACCEPTED_VERSIONS:
             log.warning(
                 "closing %s: protocol %d, this server speaks %d", peer, version, protocol.PROTOCOL_VERSION
             )
@@ -225,7 +225,10 @@ class IngestServer:
     def _ingest(self, message: str | bytes, key: tuple[str, str]) -> tuple[int | None, list[protocol.Event]]:
         """Decode and store one message of a connection; returns the highest seq, to acknowledge, and
         the events live sessions and their waiters care about."""
-        events = decode_events(protocol.split_lines(message))
+        if isinstance(message, bytes) and protocol.is_packed_message(message):
+            events = protocol.decode_packed_message(message)
+        else:
+            events = decode_events(protocol.split_lines(message))
         for event in events:
             if (event.run_id, event.process) != key:
                 raise protocol.ProtocolError(

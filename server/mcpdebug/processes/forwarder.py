@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import BinaryIO, Final
 
 from mcpdebug.processes.child import PARTIAL_FLUSH, READ_SIZE
-from mcpdebug.processes.session_client import SessionClient, stderr_say
+from mcpdebug.processes.say import stderr_say
+from mcpdebug.processes.session_client import SessionClient
 from pytest_mcpdebug.limits import Limits
 from pytest_mcpdebug.output.lines import LineSplitter
 

@@ -25,12 +25,15 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from mcpdebug.processes.child import Child, StdinError, returncode_text
-from mcpdebug.processes.session_client import SessionClient, stderr_say
-from pytest_mcpdebug import protocol
+from mcpdebug.processes.say import stderr_say
 from pytest_mcpdebug.limits import Limits
+
+if TYPE_CHECKING:
+    from mcpdebug.processes.session_client import SessionClient
+    from pytest_mcpdebug import protocol
 
 RESTART_POLICIES: Final = ("no", "on-failure", "always")
 CLEAN_SIGNALS: Final = frozenset({signal.SIGHUP, signal.SIGINT, signal.SIGTERM, signal.SIGPIPE})
@@ -79,20 +82,10 @@ class Supervisor:
         self.options = options
         self.say = stderr_say("mcpdebug run") if options.echo else None
         cwd = options.cwd or os.getcwd()
-        self.session = SessionClient(
-            mode=options.mode,
-            directory=options.directory,
-            command=options.command,
-            cwd=cwd,
-            label=options.label,
-            capabilities=("process_control", "stdin"),
-            restart=options.restart,
-            server_url=options.server_url,
-            token=os.environ.get("MCPDEBUG_TOKEN") or None,
-            run_id=options.run_id,
-            say=self.say,
-        )
-        self.session.sender.on_request = lambda request: self.inbox.put(("request", request))
+        self._session: SessionClient | None = None
+        self._early: list[tuple[str, Any]] = []
+        """What the command did before the session was opened: ("lines", args), ("status", kwargs)."""
+        self._early_lock = threading.Lock()
         self.env = dict(os.environ)
         if options.mode == "managed":  # the server's token is for the runner, not for the command
             for name in SCRUBBED_ENV:
@@ -109,6 +102,58 @@ class Supervisor:
         self.stdin_ended = False
         self._delay = 0.0
 
+    # The session ----------------------------------------------------------------------------------
+
+    @property
+    def session(self) -> SessionClient:
+        assert self._session is not None, "the session is opened right after the command starts"
+        return self._session
+
+    def _open_session(self) -> None:
+        """Import and open the session once the command runs: the protocol, msgspec and the sender
+        are ~25 ms of imports the command need not wait for. What it wrote meanwhile goes first."""
+        from mcpdebug.processes.session_client import SessionClient
+
+        session = SessionClient(
+            mode=self.options.mode,
+            directory=self.options.directory,
+            command=self.options.command,
+            cwd=self.cwd,
+            label=self.options.label,
+            capabilities=("process_control", "stdin"),
+            restart=self.options.restart,
+            server_url=self.options.server_url,
+            token=os.environ.get("MCPDEBUG_TOKEN") or None,
+            run_id=self.options.run_id,
+            say=self.say,
+        )
+        session.sender.on_request = lambda request: self.inbox.put(("request", request))
+        with self._early_lock:
+            for kind, args in self._early:
+                if kind == "lines":
+                    session.lines(*args)
+                else:
+                    session.status(**args)
+            self._early.clear()
+            self._session = session
+
+    def _lines(self, stream: str, block: bytes, count: int, ts: float) -> None:
+        """From the reader thread: the command's lines, to the session (or kept until it is open)."""
+        if self._session is None:
+            with self._early_lock:
+                if self._session is None:
+                    self._early.append(("lines", (stream, block, count, ts)))
+                    return
+        self._session.lines(stream, block, count, ts)
+
+    def _status(self, status: str, **fields: Any) -> None:
+        if self._session is None:
+            with self._early_lock:
+                if self._session is None:
+                    self._early.append(("status", {"status": status, **fields}))
+                    return
+        self._session.status(status, **fields)
+
     # Main loop ------------------------------------------------------------------------------------
 
     def run(self) -> int:
@@ -116,7 +161,8 @@ class Supervisor:
             signal.signal(signum, self._on_signal)
         with contextlib.suppress(AttributeError, ValueError):
             signal.signal(signal.SIGTTIN, signal.SIG_IGN)  # a runner in a background job reads no tty
-        self._start_child()  # first: the command does not wait for the server; its lines queue up
+        self._start_child()  # first: the command does not wait for our imports, nor for the server
+        self._open_session()
         self.session.start()
         if self.exit_code is None:
             if _has_stdin():
@@ -160,7 +206,7 @@ class Supervisor:
             self.options.command,
             cwd=self.cwd,
             env=self.env,
-            on_lines=self.session.lines,
+            on_lines=self._lines,
             echo=self.options.echo,
             max_line_length=self.options.max_line_length,
             die_with_parent=self.options.mode == "managed",
@@ -178,7 +224,7 @@ class Supervisor:
         if self.stdin_ended:
             child.close_stdin()
         threading.Thread(target=self._wait, args=(child,), name="mcpdebug-wait", daemon=True).start()
-        self.session.status("running", pid=pid, message=f"{message} pid {pid}")
+        self._status("running", pid=pid, message=f"{message} pid {pid}")
         return pid
 
     def _wait(self, child: Child) -> None:
@@ -208,7 +254,7 @@ class Supervisor:
     def _end(
         self, status: str, pid: int | None, message: str, runner_code: int, exit_code: int | None = None
     ) -> None:
-        self.session.status(
+        self._status(
             status,
             pid=pid,
             exit_code=runner_code if exit_code is None else exit_code,
@@ -229,6 +275,8 @@ class Supervisor:
     # Control requests -----------------------------------------------------------------------------
 
     def _answer(self, request: protocol.Request) -> None:
+        from pytest_mcpdebug import protocol
+
         handlers = {"restart": self._restart, "signal": self._signal, "stdin": self._stdin}
         handler = handlers.get(request.command)
         try:
@@ -274,6 +322,8 @@ class Supervisor:
         }
 
     def _signal(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        from pytest_mcpdebug import protocol
+
         name = str(arguments.get("signal") or "SIGTERM")
         if name not in protocol.PROCESS_SIGNALS:
             raise RequestError(f"signal {name!r} is not one of {', '.join(protocol.PROCESS_SIGNALS)}")

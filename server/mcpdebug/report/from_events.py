@@ -30,7 +30,7 @@ def ingested(store: Store, events: list[protocol.Event]) -> None:
             if handler is not None:
                 handler(store, event)
             elif isinstance(event, protocol.Output) and entries.OUTPUT.isEnabledFor(logging.DEBUG):
-                entries.debug_output(event.run_id, event.stream, event.text, level=logging.DEBUG)
+                entries.debug_output(event.run_id, event.stream, event.as_text(), level=logging.DEBUG)
         except Exception:  # a log entry is never worth an ingest error
             logging.getLogger("mcpdebug.report").debug("cannot log %s", type(event).__name__, exc_info=True)
 

@@ -109,7 +109,7 @@ class Outputs:
             "SELECT 1 FROM segments WHERE run_id=? AND unit_id=? AND first=?", (e.run_id, unit_id, e.first)
         ).fetchone():
             return 0
-        data = cut_long_lines(e.text.encode("utf-8", "replace"), self.limits.max_line_length)
+        data = cut_long_lines(e.raw(), self.limits.max_line_length)
         count = data.count(b"\n") + 1  # the text is the truth, whatever `count` claims
         times = e.times if e.times and len(e.times) == count else None
         stream = e.stream if e.stream in protocol.STREAMS else "stdout"
@@ -248,9 +248,11 @@ class Outputs:
         try:
             offset = os.lseek(fd, 0, os.SEEK_END)
             try:
-                view, done = memoryview(data + b"\n"), 0
-                while done < len(view):
-                    done += os.write(fd, view[done:])
+                done = os.writev(fd, (data, b"\n"))  # no copy of a megabyte to add its newline
+                if done <= len(data):
+                    view = memoryview(data + b"\n")  # cut short: the rest, rarely
+                    while done < len(view):
+                        done += os.write(fd, view[done:])
             except OSError:
                 os.ftruncate(fd, offset)
                 raise
