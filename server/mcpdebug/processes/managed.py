@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from mcpdebug.live.sessions import SessionError, Sessions
-from mcpdebug.processes.runner import RESTART_POLICIES, STOP_GRACE
+from mcpdebug.processes.control import STOP_GRACE
+from mcpdebug.processes.runner import RESTART_POLICIES
 from mcpdebug.store import Store
 from mcpdebug.views import processes as processes_view
 from pytest_mcpdebug.recording.run_id import new_run_id
