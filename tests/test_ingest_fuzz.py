@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 import pytest
-from hostile_peers import Outcome, peers, play, stored_lines
+from hostile_peers import Outcome, Peer, peers, play, stored_lines
 from hypothesis import HealthCheck, given, settings
 from websockets.asyncio.client import connect
 
@@ -76,6 +76,9 @@ def test_hostile_peers_never_break_the_ingest_and_a_real_run_is_stored_complete(
 
     try:
         hostile()
+        # Two peers every run has, whatever hypothesis drew: each refusal must be in the log.
+        play(Peer("raw", None, headers={"Authorization": "Bearer wrong"}), server.url, server.token, outcome)
+        play(Peer("ws", "not a hello"), server.url, server.token, outcome)
         release.touch()
         output = inner.communicate(timeout=120)[0].decode()
         rss_after = rss_kb(server.process.pid) if rss_before else 0
