@@ -81,7 +81,7 @@ def cost(workdir: Path, tests: int, repeats: int) -> dict[str, list[float]]:
                 if round_:  # the first round warms caches
                     times[mode].append(took)
                 print(f"  round {round_}/{repeats} {mode:7} {took:6.2f} s", file=sys.stderr)
-    store = Store(workdir / "served")
+    store = Store(workdir / "served" / ".mcpdebug")  # where `mcpdebug serve --dir served` keeps it
     largest = store.db.execute("SELECT max(length(snapshot)), count(*) FROM failures").fetchone()
     store.close()
     times["largest_snapshot_bytes"] = [float(largest[0] or 0)]
@@ -115,7 +115,7 @@ async def latency_once(project: Path, served: Path, env: dict[str, str]) -> floa
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    store = Store(served)
+    store = Store(served / ".mcpdebug")
     try:
         async with Client(build_server(store)) as client:
             while not (project / "failed-at").exists() or not (project / "failed-at").read_text():
