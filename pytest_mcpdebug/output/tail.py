@@ -47,9 +47,9 @@ class OutputTail(OutputReader):
         self.config = config
         self._stopped = False
         self._warnings = WarningWatch(self._live_warning)
-        self._pytest_capture: tuple[Callable[..., Any], Callable[[], Any]] | None = None
+        self._pytest_item_capture: Callable[..., Any] | None = None
+        self._pytest_read_capture: Callable[[], Any] | None = None
         """pytest's own ``item_capture`` and ``read_global_capture``, while ours stand in front of them."""
-        self._pytest_item_capture: Callable[..., Any] = lambda when, item: None  # set by start()
         self._handler = RecordHandler(self)
         self._warnings_sent: set[int] = set()
         self._capman = config.pluginmanager.getplugin("capturemanager")
@@ -67,8 +67,8 @@ class OutputTail(OutputReader):
         capman = self._capman
         if hasattr(capman, "item_capture") and hasattr(capman, "read_global_capture"):
             # Stand in front of pytest's per-phase capture calls: no hook of our own runs per phase.
-            self._pytest_capture = (capman.item_capture, capman.read_global_capture)
             self._pytest_item_capture = capman.item_capture
+            self._pytest_read_capture = capman.read_global_capture
             capman.item_capture, capman.read_global_capture = self._item_capture, self._read_capture
         else:  # -p no:capture: nothing to read, but records and warnings still need their phase
             self.config.pluginmanager.register(PhaseHooks(self), PhaseHooks.NAME)
@@ -79,11 +79,11 @@ class OutputTail(OutputReader):
         with self._lock:
             self._stopped = True
             self._send_records()
-            if self._pytest_capture is not None:
+            if self._pytest_read_capture is not None:
                 for name in ("item_capture", "read_global_capture"):
                     with contextlib.suppress(AttributeError):
                         delattr(self._capman, name)
-                self._pytest_capture = None
+                self._pytest_item_capture = self._pytest_read_capture = None
         phases = self.config.pluginmanager.get_plugin(PhaseHooks.NAME)
         if phases is not None:
             self.config.pluginmanager.unregister(phases, PhaseHooks.NAME)
@@ -143,6 +143,7 @@ class OutputTail(OutputReader):
             self._phase = when
         else:
             self.phase(item, when)
+        assert self._pytest_item_capture is not None
         return self._pytest_item_capture(when, item)
 
     def _attach(self) -> None:
@@ -159,8 +160,8 @@ class OutputTail(OutputReader):
         each phase, or when --pdb shows the output), so that is where the rest of the running unit's
         output is taken. A phase of which nothing was read yet (the usual short test) costs no read
         of its own: its text is the one pytest just read."""
-        assert self._pytest_capture is not None
-        read = self._pytest_capture[1]
+        read = self._pytest_read_capture
+        assert read is not None
         with self._lock:
             if self._partial or self._records:
                 self._read(None)
