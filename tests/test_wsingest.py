@@ -479,6 +479,31 @@ async def test_batch_is_stored_and_acked_once(
     await bystander.check()
 
 
+async def test_acks_are_paced_when_the_client_asks(server: IngestServer, bystander: Bystander) -> None:
+    """A client that sets ``ack_interval`` gets one ack for several quick messages, no later than
+    the interval after the first, and its goodbye acknowledged at once."""
+    interval = 0.4
+    async with client(server) as ws:
+        await ws.send(hello_text("paced-1").replace('"pid"', f'"ack_interval":{interval},"pid"'))
+        assert isinstance(await recv_frame(ws), Welcome)
+        started = anyio.current_time()
+        for seq in (1, 2, 3, 4):
+            await ws.send(batch_text(make_events([seq], process="paced-1")))
+        first = await recv_frame(ws)  # the first message's ack is due at once (none was sent yet)
+        assert first == Ack(seq=1)
+        second = await recv_frame(ws)
+        waited = anyio.current_time() - started
+        assert second == Ack(seq=4), "the three later messages are acknowledged together"
+        assert interval * 0.8 <= waited <= interval + 1.0
+        assert stored_seqs(server.store, "paced-1") == [1, 2, 3, 4]
+
+        goodbye = protocol.ProcessFinished(run_id=RUN, process="paced-1", seq=5, ts=NOW, events=5)
+        await ws.send(batch_text([goodbye]))
+        with anyio.fail_after(interval / 2):  # not held: the client waits on it to close
+            assert await recv_frame(ws) == Ack(seq=5)
+    await bystander.check()
+
+
 async def test_many_clients_at_once(server: IngestServer, bystander: Bystander) -> None:
     async def one(n: int) -> None:
         process = f"gw{n}-1"

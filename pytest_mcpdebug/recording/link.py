@@ -28,6 +28,10 @@ if TYPE_CHECKING:
     from websockets.sync.client import ClientConnection
 
 CLOSE_TIMEOUT: Final = 5.0
+ACK_INTERVAL: Final = 1.0
+"""How long the server may hold its acknowledgements (`Hello.ack_interval`): one wake-up a second of
+this process's threads rather than one per message. Unacknowledged events stay in memory (bounded by
+the sender's limits) and go to the spool if the connection is lost."""
 BATCH_BYTES: Final = protocol.MAX_MESSAGE_BYTES // 4
 
 Discover = Callable[[], "tuple[str, str] | None"]
@@ -135,6 +139,7 @@ class Link:
             worker=mine.worker,
             pid=mine.pid,
             spool=self._spool_path.name if self.spool.used else None,
+            ack_interval=ACK_INTERVAL,
         )
         try:
             ws, stack, welcome = open_connection(url, token, hello)
@@ -201,9 +206,10 @@ class Link:
                     ]
                     if not lines:
                         break
+                    if self._unacked:  # the batch before acknowledged first (a full one is, at once)
+                        self._receive(CLOSE_TIMEOUT, until_acked=True)
                     with self._flush_lock:
                         self._send_lines([(_seq_of(line), line) for line in lines])
-                    self._receive(CLOSE_TIMEOUT, until_acked=True)
             if self._ws is not None:
                 self._replayed = end
         except OSError as exc:

@@ -25,6 +25,7 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
+from mcpdebug.ingest.acks import AckPacer
 from mcpdebug.ingest.spool import decode_events, ingest_spool
 from mcpdebug.live.sessions import Sessions
 from mcpdebug.report import from_events
@@ -109,6 +110,7 @@ class IngestServer:
     async def _handle(self, ws: ServerConnection) -> None:
         peer = _peer(ws)
         key: tuple[str, str] | None = None
+        acks: AckPacer | None = None
         try:
             accepted = await self._handshake(ws, peer)
             if accepted is None:
@@ -119,6 +121,7 @@ class IngestServer:
             self.sessions.connected(key, ws)
             await ws.send(protocol.encode(welcome).decode())
             log.info("%s connected: run %s, %s", peer, hello.run_id, hello.process)
+            acks = AckPacer(ws, hello.ack_interval)
             async for message in ws:
                 try:
                     if isinstance(message, str) and message.startswith(protocol.REPLY_PREFIX):
@@ -151,7 +154,8 @@ class IngestServer:
                     registered = protocol.Registered(run_id=key[0], label=self._label(key[0]))  # a runner
                     await ws.send(protocol.encode(registered).decode())  # closing at once still hears it
                 if last is not None:
-                    await ws.send(protocol.encode(protocol.Ack(seq=last)).decode())
+                    goodbye = any(type(e) is protocol.ProcessFinished for e in notable)
+                    await acks.stored(last, len(message), urgent=goodbye)
         except ConnectionClosed as exc:
             if (exc.rcvd and exc.rcvd.code == protocol.CLOSE_TOO_BIG) or (exc.sent and exc.sent.code == 1009):
                 log.warning("closed %s: message over %d bytes", peer, self.max_size)
@@ -159,6 +163,8 @@ class IngestServer:
             log.exception("error on the connection from %s", peer)
             await ws.close(1011, "internal error; see the server log")
         finally:
+            if acks is not None:
+                acks.cancel()
             if key is not None and self.connections.get(key) is ws:
                 del self.connections[key]
             if key is not None:
