@@ -6,7 +6,8 @@ every `TICK` seconds with ``pread`` (which does not move pytest's file position)
 is new as numbered lines; the rest is taken at the end of each phase, where pytest reads and
 empties the files: a quiet test costs no read of its own. The tail stands in front of pytest's two
 capture calls of each phase (``item_capture``: a phase starts; ``read_global_capture``: pytest reads
-its files), so it has no hook of its own per phase; the reporter tells it when a test ends. Log
+its files), so it has no hook of its own per phase, and it tells the reporter when a test starts;
+the reporter tells it when a test ends. Log
 records come from a handler on the root logger and warnings from ``pytest_warning_recorded``.
 
 Output belongs to a *unit*: the test whose phase is running, or the process's own output outside
@@ -55,6 +56,8 @@ class OutputTail(OutputReader):
         self._capman = config.pluginmanager.getplugin("capturemanager")
         self._attached_to: Any = None
         self._session_fixtures_unmarked = False
+        self.on_begin: Callable[[pytest.Item], None] | None = None
+        """Told when a test's set-up starts (the reporter's start of a test: no hook of its own)."""
 
     # Life cycle -----------------------------------------------------------------------------------
 
@@ -106,8 +109,11 @@ class OutputTail(OutputReader):
 
     # Tests: pytest's capture of each phase, wrapped --------------------------------------------------
 
-    def begin_test(self, nodeid: str) -> None:
-        """What is written from now on is ``nodeid``'s set-up."""
+    def begin_test(self, item: pytest.Item) -> None:
+        """What is written from now on is ``item``'s set-up (`on_begin` is told first)."""
+        if self.on_begin is not None:
+            self.on_begin(item)
+        nodeid = item.nodeid
         with self._lock:
             if getattr(self._capman, "_global_capturing", None) is not self._attached_to:
                 self._attach()
@@ -116,7 +122,7 @@ class OutputTail(OutputReader):
             self._unit, self._phase, self._tailing = unit, "setup", True
 
     def end_test(self) -> None:
-        """From `pytest_runtest_logfinish`: the test's output was taken when pytest read its files."""
+        """From the reporter, at the test's last report: its output was taken when pytest read its files."""
         with self._lock:
             self._unit, self._phase, self._tailing = self._units[""], "", False
             if self._records:
@@ -125,7 +131,7 @@ class OutputTail(OutputReader):
     def phase(self, item: pytest.Item, when: str) -> None:
         """``item``'s phase ``when`` starts."""
         if when == "setup":
-            self.begin_test(item.nodeid)
+            self.begin_test(item)
             return
         self._phase = when
         if when == "teardown" and self._session_fixtures_unmarked:
@@ -138,7 +144,7 @@ class OutputTail(OutputReader):
     def _item_capture(self, when: str, item: pytest.Item) -> Any:
         """pytest's ``item_capture(when, item)``, which runs each phase of each test."""
         if when == "setup":
-            self.begin_test(item.nodeid)
+            self.begin_test(item)
         elif when == "call":
             self._phase = when
         else:

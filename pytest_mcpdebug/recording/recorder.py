@@ -33,7 +33,7 @@ from pytest_mcpdebug.output.tail import TICK, OutputTail
 from pytest_mcpdebug.recording import code_version, worker_input
 from pytest_mcpdebug.recording import diagnosis as diagnosis_parts
 from pytest_mcpdebug.recording.connection import split_token
-from pytest_mcpdebug.recording.reporter import Reporter, Role
+from pytest_mcpdebug.recording.reporter import ControllerProgress, Reporter, Role
 from pytest_mcpdebug.recording.run_id import new_run_id
 from pytest_mcpdebug.recording.sender import Sender
 from pytest_mcpdebug.recording.spool import RETRIED, describe_failure, spool_file_name
@@ -197,7 +197,7 @@ class Recorder:
             )
             self.config.pluginmanager.register(self.tail, _TAIL)
             self.tail.start()
-            self.reporter.tail = self.tail
+            self.reporter.tail, self.tail.on_begin = self.tail, self.reporter.begin
             self.sender.on_tick = self._tick
         # Every process, the controller too: it keeps the session timeout and records kills.
         dump = (
@@ -217,6 +217,8 @@ class Recorder:
             generation=self.generation,
         )
         self.config.pluginmanager.register(self.timeouts, _TIMEOUTS)
+        if role == "controller":
+            self.config.pluginmanager.register(ControllerProgress(self.reporter), ControllerProgress.NAME)
         if self.resumed is not None and role == "main":
             self._resume(self.resumed, session)
         if role == "controller" or self.resumed is not None:  # crashed xdist workers; earlier hangs

@@ -113,10 +113,11 @@ class Reporter:
 
     # Tests ----------------------------------------------------------------------------------------
 
-    def pytest_runtest_logstart(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
+    def begin(self, item: pytest.Item) -> None:
+        """``item``'s set-up starts: told by the output tail, which stands in front of pytest's capture
+        of each phase, so no hook of the reporter's own runs per test but the reports'."""
+        nodeid, location = item.nodeid, item.location
         self.current, self.location = nodeid, location
-        if self.role == "controller":
-            return
         self._running = (nodeid, location, time.time())
         if self.dump is not None:
             try:
@@ -161,11 +162,13 @@ class Reporter:
         when = report.when or "call"
         wasxfail = getattr(report, "wasxfail", None)
         if report.outcome == "passed" and wasxfail is None:  # a quiet pass: no event of its own
-            phases.append((when, "passed", False, report.duration, "", time.time()))
+            finished = getattr(report, "stop", 0) or time.time()  # when the phase's call returned
+            phases.append((when, "passed", False, report.duration, "", finished))
         else:
             self._phase_finished(report, when, wasxfail, phases)
         if when == "teardown":
             self._test_finished(report, phases)
+            self._end()
 
     def _phase_finished(
         self, report: pytest.TestReport, when: str, wasxfail: str | None, phases: list[Phase]
@@ -216,12 +219,9 @@ class Reporter:
                 )
             )
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_runtest_logfinish(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
+    def _end(self) -> None:
         """The test's outcome and its last lines reach the kernel before the next test starts."""
         self.current = self._running = None
-        if self.role == "controller":
-            return
         if self.tail is not None:
             self.tail.end_test()
         if self.dump is not None:
@@ -273,6 +273,22 @@ class Reporter:
                 counts=counts,
             )
         self.emit(protocol.ProcessFinished, events=self._seq + 1)
+
+
+class ControllerProgress:
+    """xdist's controller runs no test but hears of each a worker starts and ends (its reports come
+    through the controller's hooks): the test named if the controller itself is stopped."""
+
+    NAME = "mcpdebug-controller-progress"
+
+    def __init__(self, reporter: Reporter) -> None:
+        self.reporter = reporter
+
+    def pytest_runtest_logstart(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
+        self.reporter.current, self.reporter.location = nodeid, location
+
+    def pytest_runtest_logfinish(self) -> None:
+        self.reporter.current = None
 
 
 def final_outcome(phases: list[tuple[str, str, bool]]) -> str:
