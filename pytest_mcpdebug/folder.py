@@ -15,9 +15,10 @@ import json
 import os
 import shlex
 import socket
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Final
+
+import msgspec
 
 DIRNAME: Final = ".mcpdebug"
 SERVER_FILE: Final = "server.json"
@@ -72,6 +73,9 @@ def find_store(start: Path) -> Path | None:
 COVERAGE_DIR: Final = "coverage"
 """Per-test coverage (``--mcp-debug-coverage``): ``<run id>.coverage``, a coverage.py data file with a
 context per test, and while an xdist run lasts ``<run id>/<process>.coverage`` per worker."""
+RESUME_ENV: Final = "MCPDEBUG_RESUME"
+"""The state file a replacement process resumes from (`hangs.resume`; removed from its environment
+at once)."""
 PARENT_RUN_ENV: Final = "MCPDEBUG_PARENT_RUN"
 PARENT_WORKER_ENV: Final = "MCPDEBUG_PARENT_WORKER"
 """Set by a recording test process for the processes its tests start: a `mcpdebug run` session
@@ -123,8 +127,7 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-@dataclass(frozen=True)
-class ServerInfo:
+class ServerInfo(msgspec.Struct, frozen=True):
     url: str
     token: str
     pid: int
@@ -165,7 +168,7 @@ def write_server_info(path: Path, info: ServerInfo) -> Path:
     if hasattr(os, "fchmod"):
         os.fchmod(fd, 0o600)  # also when a leftover temporary file had another mode
     with os.fdopen(fd, "w") as fh:
-        json.dump(asdict(info), fh)
+        json.dump(msgspec.structs.asdict(info), fh)
     os.replace(tmp, target)
     return target
 

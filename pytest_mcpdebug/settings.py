@@ -7,9 +7,9 @@ Precedence is CLI > environment > ini (later issues add markers on top). A bad v
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from pytest_mcpdebug import limits
@@ -70,8 +70,7 @@ def _seconds(config: pytest.Config, name: str, env: str, default: float | None, 
     return parse_seconds(raw, where, example=example, zero=default is None)
 
 
-@dataclass(frozen=True)
-class HangSettings:
+class HangSettings(msgspec.Struct, frozen=True):
     timeout: float | None = None
     """The default per-test timeout (CLI > env > ini); a marker overrides it per test."""
     func_only: bool = False
@@ -105,7 +104,7 @@ def _run_id() -> str | None:
     raw = os.environ.get(ENV_RUN_ID)
     if not raw:
         return None
-    from pytest_mcpdebug.protocol import is_run_id  # only when the variable is set: msgspec costs
+    from pytest_mcpdebug.protocol import is_run_id  # only when the variable is set
 
     if not is_run_id(raw):
         raise pytest.UsageError(
@@ -115,8 +114,7 @@ def _run_id() -> str | None:
     return raw
 
 
-@dataclass(frozen=True)
-class DiagnosisSettings:
+class DiagnosisSettings(msgspec.Struct, frozen=True):
     """What the opt-in diagnosis parts record; handed to xdist workers like the rest."""
 
     coverage: bool = False
@@ -135,13 +133,12 @@ def diagnosis_settings(config: pytest.Config) -> DiagnosisSettings:
     )
 
 
-@dataclass(frozen=True)
-class Settings:
+class Settings(msgspec.Struct, frozen=True):
     dir: Path
     url: str | None
     """Explicit server URL (CLI, env or ini); None means look in `dir/server.json`."""
     token: str | None
-    max_line_length: int = limits.Limits.max_line_length
+    max_line_length: int = limits.MAX_LINE_LENGTH
     break_on_failure: bool = False
     break_timeout: float = DEFAULT_BREAK_TIMEOUT
     run_id: str | None = None

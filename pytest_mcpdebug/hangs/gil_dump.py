@@ -13,9 +13,10 @@ from __future__ import annotations
 import mmap
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
+
+import msgspec
 
 from pytest_mcpdebug.protocol import HangFrame, HangReport, HangThread
 
@@ -26,14 +27,14 @@ HEADER_SIZE: Final = 4096
 faulthandler writes after it."""
 STUCK: Final = "mcpdebug: hang: "
 """A line the watchdog adds before ending a process whose hung test it could not interrupt."""
-_THREAD = re.compile(r"^(?:Current thread|Thread) (0x[0-9a-fA-F]+)")
-_FRAME = re.compile(r'^\s+File "(?P<file>.+)", line (?P<line>\d+) in (?P<function>.+)$')
-_TIMEOUT = re.compile(r"^Timeout \((?P<h>\d+):(?P<m>\d+):(?P<s>\d+(?:\.\d+)?)\)!")
-_FATAL = re.compile(r"^Fatal Python error: (?P<what>.+)$")
+# Patterns, compiled on first use (by `re`): every recorded run imports this module, few parse a dump.
+_THREAD = r"^(?:Current thread|Thread) (0x[0-9a-fA-F]+)"
+_FRAME = r'^\s+File "(?P<file>.+)", line (?P<line>\d+) in (?P<function>.+)$'
+_TIMEOUT = r"^Timeout \((?P<h>\d+):(?P<m>\d+):(?P<s>\d+(?:\.\d+)?)\)!"
+_FATAL = r"^Fatal Python error: (?P<what>.+)$"
 
 
-@dataclass(frozen=True)
-class DumpName:
+class DumpName(msgspec.Struct, frozen=True):
     run_id: str
     process: str
     worker: str
@@ -156,17 +157,17 @@ def parse(text: str, *, timeout: float = 0.0) -> HangReport | None:
     current = ""
     threads: list[tuple[str, list[tuple[str, int, str]]]] = []
     for line in lines:
-        if m := _FATAL.match(line):
+        if m := re.match(_FATAL, line):
             fatal = m["what"].strip()
         elif line.startswith("Current thread "):
             current = line.split()[2].lower()
         if line.startswith(STUCK):
             stuck = line[len(STUCK) :].strip()
-        elif m := _TIMEOUT.match(line):
+        elif m := re.match(_TIMEOUT, line):
             elapsed = int(m["h"]) * 3600 + int(m["m"]) * 60 + float(m["s"])
-        elif m := _THREAD.match(line):
+        elif m := re.match(_THREAD, line):
             threads.append((m.group(1).lower(), []))
-        elif (m := _FRAME.match(line)) and threads:
+        elif (m := re.match(_FRAME, line)) and threads:
             threads[-1][1].append((m["file"], int(m["line"]), m["function"].strip()))
     if stuck:
         return HangReport(kind="stuck", summary=stuck, timeout=timeout, action="exit")

@@ -14,17 +14,17 @@ import os
 import sys
 import threading
 from collections.abc import Collection
-from dataclasses import dataclass, field
+
+import msgspec
 
 OWN_THREADS = "mcpdebug-"
 
 
-@dataclass
-class Leak:
+class Leak(msgspec.Struct):
     nodeid: str
-    threads: list[tuple[int, str, bool, str]] = field(default_factory=list)
+    threads: list[tuple[int, str, bool, str]] = []
     """(ident, name, daemon, where it is)."""
-    processes: list[tuple[int, str, str]] = field(default_factory=list)
+    processes: list[tuple[int, str, str]] = []
     """(pid, command line, where it is or its state)."""
 
     def describe(self) -> str:

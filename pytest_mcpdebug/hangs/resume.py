@@ -29,14 +29,14 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import pytest
 
 from pytest_mcpdebug import protocol
+from pytest_mcpdebug.folder import RESUME_ENV
 from pytest_mcpdebug.hangs.leaks import Leak
 from pytest_mcpdebug.recording.reporter import Reporter, final_outcome
 
 if TYPE_CHECKING:
     from pytest_mcpdebug.hangs.target import Target
 
-ENV: Final = "MCPDEBUG_RESUME"
-"""The state file a replacement process resumes from (removed from its environment at once)."""
+ENV: Final = RESUME_ENV
 MAX_GENERATIONS: Final = 5
 """Replacements in one run; past this a stuck test ends the run as before (exit status 3)."""
 

@@ -11,7 +11,6 @@ and into a short section of the terminal summary.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import faulthandler
 import os
 import signal
@@ -22,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 import pytest
 
 from pytest_mcpdebug import protocol
@@ -350,7 +350,7 @@ class Timeouts:
             generation=self.generation + 1,
             finished=self.finished,
             hangs=[*getattr(summary, "hangs", []), (target.nodeid, why)],
-            leaks=[dataclasses.asdict(leak) for leak in self.leaks.found],
+            leaks=[msgspec.structs.asdict(leak) for leak in self.leaks.found],
         )
         self.sender.close(timeout=2.0)
         if self._dump is not None:

@@ -6,6 +6,7 @@ methods and only looks at single lines when one is longer than the limit.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import TYPE_CHECKING, Final
 
@@ -13,21 +14,23 @@ if TYPE_CHECKING:
     from pytest_mcpdebug.output.sources import Source
 
 CUT_MARKER: Final = " [... mcpdebug: line cut at {limit} bytes; {dropped} more bytes dropped]"
-_CUT_MARKER_AT_END: Final = re.compile(
-    rb" \[\.\.\. mcpdebug: line cut at \d+ bytes; (\d+) more bytes dropped\]\Z"
-)
+_CUT_MARKER_AT_END: Final = rb" \[\.\.\. mcpdebug: line cut at \d+ bytes; (\d+) more bytes dropped\]\Z"
+
+
+_pattern = functools.cache(re.compile)
+"""Compiled on first use: every recorded run imports this module, few cut a line."""
 
 
 def cut_marker(limit: int, dropped: int) -> bytes:
     return CUT_MARKER.format(limit=limit, dropped=dropped).encode()
 
 
-_CUT_TEXT: Final = re.compile(r" \[\.\.\. mcpdebug: line cut at (\d+) bytes; (\d+) more bytes dropped\]\Z")
+_CUT_TEXT: Final = r" \[\.\.\. mcpdebug: line cut at (\d+) bytes; (\d+) more bytes dropped\]\Z"
 
 
 def cut_at(text: str) -> tuple[int, int] | None:
     """(bytes kept, bytes dropped) of a line that was cut when recorded, or None for a whole line."""
-    found = _CUT_TEXT.search(text, max(len(text) - 100, 0))
+    found = _pattern(_CUT_TEXT).search(text, max(len(text) - 100, 0))
     return (int(found.group(1)), int(found.group(2))) if found else None
 
 
@@ -59,7 +62,7 @@ def _cut_line(line: bytes, limit: int) -> bytes:
     does not count against the limit, and a second cut adds the bytes the first one dropped."""
     if len(line) <= limit:
         return line
-    upstream = _CUT_MARKER_AT_END.search(line, max(len(line) - 100, 0))
+    upstream = _pattern(_CUT_MARKER_AT_END).search(line, max(len(line) - 100, 0))
     if upstream is None:
         return line[:limit] + cut_marker(limit, len(line) - limit)
     text = line[: upstream.start()]

@@ -15,10 +15,6 @@ from urllib.parse import parse_qs, urlsplit
 from pytest_mcpdebug import protocol
 from pytest_mcpdebug.protocol import Hello, Welcome
 
-if sys.platform != "win32":
-    import fcntl
-    import termios
-
 if TYPE_CHECKING:
     from websockets.sync.client import ClientConnection
 
@@ -76,6 +72,9 @@ def socket_has_room(ws: ClientConnection, size: int) -> bool:
     """
     if size > INLINE_SEND_BYTES or sys.platform == "win32":
         return False
+    import fcntl  # here: a run with no server never needs them
+    import termios
+
     try:
         sock = ws.socket
         unsent = struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0"))[0]

@@ -19,6 +19,7 @@ from pytest_mcpdebug import protocol
 from pytest_mcpdebug.folder import (
     PARENT_RUN_ENV,
     PARENT_WORKER_ENV,
+    RESUME_ENV,
     dir_arg,
     display,
     ensure_dir,
@@ -27,7 +28,7 @@ from pytest_mcpdebug.folder import (
 )
 from pytest_mcpdebug.hangs import gil_dump
 from pytest_mcpdebug.hangs.timeouts import Timeouts
-from pytest_mcpdebug.limits import Limits
+from pytest_mcpdebug.limits import MAX_LINE_LENGTH
 from pytest_mcpdebug.options import DEFAULT_BREAK_TIMEOUT
 from pytest_mcpdebug.output.tail import TICK, OutputTail
 from pytest_mcpdebug.recording import code_version, worker_input
@@ -61,7 +62,7 @@ class Recorder:
         directory: Path,
         url: str | None,
         token: str | None,
-        max_line_length: int = Limits.max_line_length,
+        max_line_length: int = MAX_LINE_LENGTH,
         break_on_failure: bool = False,
         break_timeout: float = DEFAULT_BREAK_TIMEOUT,
         hangs: HangSettings | None = None,
@@ -123,9 +124,11 @@ class Recorder:
 
     @classmethod
     def for_controller(cls, config: pytest.Config, settings: Settings) -> Recorder:
-        from pytest_mcpdebug.hangs import resume
+        resumed = None
+        if os.environ.get(RESUME_ENV):  # a replacement process: only then is `hangs.resume` imported
+            from pytest_mcpdebug.hangs import resume
 
-        resumed = resume.load() if os.environ.get(resume.ENV) else None
+            resumed = resume.load()
         return cls(
             config,
             resumed=resumed,

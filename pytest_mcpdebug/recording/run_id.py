@@ -7,9 +7,8 @@ passes it in ``MCPDEBUG_RUN_ID`` so it can follow the run from its first event.
 from __future__ import annotations
 
 import os
-import secrets
 import time
 
 
 def new_run_id() -> str:
-    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2) + f"{os.getpid() % 256:02x}"
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + os.urandom(2).hex() + f"{os.getpid() % 256:02x}"

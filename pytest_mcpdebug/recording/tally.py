@@ -8,22 +8,22 @@ recorded, why, and what to do.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 WORKER_KEY = "mcpdebug"
 """The key of a worker's counts in ``workeroutput``."""
 
 
-@dataclass
-class Tally:
+class Tally(msgspec.Struct):
     sent: int = 0
     spooled: int = 0
     dropped: int = 0
     processes: int = 0
-    problems: list[str] = field(default_factory=list)
+    problems: list[str] = []
     """Why events were dropped, once each."""
-    silent: list[str] = field(default_factory=list)
+    silent: list[str] = []
     """Workers that ended without handing over their counts (crashed)."""
 
     def add(self, *, sent: int, spooled: int, dropped: int, problem: str | None) -> None:

@@ -5,11 +5,12 @@ Plain values only: xdist sends ``workerinput`` through execnet, which carries no
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any, Protocol
 
-from pytest_mcpdebug.limits import Limits
+import msgspec
+
+from pytest_mcpdebug.limits import MAX_LINE_LENGTH
 from pytest_mcpdebug.options import DEFAULT_BREAK_TIMEOUT
 from pytest_mcpdebug.recording import diagnosis as diagnosis_parts
 from pytest_mcpdebug.settings import DiagnosisSettings, HangSettings
@@ -39,9 +40,9 @@ def shared(recorder: Shared) -> dict[str, Any]:
         "max_line_length": recorder.max_line_length,
         "break": recorder.break_on_failure,
         "break_timeout": recorder.break_timeout,
-        "hangs": dataclasses.asdict(recorder.hangs),
+        "hangs": msgspec.structs.asdict(recorder.hangs),
         "session_started": recorder.session_started,
-        "diagnosis": dataclasses.asdict(recorder.diagnosis),
+        "diagnosis": msgspec.structs.asdict(recorder.diagnosis),
     }
 
 
@@ -52,7 +53,7 @@ def options(shared: dict[str, Any]) -> dict[str, Any]:
         "directory": Path(shared["dir"]),
         "url": shared.get("url"),
         "token": shared.get("token"),
-        "max_line_length": int(shared.get("max_line_length", Limits.max_line_length)),
+        "max_line_length": int(shared.get("max_line_length", MAX_LINE_LENGTH)),
         "break_on_failure": bool(shared.get("break", False)),
         "break_timeout": float(shared.get("break_timeout", DEFAULT_BREAK_TIMEOUT)),
         "hangs": HangSettings(**shared["hangs"]) if shared.get("hangs") else None,

@@ -28,7 +28,7 @@ from typing import BinaryIO, Final
 from mcpdebug.processes.child import PARTIAL_FLUSH, READ_SIZE
 from mcpdebug.processes.say import stderr_say
 from mcpdebug.processes.session_client import SessionClient
-from pytest_mcpdebug.limits import Limits
+from pytest_mcpdebug.limits import MAX_LINE_LENGTH
 from pytest_mcpdebug.output.lines import LineSplitter
 
 # Timeouts
@@ -244,5 +244,5 @@ def main(args: argparse.Namespace, directory: Path) -> int:
         token=os.environ.get("MCPDEBUG_TOKEN") or None,
         say=None if args.quiet else stderr_say("mcpdebug forward"),
     )
-    forwarder = Forwarder(source, session, last_lines=args.lines, max_line_length=Limits.max_line_length)
+    forwarder = Forwarder(source, session, last_lines=args.lines, max_line_length=MAX_LINE_LENGTH)
     return forwarder.run()

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Final
 from mcpdebug.processes.child import Child, StdinError, returncode_text
 from mcpdebug.processes.control import STOP_GRACE, ControlRequests
 from mcpdebug.processes.say import stderr_say
-from pytest_mcpdebug.limits import Limits
+from pytest_mcpdebug.limits import MAX_LINE_LENGTH
 
 if TYPE_CHECKING:
     from mcpdebug.processes.session_client import SessionClient
@@ -67,7 +67,7 @@ class RunOptions:
     run_id: str | None = None
     watch_fd: int | None = None
     cwd: str | None = None
-    max_line_length: int = Limits.max_line_length
+    max_line_length: int = MAX_LINE_LENGTH
 
 
 class Supervisor(ControlRequests):
