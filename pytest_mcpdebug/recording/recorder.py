@@ -33,6 +33,7 @@ from pytest_mcpdebug.options import DEFAULT_BREAK_TIMEOUT
 from pytest_mcpdebug.output.tail import TICK, OutputTail
 from pytest_mcpdebug.recording import code_version, worker_input
 from pytest_mcpdebug.recording import diagnosis as diagnosis_parts
+from pytest_mcpdebug.recording.colocate import Colocation
 from pytest_mcpdebug.recording.connection import split_token
 from pytest_mcpdebug.recording.reporter import ControllerProgress, Reporter, Role
 from pytest_mcpdebug.recording.run_id import new_run_id
@@ -102,6 +103,7 @@ class Recorder:
             discover=self._discover,
             interval=TICK,
         )
+        self.sender.colocation = Colocation()
         try:
             ensure_dir(directory)
         except OSError as exc:  # a file in the way, no permission, a read-only or full disk

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Final
 from pytest_mcpdebug import protocol
 from pytest_mcpdebug.folder import WAL_SUFFIX
 from pytest_mcpdebug.protocol import Event, Hello, Request, ServerFrame, Wire
+from pytest_mcpdebug.recording.colocate import Colocation
 from pytest_mcpdebug.recording.connection import CONNECT_TIMEOUT, socket_has_room
 from pytest_mcpdebug.recording.link import BATCH_BYTES, CLOSE_TIMEOUT, Discover, Link
 from pytest_mcpdebug.recording.spool import SpoolFile
@@ -127,6 +128,10 @@ class Sender(Link):
         so the process has one thread that wakes periodically, not two (each wake-up of a Python
         thread costs the test thread a GIL hand-off)."""
         self.on_frame: Callable[[ServerFrame], None] | None = None
+        self.colocation: Colocation | None = None
+        """Keeps the thread on the CPU of the thread it serves while its work is light (a test process:
+        see `colocate`); None: it runs anywhere (a process session's runner, whose reader and sender
+        work in parallel)."""
         """Called in the sender thread with each `Welcome` and each server frame that is neither an
         ack nor a request (a process session's `Registered`)."""
 
@@ -270,8 +275,14 @@ class Sender(Link):
             self._maybe_connect()
         finally:
             self._first_attempt.set()
-        wait = self.interval
+        busy = False
         while not self._stop.is_set():
+            colocation = self.colocation
+            if colocation is not None and busy:  # bulk output: both CPUs at work
+                colocation.release()
+            elif colocation is not None:  # light work: next to the tests (`colocate`)
+                colocation.follow()
+            wait = self.busy_interval if busy else self.interval
             if self._ws is None:
                 self._stop.wait(wait)
             else:
@@ -279,7 +290,7 @@ class Sender(Link):
             tick = self.on_tick
             if tick is not None:
                 tick()
-            wait = self.busy_interval if self._flush() >= BUSY_BYTES else self.interval
+            busy = self._flush() >= BUSY_BYTES
             if self._ws is None and not self._stop.is_set():
                 self._maybe_connect()
         self._flush()

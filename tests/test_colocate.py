@@ -1,0 +1,53 @@
+"""The sender thread follows the test thread's CPU (`recording.colocate`), and only its own affinity changes."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from types import SimpleNamespace
+from typing import cast
+
+import pytest
+
+from pytest_mcpdebug.recording.colocate import Colocation, _last_cpu
+
+pytestmark = pytest.mark.skipif(
+    sys.platform != "linux" or len(os.sched_getaffinity(0)) < 2, reason="needs Linux and two CPUs"
+)
+
+
+def in_thread(work: object) -> object:
+    result: list[object] = []
+    thread = threading.Thread(target=lambda: result.append(work()))  # type: ignore[operator]
+    thread.start()
+    thread.join(10)
+    return result[0]
+
+
+def test_the_background_thread_moves_to_the_test_threads_cpu_and_back() -> None:
+    everywhere = os.sched_getaffinity(0)
+    colocation = Colocation()
+
+    def follow_then_release() -> tuple[set[int], int, set[int]]:
+        colocation.follow()
+        pinned = os.sched_getaffinity(0)
+        main_cpu = _last_cpu(f"/proc/self/task/{threading.main_thread().native_id}/stat")
+        colocation.release()
+        return pinned, main_cpu, os.sched_getaffinity(0)
+
+    pinned, main_cpu, released = cast("tuple[set[int], int, set[int]]", in_thread(follow_then_release))
+    assert len(pinned) == 1
+    assert pinned <= everywhere
+    # the test thread was blocked in join() meanwhile, on the CPU it last ran on
+    assert pinned == {main_cpu}
+    assert released == everywhere
+    assert os.sched_getaffinity(0) == everywhere, "the test thread's own affinity is never touched"
+
+
+def test_a_thread_that_cannot_be_read_turns_it_off_quietly() -> None:
+    gone = cast("threading.Thread", SimpleNamespace(native_id=2**31 - 1))
+    colocation = Colocation(gone)
+    in_thread(colocation.follow)
+    assert not colocation.enabled
+    in_thread(colocation.follow)  # and stays a no-op
