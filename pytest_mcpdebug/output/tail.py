@@ -239,9 +239,9 @@ class OutputTail(OutputReader):
             self._warnings_sent.add(id(message))
 
     @pytest.hookimpl(wrapper=True, trylast=True)
-    def pytest_make_collect_report(self, collector: pytest.Collector) -> Generator[None, Any, Any]:
-        if not isinstance(collector, pytest.File):
-            return (yield)
+    def pytest_collection(self, session: pytest.Session) -> Generator[None, Any, Any]:
+        """What collecting writes (test modules being imported) is the run's own, phase "collect": one
+        wrapper for the whole collection (pytest's read of its files after each module takes the text)."""
         return (yield from self._tail_phase("", "collect"))
 
     @pytest.hookimpl(wrapper=True, trylast=True)
