@@ -271,6 +271,8 @@ class Sender(Link):
     # Sender thread ------------------------------------------------------------------------------
 
     def _run(self) -> None:
+        if self.colocation is not None:  # before connecting: websockets' reader thread inherits it
+            self.colocation.follow()
         try:
             self._maybe_connect()
         finally:
