@@ -81,7 +81,8 @@ MODE_ARGS: dict[str, list[str]] = {
     "spool": ["--mcp-debug"],
 }
 SERVER_LIMITS = {"stream-1gb": ["--max-test-output", "1GB"], "stream-10mb": []}
-TARGET_WALL_RATIO = 1.3
+TARGET_WALL_RATIO = 1.15
+"""Issue 16 item 2 (issue 3 asked for 1.3x)."""
 TARGET_RSS_MB = 200.0
 SERVER_START_TIMEOUT = 20.0
 RUN_TIMEOUT = 900.0
