@@ -385,10 +385,7 @@ class Recorder:
     # Helpers --------------------------------------------------------------------------------------
 
     def _spool_display(self) -> str:
-        return self._display(spool_dir(self.dir)) + "/"
-
-    def _display(self, path: Path) -> str:
-        return display(path, Path(self.config.invocation_params.dir))
+        return display(spool_dir(self.dir), Path(self.config.invocation_params.dir)) + "/"
 
     def _dir_arg(self) -> str:
         return dir_arg(self.dir, Path(self.config.invocation_params.dir))
