@@ -128,12 +128,12 @@ class Sender(Link):
         so the process has one thread that wakes periodically, not two (each wake-up of a Python
         thread costs the test thread a GIL hand-off)."""
         self.on_frame: Callable[[ServerFrame], None] | None = None
+        """Called in the sender thread with each `Welcome` and each server frame that is neither an
+        ack nor a request (a process session's `Registered`)."""
         self.colocation: Colocation | None = None
         """Keeps the thread on the CPU of the thread it serves while its work is light (a test process:
         see `colocate`); None: it runs anywhere (a process session's runner, whose reader and sender
         work in parallel)."""
-        """Called in the sender thread with each `Welcome` and each server frame that is neither an
-        ack nor a request (a process session's `Registered`)."""
 
     # Called from the test process's threads ---------------------------------------------------
 
