@@ -51,7 +51,8 @@ class Finished:
         self.config = config
         self.reports: list[pytest.TestReport | tuple[str, Any, str, float]] = []
 
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+    def add(self, report: pytest.TestReport) -> None:
+        """Each report of this process's tests (a listener of the reporter: no hook of its own)."""
         if report.passed and not hasattr(report, "wasxfail"):
             self.reports.append((report.nodeid, report.location, report.when or "call", report.duration))
         else:

@@ -32,8 +32,11 @@ class HangSummary:
         self.hangs: list[tuple[str, str]] = []
         self._phases: dict[str, list[tuple[str, str, bool, float, str]]] = {}
         self._finished: dict[str, collections.deque[dict[str, Any]]] = {}
+        if reporter.role != "controller":  # told by the reporter (cheaper than a hook of its own)
+            reporter.report_listeners.append(self.add)
 
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+    def add(self, report: pytest.TestReport) -> None:
+        """Each report: the reporter's listener in a process that runs tests, else the hook below."""
         worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", None)
         if worker is not None:
             self._remember(str(worker), report)
@@ -142,3 +145,10 @@ class HangSummary:
             f"Inspect: `mcpdebug failure {self.reporter.run_id} <test>`, or the MCP tool get_hang("
             f'run_id="{self.reporter.run_id}", test=...) for every thread\'s stack and the locals.'
         )
+
+
+class ControllerHangSummary(HangSummary):
+    """xdist's controller runs no test: its reports (its workers') reach it through the hook."""
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.add(report)

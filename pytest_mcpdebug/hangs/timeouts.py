@@ -132,7 +132,8 @@ class Timeouts:
             self.config.pluginmanager.unregister(self._timer)
             self._timer = None
         if self.finished is not None:
-            self.config.pluginmanager.unregister(self.finished)
+            with contextlib.suppress(ValueError):
+                self.reporter.report_listeners.remove(self.finished.add)
             self.finished = None
         for signum, previous in self._previous.items():
             with contextlib.suppress(ValueError, OSError, TypeError):
@@ -182,7 +183,7 @@ class Timeouts:
             if self.reporter.role == "main" and self.directory is not None:
                 self.finished = resume.Finished(self.config)
                 self.finished.reports.extend(self.carried)
-                self.config.pluginmanager.register(self.finished, "mcpdebug-finished")
+                self.reporter.report_listeners.append(self.finished.add)
 
     def pytest_enter_pdb(self) -> None:
         self._pdb = True

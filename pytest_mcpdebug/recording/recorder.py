@@ -267,13 +267,12 @@ class Recorder:
             self._write_line("mcpdebug: --mcp-debug-break: --pdb takes the failures; none will be held")
 
     def _summarise_hangs(self) -> None:
-        from pytest_mcpdebug.hangs.summary import HangSummary
+        from pytest_mcpdebug.hangs.summary import ControllerHangSummary, HangSummary
 
         assert self.reporter is not None and self.timeouts is not None
         if self.hang_summary is None:
-            self.hang_summary = HangSummary(
-                reporter=self.reporter, directory=self.dir, leaks=self.timeouts.leaks
-            )
+            summary = ControllerHangSummary if self.reporter.role == "controller" else HangSummary
+            self.hang_summary = summary(reporter=self.reporter, directory=self.dir, leaks=self.timeouts.leaks)
             self.hang_summary.hangs.extend(self._carried_hangs)
             self.config.pluginmanager.register(self.hang_summary, _HANG_SUMMARY)
 

@@ -14,6 +14,7 @@ import platform
 import socket
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 import pytest
@@ -54,6 +55,9 @@ class Reporter:
         """The crash dump file whose header names the running test (`hangs.gil_dump`), if any."""
         self.tail: OutputTail | None = None
         """The output tail, told here when a test ends (it learns of phases from pytest's capture calls)."""
+        self.report_listeners: list[Callable[[pytest.TestReport], None]] = []
+        """Told of each report of this process's tests (the hang machinery's): a call from here costs a
+        fraction of a hook implementation of their own, which pluggy dispatches for every report."""
         self._running: tuple[str, tuple[str, int | None, str], float] | None = None
         """(nodeid, location, start time) of the test running now, until its `TestFinished`."""
         self._announced: tuple[str, tuple[str, int | None, str], float] | None = None
@@ -155,6 +159,8 @@ class Reporter:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if self.role == "controller":
             return
+        for listener in self.report_listeners:
+            listener(report)
         nodeid = report.nodeid
         phases = self._phases.get(nodeid)
         if phases is None:
