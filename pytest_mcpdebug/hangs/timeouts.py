@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
     from pytest_mcpdebug.hangs import resume
     from pytest_mcpdebug.hangs.target import Target
-    from pytest_mcpdebug.hangs.timer import TestTimer
+    from pytest_mcpdebug.hangs.timer import CallTimer, TestTimer
     from pytest_mcpdebug.hangs.watchdog import Watchdog
     from pytest_mcpdebug.output.tail import OutputTail
 
@@ -96,6 +96,7 @@ class Timeouts:
         self._previous: dict[int, Any] = {}
         self._killed = False
         self._timer: TestTimer | None = None
+        self._call_timer: CallTimer | None = None
         self.on_timed: Callable[[], None] | None = None
         """Called once when the run turns out to time some test (a summary of hangs is then needed)."""
         if settings.session_timeout is not None:
@@ -128,9 +129,10 @@ class Timeouts:
         return self._watchdog
 
     def close(self) -> None:
-        if self._timer is not None:
-            self.config.pluginmanager.unregister(self._timer)
-            self._timer = None
+        for timer in (self._timer, self._call_timer):
+            if timer is not None:
+                self.config.pluginmanager.unregister(timer)
+        self._timer = self._call_timer = None
         if self.finished is not None:
             with contextlib.suppress(ValueError):
                 self.reporter.report_listeners.remove(self.finished.add)
@@ -166,20 +168,25 @@ class Timeouts:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        per_test = False
+        per_test = call_only = False
         for item in items if self.settings.timeout is not None else marked(items):
-            timeout, _ = self._resolve(item)  # a bad marker is an error before anything runs
+            timeout, func_only = self._resolve(item)  # a bad marker is an error before anything runs
             per_test = per_test or timeout is not None
+            call_only = call_only or (timeout is not None and func_only)
         if (per_test or self._timed) and self.on_timed is not None:
             self.on_timed()
             self.on_timed = None
         if per_test and self._timer is None:
             from pytest_mcpdebug.hangs import resume
-            from pytest_mcpdebug.hangs.timer import TestTimer
+            from pytest_mcpdebug.hangs.timer import CallTimer, TestTimer
 
-            # A run with no timed test pays for none of these hooks.
+            # A run with no timed test pays for none of these hooks (nor for the call's, without one
+            # timed by its call alone).
             self._timer = TestTimer(self)
             self.config.pluginmanager.register(self._timer, "mcpdebug-test-timer")
+            if call_only:
+                self._call_timer = CallTimer(self)
+                self.config.pluginmanager.register(self._call_timer, "mcpdebug-call-timer")
             if self.reporter.role == "main" and self.directory is not None:
                 self.finished = resume.Finished(self.config)
                 self.finished.reports.extend(self.carried)

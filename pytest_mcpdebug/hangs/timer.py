@@ -81,6 +81,22 @@ class TestTimer:
                 self.watchdog.disarm()
                 self.owner._arm(item, timeout)
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> None:
+        if call.excinfo is not None and isinstance(call.excinfo.value, HangTimeout):
+            self._interrupted = True
+        if self.watchdog.hung and call.excinfo is not None and isinstance(call.excinfo.value, HangTimeout):
+            self.watchdog.landed()  # interrupted: the rest of the test gets a fresh timeout
+
+
+class CallTimer:
+    """The timeout of a test's call alone (``func_only``): a hook of its own, registered only when a
+    test of the run has one (every other run pays for no wrapper around each call)."""
+
+    def __init__(self, owner: Owner) -> None:
+        self.owner = owner
+        self.watchdog = owner.watchdog
+
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
         timeout, func_only = self.owner._resolve(item)
@@ -92,10 +108,3 @@ class TestTimer:
         finally:
             if armed:
                 self.watchdog.disarm()
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> None:
-        if call.excinfo is not None and isinstance(call.excinfo.value, HangTimeout):
-            self._interrupted = True
-        if self.watchdog.hung and call.excinfo is not None and isinstance(call.excinfo.value, HangTimeout):
-            self.watchdog.landed()  # interrupted: the rest of the test gets a fresh timeout
