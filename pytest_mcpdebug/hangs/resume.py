@@ -36,7 +36,6 @@ from pytest_mcpdebug.recording.reporter import Reporter, final_outcome
 if TYPE_CHECKING:
     from pytest_mcpdebug.hangs.target import Target
 
-ENV: Final = RESUME_ENV
 MAX_GENERATIONS: Final = 5
 """Replacements in one run; past this a stuck test ends the run as before (exit status 3)."""
 
@@ -158,7 +157,7 @@ def restart(
     folder = directory / "resume"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{run_id}.json"
-    env = {**os.environ, ENV: str(path)}
+    env = {**os.environ, RESUME_ENV: str(path)}
     if "MCPDEBUG_RUN_ID" not in os.environ:
         env["MCPDEBUG_RUN_ID"] = run_id
         state["set_run_id"] = True
@@ -180,7 +179,7 @@ def restart(
 
 def load() -> dict[str, Any] | None:
     """The state handed to this process by the one it replaces, if any (read once)."""
-    path = os.environ.pop(ENV, None)
+    path = os.environ.pop(RESUME_ENV, None)
     if not path:
         return None
     try:
