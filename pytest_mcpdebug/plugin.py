@@ -63,10 +63,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _import_recorder() -> type[Recorder]:
-    """The recording machinery, imported with the collector paused (`quiet_gc`)."""
-    from pytest_mcpdebug.quiet_gc import collector_paused
+    """The recording machinery, imported with the collector paused and past pytest's assertion
+    rewriting (`quiet_import`)."""
+    from pytest_mcpdebug.quiet_import import own_modules
 
-    with collector_paused():
+    with own_modules():
         from pytest_mcpdebug.recording.recorder import Recorder
     return Recorder
 

@@ -224,6 +224,7 @@ def test_a_kill_keeps_every_finished_test_streamed(pytester: pytest.Pytester, xd
         [run] = store.runs()
         output = output_view.output_tail(store, run, "test_k.py::test_prints", 50)
         assert all(f"line {i} of test_prints" in output for i in range(20))
+        assert store.test(run["run_id"], "test_k.py::test_prints")["status"] == "passed"  # type: ignore[index]
         assert run["status"] == ("finished" if xdist else "crashed")
         assert not list((directory / "spool").glob("*.wal"))  # read, then deleted
     finally:

@@ -88,7 +88,7 @@ def spooled_events(path: Path) -> list[Event]:
 
 def spooled_events_of(data: bytes) -> list[Event]:
     assert data.endswith(b"\n"), "the spool must end with a complete line"
-    frames = [protocol.decode_client_frame(line) for line in protocol.split_lines(data)]
+    frames = [protocol.decode_spooled_line(line) for line in protocol.split_lines(data)]
     assert all(not isinstance(f, protocol.Hello) for f in frames)
     return frames  # type: ignore[return-value]
 
@@ -261,6 +261,56 @@ def test_a_checkpoint_puts_the_queue_in_the_kernel_at_once(mcpdir: Path) -> None
     sender.close()
     assert spooled_events(expected_spool(mcpdir)) == events and not wal.exists()
     assert sender.spooled == len(events) and sender.dropped == 0
+
+
+def quick_pass(seq: int) -> protocol.QuickPass:
+    phases = [
+        ("setup", 0.001, NOW + seq),
+        ("call", 0.002, NOW + seq + 0.1),
+        ("teardown", 0.001, NOW + seq + 0.2),
+    ]
+    return protocol.QuickPass(
+        RUN, PROCESS, seq, NOW + seq, f"test_mod.py::test_{seq}", "main", "test_mod.py", 9, 1, phases
+    )
+
+
+def as_read(event: Event) -> Event:
+    """An event as the server reads it back (a quiet pass's phases become structs)."""
+    return protocol.decode_client_frame(protocol.encode(event))  # type: ignore[return-value]
+
+
+def test_a_quiet_pass_is_written_ahead_short_and_arrives_as_its_test_finished(mcpdir: Path) -> None:
+    """A quiet pass's end copies its short record (`protocol.quick`) into the write-ahead file, and the
+    sender thread spools it as it is; the server reads either as the `TestFinished` it stands for."""
+    sender = new_sender(mcpdir, lambda: None, interval=60.0)
+    sender.start()
+    sender.send(make_events([1])[0])
+    sender.checkpoint()
+    for seq in (2, 3):
+        sender.send_quick(quick_pass(seq))  # nothing older waits: straight into the copy
+    wal = expected_spool(mcpdir).with_suffix(".wal")
+    assert wal.read_bytes().split(b"\n")[1].startswith(b'["run-sender",')  # the short form
+    expected = [make_events([1])[0], *(as_read(quick_pass(seq).event()) for seq in (2, 3))]
+    assert [e.outcome for e in expected[1:]] == ["passed", "passed"]  # type: ignore[attr-defined]
+    assert expected[1].line == 10 and expected[1].duration == pytest.approx(0.004)  # type: ignore[attr-defined]
+    copy = mcpdir.parent / "after-a-kill" / mcpdir.name  # as the server finds it after a kill
+    shutil.copytree(mcpdir, copy)
+    store = Store(copy)
+    report = ingest_spool(store, live_wal=True)
+    assert report.new == 3 and report.bad_lines == 0
+    test = store.test(RUN, "test_mod.py::test_2")
+    assert test is not None and test["status"] == "passed"
+    store.close()
+    sender.send(make_events([5])[0])  # something older waits: the quiet pass is queued as its event
+    sender.send_quick(quick_pass(4))
+    sender.close()
+    spool = expected_spool(mcpdir)
+    assert spooled_events(spool) == [*expected, make_events([5])[0], as_read(quick_pass(4).event())]
+    assert spool.read_bytes().split(b"\n")[1].startswith(b'["run-sender",')  # spooled as it is
+    assert (
+        protocol.decode_client_frame(protocol.event_line(spool.read_bytes().split(b"\n")[1])) == expected[1]
+    )
+    assert not wal.exists()
 
 
 def test_a_checkpoint_while_streaming_writes_ahead_and_a_clean_end_deletes_it(

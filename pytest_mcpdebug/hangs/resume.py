@@ -116,8 +116,7 @@ def stuck_state(
     """Record the stuck test as failed, and what the replacement process needs to go on."""
     duration = time.monotonic() - target.started
     when = (target.report.phase if target.report else "") or "call"
-    phases = [p[:3] for p in reporter._phases.get(target.nodeid, [])]
-    outcome = final_outcome([*phases, (when, "failed", False)])
+    outcome = final_outcome([*reporter.outcomes(target.nodeid), (when, "failed", False)])
     reporter.emit(
         protocol.PhaseFinished, nodeid=target.nodeid, worker=reporter.worker, when=when,
         outcome="failed", duration=duration, message=why, longrepr=why,

@@ -23,8 +23,9 @@ protocol: a `SessionStarted` event asks for a label and the server answers `Regi
 `Output` events outside any test; `ProcessStatus` events report the process's state; control comes
 back as `Request` frames (restart, signal, stdin) answered by `Reply`.
 
-The package is one I/O-free module split in three for reading: `frames` (what is sent), `payloads`
-(what a failure snapshot and a hang report carry) and `codec` (encoding and decoding).
+The package is one I/O-free module split for reading: `frames` (what is sent), `payloads` (what a
+failure snapshot and a hang report carry), `trace`, `quick` (a quiet pass as a write-ahead copy holds
+it, never sent) and `codec` (encoding and decoding).
 """
 
 from __future__ import annotations
@@ -41,9 +42,12 @@ from pytest_mcpdebug.protocol.codec import (
     decode_reply,
     decode_server_frame,
     decode_snapshot,
+    decode_spooled_line,
     encode,
     encode_lines,
+    encode_quick,
     encode_value,
+    event_line,
     hello_version,
     is_json,
     is_packed_message,
@@ -115,6 +119,7 @@ from pytest_mcpdebug.protocol.payloads import (
     SnapshotFrame,
     SnapshotVar,
 )
+from pytest_mcpdebug.protocol.quick import QuickPass
 from pytest_mcpdebug.protocol.trace import Trace, TraceStep
 
 __all__ = [
@@ -162,6 +167,7 @@ __all__ = [
     "ProcessStarted",
     "ProcessStatus",
     "ProtocolError",
+    "QuickPass",
     "Registered",
     "Reply",
     "Request",
@@ -188,9 +194,12 @@ __all__ = [
     "decode_reply",
     "decode_server_frame",
     "decode_snapshot",
+    "decode_spooled_line",
     "encode",
     "encode_lines",
+    "encode_quick",
     "encode_value",
+    "event_line",
     "hello_version",
     "is_json",
     "is_packed_message",

@@ -9,6 +9,7 @@ an `Output`'s lines are its raw ``data`` bytes, copied once into the message and
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any, Final
 
 import msgspec
@@ -28,6 +29,7 @@ from pytest_mcpdebug.protocol.frames import (
     Welcome,
 )
 from pytest_mcpdebug.protocol.payloads import HangReport, Snapshot
+from pytest_mcpdebug.protocol.quick import QuickPass
 
 
 class ProtocolError(ValueError):
@@ -55,6 +57,10 @@ def _as_json(frame: Frame) -> Frame:
 def encode(frame: Frame) -> bytes:
     """One frame as one line of JSON (without the newline)."""
     return _encoder.encode(_as_json(frame))
+
+
+encode_quick: Final[Callable[[QuickPass], bytes]] = _encoder.encode
+"""A quiet pass's short record as one line of JSON (an array): the encoder's own method, no call between."""
 
 
 def encode_lines(frames: list[Frame]) -> bytes:
@@ -116,10 +122,22 @@ def decode_packed_message(message: bytes) -> list[Event]:
 
 
 def json_line(item: Wire) -> bytes:
-    """An item as a JSON line, whatever its form: what a spool file holds."""
+    """An item as a JSON line, whatever its form: what a spool file holds (a quiet pass's short
+    record, a JSON array, is kept as it is: see `quick`)."""
     if isinstance(item, bytes):
-        return item if item[:1] == b"{" else encode(_unpacker(Event).decode(item))
+        return item if item[:1] in (b"{", b"[") else encode(_unpacker(Event).decode(item))
     return encode(item)
+
+
+def event_line(line: bytes) -> bytes:
+    """A spooled line as its event's JSON line (a quiet pass's short record made a `TestFinished`):
+    what a spool replayed over a connection sends, since the wire carries only frames."""
+    if not line.startswith(b"["):
+        return line
+    try:
+        return encode(_decoder(QuickPass).decode(line).event())
+    except msgspec.DecodeError:
+        return line  # the server says what is wrong with it
 
 
 @functools.cache
@@ -140,6 +158,19 @@ def decode_client_frame(line: bytes | str) -> Hello | Event:
         raise ProtocolError("malformed frame: JSON nested too deeply") from None
     except UnicodeEncodeError as exc:
         raise ProtocolError(f"malformed frame: not valid UTF-8 ({exc.reason})") from None
+
+
+def decode_spooled_line(line: bytes) -> Hello | Event:
+    """A line of a spool file or a write-ahead copy: a frame, or a quiet pass's short record (`quick`)."""
+    if not line.lstrip(b" \t").startswith(b"["):
+        return decode_client_frame(line)
+    try:
+        quick: QuickPass = _decoder(QuickPass).decode(line)
+    except msgspec.DecodeError as exc:  # ValidationError is a DecodeError
+        raise ProtocolError(f"invalid quick pass: {exc}") from None
+    except (RecursionError, UnicodeEncodeError):
+        raise ProtocolError("invalid quick pass: not decodable JSON") from None
+    return quick.event(stored=True)
 
 
 class _VersionProbe(msgspec.Struct):

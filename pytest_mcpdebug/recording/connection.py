@@ -36,7 +36,7 @@ def open_connection(
     url: str, token: str, hello: Hello
 ) -> tuple[ClientConnection, contextlib.ExitStack, Welcome]:
     """Connect and shake hands; raises whatever went wrong (the caller turns it into a warning)."""
-    from pytest_mcpdebug.quiet_gc import collector_paused
+    from pytest_mcpdebug.quiet_import import collector_paused
 
     with collector_paused():
         from websockets.sync.client import connect

@@ -202,7 +202,9 @@ class Link:
                 spool.seek(self._replayed)
                 while self._ws is not None and spool.tell() < end:
                     lines = [
-                        line.rstrip(b"\n") for line in spool.readlines(BATCH_BYTES) if line.endswith(b"\n")
+                        protocol.event_line(line.rstrip(b"\n"))
+                        for line in spool.readlines(BATCH_BYTES)
+                        if line.endswith(b"\n")
                     ]
                     if not lines:
                         break

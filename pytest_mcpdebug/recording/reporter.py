@@ -27,9 +27,10 @@ if TYPE_CHECKING:
     from pytest_mcpdebug.output.tail import OutputTail
 
 Role = Literal["main", "controller", "worker"]
-Phase = tuple[str, str, bool, float, str, float | None]
-"""(when, outcome, was an xfail, duration, message, finished) of one phase of the running test;
-``finished`` only for a quiet pass, which has no event of its own."""
+Passed = tuple[str, float, float]
+"""(when, duration, finished) of a phase of the running test that passed quietly (no event of its own)."""
+Phase = tuple[str, str, bool, float, str]
+"""(when, outcome, was an xfail, duration, message) of a phase of the running test sent as an event."""
 
 
 class Reporter:
@@ -45,7 +46,8 @@ class Reporter:
         """When the run started (handed on to a process that replaces this one)."""
         self.collected_before = 0
         """Tests a replaced process ran, left out of this one's collection but not of the run's."""
-        self._phases: dict[str, list[Phase]] = {}
+        self._tests: dict[str, tuple[list[Passed], list[Phase]]] = {}
+        """The phases so far of each test not yet finished (one at a time, but for a report out of turn)."""
         self._collected_sent = False
         self.tests_recorded = 0
         self.current: str | None = None
@@ -162,19 +164,24 @@ class Reporter:
         for listener in self.report_listeners:
             listener(report)
         nodeid = report.nodeid
-        phases = self._phases.get(nodeid)
-        if phases is None:
-            phases = self._phases[nodeid] = []
+        test = self._tests.get(nodeid)
+        if test is None:
+            test = self._tests[nodeid] = ([], [])
         when = report.when or "call"
         wasxfail = getattr(report, "wasxfail", None)
         if report.outcome == "passed" and wasxfail is None:  # a quiet pass: no event of its own
             finished = getattr(report, "stop", 0) or time.time()  # when the phase's call returned
-            phases.append((when, "passed", False, report.duration, "", finished))
+            test[0].append((when, report.duration, finished))
         else:
-            self._phase_finished(report, when, wasxfail, phases)
+            self._phase_finished(report, when, wasxfail, test[1])
         if when == "teardown":
-            self._test_finished(report, phases)
+            self._test_finished(report, *test)
             self._end()
+
+    def outcomes(self, nodeid: str) -> list[tuple[str, str, bool]]:
+        """(when, outcome, was an xfail) of each phase of ``nodeid`` reported so far."""
+        passed, phases = self._tests.get(nodeid, ([], []))
+        return [(when, "passed", False) for when, _, _ in passed] + [p[:3] for p in phases]
 
     def _phase_finished(
         self, report: pytest.TestReport, when: str, wasxfail: str | None, phases: list[Phase]
@@ -193,37 +200,41 @@ class Reporter:
             longrepr=protocol.clip(str(report.longrepr)) if outcome in ("failed", "rerun") else "",
             wasxfail=wasxfail,
         )
-        phases.append((when, outcome, wasxfail is not None, report.duration, message, None))
+        phases.append((when, outcome, wasxfail is not None, report.duration, message))
 
-    def _test_finished(self, report: pytest.TestReport, phases: list[Phase]) -> None:
-        """The test's one event when it passed quietly: built directly, the cheapest way there is."""
+    def _test_finished(self, report: pytest.TestReport, passed: list[Passed], phases: list[Phase]) -> None:
+        """The test's one event: a quiet pass's short record (`protocol.quick`: the sender thread
+        builds its `TestFinished`), else its `TestFinished`."""
         nodeid = report.nodeid
-        del self._phases[nodeid]
-        # (when, duration, finished): the wire form of `protocol.PassedPhase` (an array), unbuilt.
-        passed = [(p[0], p[3] if math.isfinite(p[3]) else 0.0, p[5]) for p in phases if p[5] is not None]
-        final = "passed" if len(passed) == len(phases) else final_outcome([p[:3] for p in phases])
+        outcomes = self.outcomes(nodeid) if phases else None
+        del self._tests[nodeid]
         self.tests_recorded += 1
         self._running = None  # from here on the tick has nothing to announce
         file, line, _ = report.location
-        with self._lock:
-            self._seq += 1
-            self.sender.send_last(
-                protocol.TestFinished(
-                    run_id=self.run_id,
-                    process=self.process,
-                    seq=self._seq,
-                    ts=time.time(),
-                    nodeid=nodeid,
-                    worker=self.worker,
-                    outcome=final,
-                    duration=sum(p[3] for p in phases),
-                    message=next((p[4] for p in phases if p[4]), ""),
-                    passed_phases=cast("list[protocol.PassedPhase]", passed),
-                    attempt=getattr(report, "rerun", 0) + 1,  # pytest-rerunfailures numbers its attempts
-                    file=file,
-                    line=None if line is None else line + 1,
+        attempt = getattr(report, "rerun", 0) + 1  # pytest-rerunfailures numbers its attempts
+        if outcomes is None:
+            with self._lock:
+                self._seq += 1
+                seq, ts = self._seq, time.time()
+                record = protocol.QuickPass(
+                    self.run_id, self.process, seq, ts, nodeid, self.worker, file, line, attempt, passed
                 )
-            )
+                self.sender.send_quick(record)
+            return
+        self.emit(
+            protocol.TestFinished,
+            nodeid=nodeid,
+            worker=self.worker,
+            outcome=final_outcome(outcomes),
+            duration=sum(p[1] for p in passed) + sum(p[3] for p in phases),
+            message=next((p[4] for p in phases if p[4]), ""),
+            passed_phases=cast(
+                "list[protocol.PassedPhase]", [(w, d if math.isfinite(d) else 0.0, f) for w, d, f in passed]
+            ),
+            attempt=attempt,
+            file=file,
+            line=None if line is None else line + 1,
+        )
 
     def _end(self) -> None:
         """The test's outcome and its last lines reach the kernel before the next test starts."""

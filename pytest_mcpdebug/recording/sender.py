@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Final
 
 from pytest_mcpdebug import protocol
 from pytest_mcpdebug.folder import WAL_SUFFIX
-from pytest_mcpdebug.protocol import Event, Hello, Request, ServerFrame, Wire
+from pytest_mcpdebug.protocol import Event, Hello, QuickPass, Request, ServerFrame, Wire
 from pytest_mcpdebug.recording.colocate import Colocation
 from pytest_mcpdebug.recording.connection import CONNECT_TIMEOUT, socket_has_room
 from pytest_mcpdebug.recording.link import BATCH_BYTES, CLOSE_TIMEOUT, Discover, Link
@@ -58,6 +58,8 @@ MAX_UNACKED_BYTES: Final = 64 * 1024 * 1024
 BUSY_BYTES: Final = 1024 * 1024
 """Output delivered in one wake-up from which the sender counts as streaming (`busy_interval`): 20 MB/s
 at the usual interval; a service logging steadily below that keeps the usual batches."""
+QUICK_PASS_BYTES: Final = 400
+"""About the size of a quiet pass's `TestFinished` (for the socket's room)."""
 FRAGMENT_BYTES: Final = 256 * 1024
 """Largest WebSocket frame of a message. websockets copies each frame twice (masking, framing): copies
 of a few hundred kilobytes reuse freed heap memory, while each copy of megabytes gets fresh pages
@@ -100,8 +102,9 @@ class Sender(Link):
         self._room = threading.Condition(self._bytes_lock)
         self.spool = SpoolFile(spool_path)
         self.wal = WriteAhead(spool_path.with_suffix(WAL_SUFFIX))
-        self._ready: list[tuple[int, bytes]] = []
-        """Events a checkpoint wrote ahead, (seq, encoded), for the sender thread to stream."""
+        self._ready: list[tuple[int, bytes | QuickPass]] = []
+        """Events already in the write-ahead copy, for the sender thread to stream or spool: (seq, the
+        event's JSON line), or (seq, a quiet pass's short record), whose `TestFinished` it builds."""
         self._flush_lock = threading.Lock()
         """Held while a batch is drained and delivered, by the sender thread or a test's checkpoint:
         events leave in ``seq`` order, which the server's acknowledgements rely on."""
@@ -193,30 +196,30 @@ class Sender(Link):
                     self._ready += items
                 else:
                     ready, self._ready = self._ready, []
-                    self._write_spool([line for _, line in ready] + lines)
+                    self._write_spool(_spooled(ready) + lines)
             elif (now or not copied) and socket_has_room(
-                self._ws, sum(map(len, lines)) + sum(len(line) for _, line in self._ready)
+                self._ws, sum(map(len, lines)) + sum(_size(item) for _, item in self._ready)
             ):
                 ready, self._ready = self._ready, []
-                self._send_lines(ready + items)  # in seq order: what waited came first
+                self._send_lines([*_packed(ready), *items])  # in seq order: what waited came first
             else:
                 self._ready += items
         finally:
             self._flush_lock.release()
 
-    def send_last(self, event: Event) -> None:
-        """A test's last event, from the reporter under the lock that numbers events: copied into the
-        write-ahead file at once when nothing older waits (what `send` and `checkpoint` do, without
-        the queue: the checkpoint then finds nothing to do); else queued for the checkpoint."""
+    def send_quick(self, record: QuickPass) -> None:
+        """A quiet pass's end, from the reporter under the lock that numbers events: its short record
+        copied into the write-ahead file at once when nothing older waits (what `send` and
+        `checkpoint` do, without the queue or an event built: see `protocol.quick`); else its
+        `TestFinished`, queued for the checkpoint."""
         if self._pending or not self._flush_lock.acquire(blocking=False):
-            self.send(event)
+            self.send(record.event())
             return
         try:
-            line = protocol.encode(event)
-            if self.wal.write([line]):
-                self._ready.append((event.seq, line))
+            if self.wal.write([protocol.encode_quick(record)]):
+                self._ready.append((record.seq, record))
             else:
-                self._pending.append(event)
+                self._pending.append(record.event())
         finally:
             self._flush_lock.release()
 
@@ -321,9 +324,9 @@ class Sender(Link):
             if not batch and not ready:
                 return 0
             if self._ws is not None:  # in seq order: ready came first
-                self._send_lines([*ready, *((e.seq, protocol.pack(e)) for e in batch)])
+                self._send_lines([*_packed(ready), *((e.seq, protocol.pack(e)) for e in batch)])
             else:
-                self._write_spool([item for _, item in ready] + [protocol.encode(e) for e in batch])
+                self._write_spool(_spooled(ready) + [protocol.encode(e) for e in batch])
             return sum(e.size for e in batch if type(e) is protocol.Output)
 
     def _send_lines(self, items: Sequence[tuple[int, Wire]]) -> None:
@@ -378,7 +381,22 @@ class Sender(Link):
         """The sender thread is not keeping up (or is wedged): the caller writes to the spool itself
         (what a checkpoint left for the thread first: the spool stays in ``seq`` order)."""
         ready, self._ready = self._ready, []
-        self._write_spool([line for _, line in ready] + [protocol.encode(e) for e in self._drain()])
+        self._write_spool(_spooled(ready) + [protocol.encode(e) for e in self._drain()])
+
+
+def _packed(ready: list[tuple[int, bytes | QuickPass]]) -> list[tuple[int, Wire]]:
+    """Written-ahead events as they are sent: a quiet pass's `TestFinished` is built here, in the
+    sender thread's batch (JSON lines go as they are)."""
+    return [(seq, item if type(item) is bytes else protocol.pack(item.event())) for seq, item in ready]  # type: ignore[union-attr]
+
+
+def _spooled(ready: list[tuple[int, bytes | QuickPass]]) -> list[bytes]:
+    """Written-ahead events as the spool holds them: JSON lines, a quiet pass's as its short record."""
+    return [item if type(item) is bytes else protocol.encode_quick(item) for _, item in ready]  # type: ignore[arg-type]
+
+
+def _size(item: bytes | QuickPass) -> int:
+    return len(item) if type(item) is bytes else QUICK_PASS_BYTES
 
 
 def _fragments(message: bytes, size: int) -> bytes | Iterator[memoryview]:

@@ -242,14 +242,14 @@ def _set_aside(store: Store, path: Path, scan: _Scan, kept: int, report: SpoolRe
 
 
 def _decode(line: bytes) -> protocol.Hello | protocol.Event:
-    """A frame; a line whose start was overwritten with NULs (a crash on some file systems) may still
-    hold a whole frame after them."""
+    """A frame, or a quiet pass's short record (`protocol.quick`); a line whose start was overwritten
+    with NULs (a crash on some file systems) may still hold a whole frame after them."""
     try:
-        return protocol.decode_client_frame(line)
+        return protocol.decode_spooled_line(line)
     except protocol.ProtocolError:
         if not line.startswith(b"\0"):
             raise
-    return protocol.decode_client_frame(line.lstrip(b"\0"))
+    return protocol.decode_spooled_line(line.lstrip(b"\0"))
 
 
 def _writer(path: Path) -> tuple[str, str] | None:
@@ -259,7 +259,7 @@ def _writer(path: Path) -> tuple[str, str] | None:
         return (run_id, process) if run_id else None
     try:
         with open(path, "rb") as fh:
-            frame = protocol.decode_client_frame(fh.readline(READ_BYTES))
+            frame = protocol.decode_spooled_line(fh.readline(READ_BYTES))
     except (OSError, protocol.ProtocolError):
         return None
     return None if isinstance(frame, protocol.Hello) else (frame.run_id, frame.process)
