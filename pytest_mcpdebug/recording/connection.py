@@ -32,6 +32,17 @@ def split_token(url: str) -> tuple[str, str]:
     return url, token
 
 
+def preload() -> None:
+    """Import websockets' client now, in pytest's main thread before any test module is collected,
+    past pytest's assertion rewriting (`quiet_import.own_modules`): a test process that has a server
+    to stream to would import it in the sender thread's first connection attempt, which the main
+    thread waits for anyway, paying the rewriting hook's look at each of its ~40 modules."""
+    from pytest_mcpdebug.quiet_import import own_modules
+
+    with own_modules():
+        import websockets.sync.client  # noqa: F401
+
+
 def open_connection(
     url: str, token: str, hello: Hello
 ) -> tuple[ClientConnection, contextlib.ExitStack, Welcome]:

@@ -34,7 +34,7 @@ from pytest_mcpdebug.output.tail import TICK, OutputTail
 from pytest_mcpdebug.recording import code_version, worker_input
 from pytest_mcpdebug.recording import diagnosis as diagnosis_parts
 from pytest_mcpdebug.recording.colocate import Colocation
-from pytest_mcpdebug.recording.connection import split_token
+from pytest_mcpdebug.recording.connection import preload, split_token
 from pytest_mcpdebug.recording.reporter import ControllerProgress, Reporter, Role
 from pytest_mcpdebug.recording.run_id import new_run_id
 from pytest_mcpdebug.recording.sender import Sender
@@ -180,6 +180,8 @@ class Recorder:
             role, self.worker = "controller", "controller"
         else:
             role = "main"
+        if self._discover() is not None:
+            preload()  # websockets' client, which the first connection attempt needs
         self.sender.start()
         self.reporter = Reporter(
             sender=self.sender, run_id=self.run_id, process=self.process, worker=self.worker, role=role
