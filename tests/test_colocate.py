@@ -32,8 +32,13 @@ def test_the_background_thread_moves_to_the_test_threads_cpu_and_back() -> None:
     def follow_then_release() -> tuple[set[int], int, set[int]]:
         colocation.follow()
         pinned = os.sched_getaffinity(0)
-        main_cpu = _last_cpu(f"/proc/self/task/{threading.main_thread().native_id}/stat")
+        stat = os.open(f"/proc/self/task/{threading.main_thread().native_id}/stat", os.O_RDONLY)
+        try:
+            main_cpu = _last_cpu(stat)
+        finally:
+            os.close(stat)
         colocation.release()
+        colocation.close()
         return pinned, main_cpu, os.sched_getaffinity(0)
 
     pinned, main_cpu, released = cast("tuple[set[int], int, set[int]]", in_thread(follow_then_release))

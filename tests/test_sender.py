@@ -23,7 +23,13 @@ from mcpdebug.store import Store
 from pytest_mcpdebug import protocol
 from pytest_mcpdebug.folder import read_server_info, spool_dir
 from pytest_mcpdebug.protocol import Event
-from pytest_mcpdebug.recording.sender import CLOSE_TIMEOUT, RECONNECT_INTERVAL, Discover, Sender
+from pytest_mcpdebug.recording.sender import (
+    CLOSE_TIMEOUT,
+    RECONNECT_INTERVAL,
+    SPOOL_INTERVAL,
+    Discover,
+    Sender,
+)
 from pytest_mcpdebug.recording.spool import spool_file_name
 
 RUN = "run-sender"
@@ -311,6 +317,26 @@ def test_a_quiet_pass_is_written_ahead_short_and_arrives_as_its_test_finished(mc
         protocol.decode_client_frame(protocol.event_line(spool.read_bytes().split(b"\n")[1])) == expected[1]
     )
     assert not wal.exists()
+
+
+def test_without_a_server_written_ahead_events_reach_the_spool_once_a_second(mcpdir: Path) -> None:
+    """They are in the kernel already: the sender thread spools them with its first tick after
+    `SPOOL_INTERVAL` (or with anything else it has to write), not at every tick."""
+    sender = new_sender(mcpdir, lambda: None, interval=0.01)
+    sender.start()
+    spool = expected_spool(mcpdir)
+    sender.send(make_events([1])[0])  # not written ahead: spooled at the next tick
+    wait_for(lambda: spool.exists() and len(spooled_events(spool)) == 1)
+    sender.send_quick(quick_pass(2))
+    time.sleep(0.3)  # thirty ticks
+    assert len(spooled_events(spool)) == 1
+    wait_for(lambda: len(spooled_events(spool)) == 2, timeout=SPOOL_INTERVAL + 5)
+    sender.send_quick(quick_pass(3))
+    sender.send(make_events([4])[0])  # something to write now: the quiet pass goes first, in order
+    wait_for(lambda: len(spooled_events(spool)) == 4, timeout=SPOOL_INTERVAL * 0.9)
+    sender.send_quick(quick_pass(5))
+    sender.close()  # the end spools what waits
+    assert [e.seq for e in spooled_events(spool)] == [1, 2, 3, 4, 5]
 
 
 def test_a_checkpoint_while_streaming_writes_ahead_and_a_clean_end_deletes_it(

@@ -30,6 +30,9 @@ class Colocation:
     def __init__(self, thread: threading.Thread | None = None) -> None:
         target = thread or threading.main_thread()
         self._stat = f"/proc/self/task/{target.native_id}/stat"
+        self._fd: int | None = None
+        """The ``stat`` file, kept open: a look is one ``pread``, each system call being a hand-over
+        of the GIL to and from the test thread."""
         self._cpu: int | None = None
         self._next = 0.0
         self.enabled = sys.platform == "linux" and hasattr(os, "sched_setaffinity")
@@ -44,7 +47,9 @@ class Colocation:
             return
         self._next = now + RECHECK
         try:
-            cpu = _last_cpu(self._stat)
+            if self._fd is None:
+                self._fd = os.open(self._stat, os.O_RDONLY | os.O_CLOEXEC)
+            cpu = _last_cpu(self._fd)
             if cpu != self._cpu:
                 os.sched_setaffinity(0, {cpu})  # 0: the calling thread
                 self._cpu = cpu
@@ -58,9 +63,15 @@ class Colocation:
                 os.sched_setaffinity(0, os.sched_getaffinity(os.getpid()))
             self._cpu = None
 
+    def close(self) -> None:
+        """From the background thread, when it ends."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
-def _last_cpu(stat_path: str) -> int:
+
+def _last_cpu(stat: int) -> int:
     """The CPU a thread last ran on: field 39 of its ``stat`` (after the command name, which may hold
     spaces and parentheses, so counted from the last ``)``)."""
-    with open(stat_path, "rb") as stat:
-        return int(stat.read().rsplit(b")", 1)[1].split()[36])
+    return int(os.pread(stat, 4096, 0).rsplit(b")", 1)[1].split()[36])

@@ -45,6 +45,10 @@ if TYPE_CHECKING:
 # Timeouts
 FLUSH_INTERVAL: Final = 0.05
 RECONNECT_INTERVAL: Final = 2.0
+SPOOL_INTERVAL: Final = 1.0
+"""How long events already in the write-ahead copy wait for the spool while nothing else does: they
+are in the kernel already, and each write costs the test thread a hand-over of the GIL (the sender
+thread releases it for the system call and waits to get it back)."""
 CHECKPOINT_WAIT: Final = 0.05
 """How long a test's end waits for the sender thread's batch in flight before spooling its own."""
 # Limits
@@ -115,6 +119,7 @@ class Sender(Link):
         self._first_attempt = threading.Event()
         self._thread = threading.Thread(target=self._run, name="mcpdebug-sender", daemon=True)
         self._next_connect = 0.0
+        self._spool_due = 0.0
         self._had_server = False
         self.started = False
         self._close_timeout = CLOSE_TIMEOUT
@@ -295,10 +300,12 @@ class Sender(Link):
             tick = self.on_tick
             if tick is not None:
                 tick()
-            busy = self._flush() >= BUSY_BYTES
+            busy = self._flush(final=False) >= BUSY_BYTES
             if self._ws is None and not self._stop.is_set():
                 self._maybe_connect()
-        self._flush()
+        self._flush(final=True)
+        if self.colocation is not None:
+            self.colocation.close()
         self._finish()
 
     def _drain(self) -> list[Event]:
@@ -316,9 +323,14 @@ class Sender(Link):
                 self._room.notify_all()
         return batch
 
-    def _flush(self) -> int:
-        """Send or spool what is queued; returns the bytes of output it held."""
+    def _flush(self, *, final: bool) -> int:
+        """Send or spool what is queued; returns the bytes of output it held. Without a server, what
+        the write-ahead copy holds waits up to `SPOOL_INTERVAL` when nothing else does (``final``:
+        never)."""
         with self._flush_lock:
+            waits = self._ws is None and not self._pending and not final  # only written-ahead events
+            if waits and time.monotonic() < self._spool_due:
+                return 0
             ready, self._ready = self._ready, []
             batch = self._drain()
             if not batch and not ready:
@@ -327,6 +339,7 @@ class Sender(Link):
                 self._send_lines([*_packed(ready), *((e.seq, protocol.pack(e)) for e in batch)])
             else:
                 self._write_spool(_spooled(ready) + [protocol.encode(e) for e in batch])
+                self._spool_due = time.monotonic() + SPOOL_INTERVAL
             return sum(e.size for e in batch if type(e) is protocol.Output)
 
     def _send_lines(self, items: Sequence[tuple[int, Wire]]) -> None:
