@@ -231,6 +231,28 @@ def test_a_kill_keeps_every_finished_test_streamed(pytester: pytest.Pytester, xd
         server.stop()
 
 
+RUNNING_SUITE = """
+import os, signal, time
+
+def test_prints_then_dies():
+    print("written half a second before the kill", flush=True)
+    time.sleep(0.5)
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_kill_keeps_what_the_running_test_wrote_more_than_a_tick_before(pytester: pytest.Pytester) -> None:
+    """The sender thread reads a running test's output once the test is a tick old, and every tick
+    after: a kill costs at most its last tick of output."""
+    pytester.makepyfile(test_r=RUNNING_SUITE)
+    run_inner(pytester, "--mcp-debug")
+    store = read_back(pytester.path / ".mcpdebug")
+    [run] = store.runs()
+    assert run["status"] == "crashed"
+    output = output_view.output_tail(store, run, "test_r.py::test_prints_then_dies", 10)
+    assert "written half a second before the kill" in output
+
+
 # Honest closing line ---------------------------------------------------------------------------------
 
 

@@ -342,14 +342,24 @@ class Recorder:
         if self.reporter is not None:
             self.config.pluginmanager.unregister(self.reporter, _REPORTER)
 
-    def _tick(self) -> None:
-        """The sender thread's periodic look (`Sender.on_tick`): a test running longer than a tick is
-        announced, then what it wrote is read."""
+    def _tick(self) -> float | None:
+        """The sender thread's periodic look (`Sender.on_tick`): a test that has run a tick or longer
+        is announced, then what it wrote is read.
+
+        A younger test is looked at once it is a tick old (the return value: seconds until then): all
+        it can have written is its last `TICK` of output, which is what a kill may cost anyway (issue
+        20), and a test that ends sooner has its output taken by pytest's read at its phase's end. So a
+        run of quick tests costs the look no read of pytest's files: each system call of this thread
+        is a hand-over of the GIL to and from the test thread."""
         reporter, tail = self.reporter, self.tail
         if reporter is not None:
+            younger = reporter.younger_than(TICK)
+            if younger is not None:
+                return younger
             reporter.announce()
         if tail is not None:
             tail.tick()
+        return None
 
     def _emit_code_version(self, commit: str, changes: str, note: str) -> None:
         if self.reporter is not None and not self._closed:

@@ -131,6 +131,14 @@ class Reporter:
             except (OSError, ValueError):
                 self.dump = None
 
+    def younger_than(self, age: float) -> float | None:
+        """Seconds until the running test is ``age`` old; None if it is, or if no test runs."""
+        running = self._running
+        if running is None:
+            return None
+        left = running[2] + age - time.time()
+        return left if left > 0 else None
+
     def announce(self) -> None:
         """`TestStarted` of the running test, once: from the sender thread's tick when the test runs
         longer than a tick, or before anything but its quiet end. A quick passing test costs one

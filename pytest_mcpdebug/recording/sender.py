@@ -50,6 +50,8 @@ SPOOL_INTERVAL: Final = 1.0
 are in the kernel already, and each write costs the test thread a hand-over of the GIL (the sender
 thread releases it for the system call and waits to get it back)."""
 CHECKPOINT_WAIT: Final = 0.05
+MIN_WAIT: Final = 0.001
+"""Shortest sleep of the sender thread (`on_tick` asking for sooner than that gets that)."""
 """How long a test's end waits for the sender thread's batch in flight before spooling its own."""
 # Limits
 MAX_PENDING: Final = 50_000
@@ -131,10 +133,11 @@ class Sender(Link):
         self.on_request: Callable[[Request], None] | None = None
         """Called in the sender thread for each request of the server (live inspection)."""
         self.on_disconnect: Callable[[], None] | None = None
-        self.on_tick: Callable[[], None] | None = None
+        self.on_tick: Callable[[], float | None] | None = None
         """Called in the sender thread before each batch: a test process's output tail reads there,
         so the process has one thread that wakes periodically, not two (each wake-up of a Python
-        thread costs the test thread a GIL hand-off)."""
+        thread costs the test thread a GIL hand-off). It may return how soon it wants to be called
+        again, when sooner than the interval."""
         self.on_frame: Callable[[ServerFrame], None] | None = None
         """Called in the sender thread with each `Welcome` and each server frame that is neither an
         ack nor a request (a process session's `Registered`)."""
@@ -286,6 +289,7 @@ class Sender(Link):
         finally:
             self._first_attempt.set()
         busy = False
+        soon: float | None = None
         while not self._stop.is_set():
             colocation = self.colocation
             if colocation is not None and busy:  # bulk output: both CPUs at work
@@ -293,13 +297,14 @@ class Sender(Link):
             elif colocation is not None:  # light work: next to the tests (`colocate`)
                 colocation.follow()
             wait = self.busy_interval if busy else self.interval
+            if soon is not None:
+                wait = max(min(wait, soon), MIN_WAIT)
             if self._ws is None:
                 self._stop.wait(wait)
             else:
                 self._receive(wait)  # wakes at once for a request of the server
             tick = self.on_tick
-            if tick is not None:
-                tick()
+            soon = tick() if tick is not None else None
             busy = self._flush(final=False) >= BUSY_BYTES
             if self._ws is None and not self._stop.is_set():
                 self._maybe_connect()
