@@ -416,6 +416,44 @@ async def test_a_runaway_expression_is_interrupted_and_the_session_still_answers
     assert code == 1 and counts(out) == "1 failed", out
 
 
+HUNG = """
+    import time
+
+    def test_waits_for_a_reply():
+        reply = None
+        while reply is None:  # nobody ever answers
+            time.sleep(0.05)
+"""
+
+
+@pytest.mark.anyio
+async def test_a_hung_test_is_paused_for_the_agent_with_its_frames_live(
+    pytester: pytest.Pytester, inners: list[Inner]
+) -> None:
+    """``--mcp-debug-hang-action=pause``: at its timeout the hung test is held, not failed; its
+    frames answer an agent's expressions; closing the session fails it and stops the run."""
+    pytester.makepyfile(test_hung=HUNG)
+    async with live_server(pytester, inners) as live:
+        inner = live.start(
+            pytester.path,
+            "--mcp-debug-timeout",
+            "1",
+            "--mcp-debug-hang-action",
+            "pause",
+            "--mcp-debug-break-timeout",
+            "60",
+        )
+        [held] = await live.held()
+        out = await inner.wait_output(f"as session {held.id}")
+        assert "mcpdebug: pausing hung test_hung.py::test_waits_for_a_reply for the agent" in out
+        value = await live.evaluate(held.id, "reply is None")
+        assert value["result"] == "True", value
+        await live.call("close_session", session_id=held.id)
+        code, out = await inner.finish()
+    assert code != 0 and counts(out) == "1 failed", out
+    assert f"mcpdebug: {held.id} resumed" in out
+
+
 # 6. The break timeout ---------------------------------------------------------------------------------
 
 

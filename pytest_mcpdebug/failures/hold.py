@@ -131,6 +131,12 @@ class Inspector:
             item.session.shouldstop = f"mcpdebug: the agent closed session {session}"
         return reason
 
+    def hold_target(self, target: Any) -> str:
+        """The watchdog's ``on_pause``: `hold_hang` for its hung `hangs.target.Target`."""
+        report = target.report
+        summary, phase = (report.summary, report.phase) if report is not None else ("hung", "")
+        return self.hold_hang(target.nodeid, target.thread, summary, phase or "call")
+
     def hold_hang(self, nodeid: str, thread_id: int, summary: str, when: str) -> str:
         """``--mcp-debug-hang-action=pause``, in the watchdog's thread: hold the hung process for an
         agent with every thread's frames inspectable. Returns "continue" (the test runs on, with a

@@ -252,7 +252,7 @@ class Recorder:
         )
         self.inspector.breaks = self.break_on_failure
         self.inspector.session = session
-        self.timeouts.watchdog.on_pause = self._pause_hung
+        self.timeouts.watchdog.on_pause = self.inspector.hold_target
         self.config.pluginmanager.register(self.inspector, _INSPECTOR)
 
     def _say_start_warnings(self) -> None:
@@ -343,14 +343,9 @@ class Recorder:
             self.config.pluginmanager.unregister(self.reporter, _REPORTER)
 
     def _tick(self) -> float | None:
-        """The sender thread's periodic look (`Sender.on_tick`): a test that has run a tick or longer
-        is announced, then what it wrote is read.
-
-        A younger test is looked at once it is a tick old (the return value: seconds until then): all
-        it can have written is its last `TICK` of output, which is what a kill may cost anyway (issue
-        20), and a test that ends sooner has its output taken by pytest's read at its phase's end. So a
-        run of quick tests costs the look no read of pytest's files: each system call of this thread
-        is a hand-over of the GIL to and from the test thread."""
+        """The sender thread's periodic look (`Sender.on_tick`): a test a tick old or more is announced
+        and what it wrote is read; a younger one is left until it is that old (returned: seconds until
+        then, see `TICK`), so quick tests cost the look no read (each a GIL hand-over)."""
         reporter, tail = self.reporter, self.tail
         if reporter is not None:
             younger = reporter.younger_than(TICK)
@@ -386,12 +381,6 @@ class Recorder:
             from pytest_mcpdebug.hangs.leaks import exit_now
 
             exit_now(int(self.session.exitstatus), stuck, 2)
-
-    def _pause_hung(self, target: Any) -> str:
-        assert self.inspector is not None
-        summary = target.report.summary if target.report is not None else "hung"
-        phase = target.report.phase if target.report is not None else ""
-        return self.inspector.hold_hang(target.nodeid, target.thread, summary, phase or "call")
 
     # Helpers --------------------------------------------------------------------------------------
 

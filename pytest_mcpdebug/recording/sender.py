@@ -26,7 +26,7 @@ import collections
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -37,6 +37,7 @@ from pytest_mcpdebug.recording.colocate import Colocation
 from pytest_mcpdebug.recording.connection import CONNECT_TIMEOUT, socket_has_room
 from pytest_mcpdebug.recording.link import BATCH_BYTES, CLOSE_TIMEOUT, Discover, Link
 from pytest_mcpdebug.recording.spool import SpoolFile
+from pytest_mcpdebug.recording.wire import FRAGMENT_BYTES, Ready, fragments, packed, size, spooled
 from pytest_mcpdebug.recording.write_ahead import WriteAhead
 
 if TYPE_CHECKING:
@@ -64,13 +65,6 @@ MAX_UNACKED_BYTES: Final = 64 * 1024 * 1024
 BUSY_BYTES: Final = 1024 * 1024
 """Output delivered in one wake-up from which the sender counts as streaming (`busy_interval`): 20 MB/s
 at the usual interval; a service logging steadily below that keeps the usual batches."""
-QUICK_PASS_BYTES: Final = 400
-"""About the size of a quiet pass's `TestFinished` (for the socket's room)."""
-FRAGMENT_BYTES: Final = 256 * 1024
-"""Largest WebSocket frame of a message. websockets copies each frame twice (masking, framing): copies
-of a few hundred kilobytes reuse freed heap memory, while each copy of megabytes gets fresh pages
-(glibc maps large blocks and unmaps them when freed), which cost the test process ~0.1 s of system
-time per 100 MB of output, under its GIL."""
 
 
 class Sender(Link):
@@ -108,7 +102,7 @@ class Sender(Link):
         self._room = threading.Condition(self._bytes_lock)
         self.spool = SpoolFile(spool_path)
         self.wal = WriteAhead(spool_path.with_suffix(WAL_SUFFIX))
-        self._ready: list[tuple[int, bytes | QuickPass]] = []
+        self._ready: Ready = []
         """Events already in the write-ahead copy, for the sender thread to stream or spool: (seq, the
         event's JSON line), or (seq, a quiet pass's short record), whose `TestFinished` it builds."""
         self._flush_lock = threading.Lock()
@@ -204,12 +198,12 @@ class Sender(Link):
                     self._ready += items
                 else:
                     ready, self._ready = self._ready, []
-                    self._write_spool(_spooled(ready) + lines)
+                    self._write_spool(spooled(ready) + lines)
             elif (now or not copied) and socket_has_room(
-                self._ws, sum(map(len, lines)) + sum(_size(item) for _, item in self._ready)
+                self._ws, sum(map(len, lines)) + sum(size(item) for _, item in self._ready)
             ):
                 ready, self._ready = self._ready, []
-                self._send_lines([*_packed(ready), *items])  # in seq order: what waited came first
+                self._send_lines([*packed(ready), *items])  # in seq order: what waited came first
             else:
                 self._ready += items
         finally:
@@ -341,9 +335,9 @@ class Sender(Link):
             if not batch and not ready:
                 return 0
             if self._ws is not None:  # in seq order: ready came first
-                self._send_lines([*_packed(ready), *((e.seq, protocol.pack(e)) for e in batch)])
+                self._send_lines([*packed(ready), *((e.seq, protocol.pack(e)) for e in batch)])
             else:
-                self._write_spool(_spooled(ready) + [protocol.encode(e) for e in batch])
+                self._write_spool(spooled(ready) + [protocol.encode(e) for e in batch])
                 self._spool_due = time.monotonic() + SPOOL_INTERVAL
             return sum(e.size for e in batch if type(e) is protocol.Output)
 
@@ -386,7 +380,7 @@ class Sender(Link):
                     end += 1
                 run = items[start:end]
                 message = b"\n".join(run) if json else protocol.packed_message(run)  # type: ignore[arg-type]
-                self._ws.send(_fragments(message, self.fragment_bytes))
+                self._ws.send(fragments(message, self.fragment_bytes))
                 start = end
 
     # Spool ----------------------------------------------------------------------------------------
@@ -399,27 +393,4 @@ class Sender(Link):
         """The sender thread is not keeping up (or is wedged): the caller writes to the spool itself
         (what a checkpoint left for the thread first: the spool stays in ``seq`` order)."""
         ready, self._ready = self._ready, []
-        self._write_spool(_spooled(ready) + [protocol.encode(e) for e in self._drain()])
-
-
-def _packed(ready: list[tuple[int, bytes | QuickPass]]) -> list[tuple[int, Wire]]:
-    """Written-ahead events as they are sent: a quiet pass's `TestFinished` is built here, in the
-    sender thread's batch (JSON lines go as they are)."""
-    return [(seq, item if type(item) is bytes else protocol.pack(item.event())) for seq, item in ready]  # type: ignore[union-attr]
-
-
-def _spooled(ready: list[tuple[int, bytes | QuickPass]]) -> list[bytes]:
-    """Written-ahead events as the spool holds them: JSON lines, a quiet pass's as its short record."""
-    return [item if type(item) is bytes else protocol.encode_quick(item) for _, item in ready]  # type: ignore[arg-type]
-
-
-def _size(item: bytes | QuickPass) -> int:
-    return len(item) if type(item) is bytes else QUICK_PASS_BYTES
-
-
-def _fragments(message: bytes, size: int) -> bytes | Iterator[memoryview]:
-    """A message as it is sent: whole, or as a fragmented message of frames of ``size`` bytes."""
-    if not size or len(message) <= size:
-        return message
-    view = memoryview(message)
-    return (view[start : start + size] for start in range(0, len(view), size))
+        self._write_spool(spooled(ready) + [protocol.encode(e) for e in self._drain()])
