@@ -16,9 +16,7 @@ import os
 import shlex
 import socket
 from pathlib import Path
-from typing import Final
-
-import msgspec
+from typing import Final, NamedTuple
 
 DIRNAME: Final = ".mcpdebug"
 SERVER_FILE: Final = "server.json"
@@ -127,7 +125,9 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-class ServerInfo(msgspec.Struct, frozen=True):
+class ServerInfo(NamedTuple):
+    """What ``server.json`` holds (a NamedTuple: `mcpdebug run` reads it before msgspec is loaded)."""
+
     url: str
     token: str
     pid: int
@@ -168,7 +168,7 @@ def write_server_info(path: Path, info: ServerInfo) -> Path:
     if hasattr(os, "fchmod"):
         os.fchmod(fd, 0o600)  # also when a leftover temporary file had another mode
     with os.fdopen(fd, "w") as fh:
-        json.dump(msgspec.structs.asdict(info), fh)
+        json.dump(info._asdict(), fh)
     os.replace(tmp, target)
     return target
 

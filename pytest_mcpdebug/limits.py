@@ -13,9 +13,7 @@ import re
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Final
-
-import msgspec
+from typing import Any, Final, NamedTuple
 
 KB: Final = 1024
 MB: Final = 1024 * KB
@@ -36,8 +34,10 @@ MAX_LINE_LENGTH: Final = 64 * KB
 """The default of `Limits.max_line_length`."""
 
 
-class Limits(msgspec.Struct, frozen=True):
-    """(A Struct, not a dataclass: a dataclass costs ~0.4 ms of every recorded run's start-up to define.)"""
+class Limits(NamedTuple):
+    """(Not a dataclass: one costs ~0.4 ms of every recorded run's start-up to define; nor a msgspec
+    Struct: `mcpdebug run` reads limits before it starts its command, and msgspec's import would delay
+    that by ~10 ms.)"""
 
     max_line_length: int = MAX_LINE_LENGTH
     """A longer line is cut here, with a marker saying how much was dropped."""
@@ -107,7 +107,7 @@ def _duration_text(s: float) -> str:
     return f"{int(s)}s" if s == int(s) else f"{s}s"  # not "g": 1000001 s is not "1e+06s"
 
 
-class _Spec(msgspec.Struct, frozen=True):
+class _Spec(NamedTuple):
     parse: Callable[[object], float]
     low: float
     high: float
@@ -231,4 +231,4 @@ def load(
 
 
 def describe(limits: Limits) -> str:
-    return ", ".join(f"{name}={SPECS[name].show(getattr(limits, name))}" for name in Limits.__struct_fields__)
+    return ", ".join(f"{name}={SPECS[name].show(getattr(limits, name))}" for name in Limits._fields)

@@ -7,7 +7,6 @@ exit code, never a traceback.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 from pathlib import Path
@@ -102,6 +101,8 @@ def _hang(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    import logging  # here: `mcpdebug run` starts its command sooner without it
+
     import anyio
 
     from mcpdebug import http_auth
@@ -193,9 +194,6 @@ def _log_settings(args: argparse.Namespace) -> Any:
 
 
 def _process_session(args: argparse.Namespace) -> int:
-    from mcpdebug.heap import keep_freed_buffers
-
-    keep_freed_buffers()
     directory = find_dir(args.dir, create=True)
     if args.command == "run":
         from mcpdebug.processes import runner

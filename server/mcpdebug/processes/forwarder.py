@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import BinaryIO, Final
 
+from mcpdebug.heap import keep_freed_buffers
 from mcpdebug.processes.child import PARTIAL_FLUSH, READ_SIZE
 from mcpdebug.processes.say import stderr_say
 from mcpdebug.processes.session_client import SessionClient
@@ -234,6 +235,7 @@ def main(args: argparse.Namespace, directory: Path) -> int:
             file=sys.stderr,
         )
         return 2
+    keep_freed_buffers()
     session = SessionClient(
         mode="forward",
         directory=directory,
