@@ -11,10 +11,8 @@ Shared by the plugin and the server (no pytest import here). The folder holds:
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
-import socket
 from pathlib import Path
 from typing import Final, NamedTuple
 
@@ -142,6 +140,9 @@ def read_server_info(path: Path) -> ServerInfo | None:
     A file left behind by a server that was killed names a dead pid and is ignored, so a stale file
     never makes a test run wait on a connection that cannot succeed.
     """
+    import json  # here, and socket below: `mcpdebug run` starts its command before either is needed
+    import socket
+
     try:
         data = json.loads((path / SERVER_FILE).read_text())
         info = ServerInfo(
@@ -167,6 +168,8 @@ def write_server_info(path: Path, info: ServerInfo) -> Path:
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     if hasattr(os, "fchmod"):
         os.fchmod(fd, 0o600)  # also when a leftover temporary file had another mode
+    import json
+
     with os.fdopen(fd, "w") as fh:
         json.dump(info._asdict(), fh)
     os.replace(tmp, target)
