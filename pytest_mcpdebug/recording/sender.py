@@ -51,9 +51,9 @@ SPOOL_INTERVAL: Final = 1.0
 are in the kernel already, and each write costs the test thread a hand-over of the GIL (the sender
 thread releases it for the system call and waits to get it back)."""
 CHECKPOINT_WAIT: Final = 0.05
+"""How long a test's end waits for the sender thread's batch in flight before spooling its own."""
 MIN_WAIT: Final = 0.001
 """Shortest sleep of the sender thread (`on_tick` asking for sooner than that gets that)."""
-"""How long a test's end waits for the sender thread's batch in flight before spooling its own."""
 # Limits
 MAX_PENDING: Final = 50_000
 """Events waiting for the sender thread before the test thread spools them itself."""
