@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +24,8 @@ from mcpdebug.store import Store
 from mcpdebug.views import hang as hang_view
 from mcpdebug.views import lookup
 from mcpdebug.views import output as output_view
+from pytest_mcpdebug.output.tail import TICK
+from pytest_mcpdebug.recording.reporter import Reporter
 
 KILLED_SUITE = """
 import os, signal
@@ -251,6 +254,23 @@ def test_a_kill_keeps_what_the_running_test_wrote_more_than_a_tick_before(pytest
     assert run["status"] == "crashed"
     output = output_view.output_tail(store, run, "test_r.py::test_prints_then_dies", 10)
     assert "written half a second before the kill" in output
+
+
+def test_a_test_is_young_for_one_tick_and_never_when_the_clock_went_back() -> None:
+    """What the sender thread's look relies on (`Recorder._tick`): the seconds until the running test
+    is a tick old; none once it is, none without a test, and none when the wall clock was set back
+    since the test started (it is read as an old one rather than left alone for that long)."""
+    reporter = Reporter.__new__(Reporter)  # only the running test matters here
+    reporter._running = None
+    assert reporter.younger_than(TICK) is None
+    location = ("test_a.py", 1, "test_a")
+    reporter._running = ("test_a.py::test_a", location, time.time())
+    left = reporter.younger_than(TICK)
+    assert left is not None and 0 < left <= TICK
+    reporter._running = ("test_a.py::test_a", location, time.time() - 2 * TICK)
+    assert reporter.younger_than(TICK) is None
+    reporter._running = ("test_a.py::test_a", location, time.time() + 3600)  # the clock went back an hour
+    assert reporter.younger_than(TICK) is None
 
 
 # Honest closing line ---------------------------------------------------------------------------------

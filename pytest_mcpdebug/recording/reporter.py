@@ -132,12 +132,13 @@ class Reporter:
                 self.dump = None
 
     def younger_than(self, age: float) -> float | None:
-        """Seconds until the running test is ``age`` old; None if it is, or if no test runs."""
+        """Seconds until the running test is ``age`` old; None if it is, if no test runs, or if the
+        clock was set back since it started (it is then looked at as an old one)."""
         running = self._running
         if running is None:
             return None
         left = running[2] + age - time.time()
-        return left if left > 0 else None
+        return left if 0 < left <= age else None
 
     def announce(self) -> None:
         """`TestStarted` of the running test, once: from the sender thread's tick when the test runs
