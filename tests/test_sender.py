@@ -6,6 +6,7 @@ the next server start-up or `ingest_spool` takes it in), and `send()` must stay 
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import signal
@@ -283,6 +284,25 @@ def quick_pass(seq: int) -> protocol.QuickPass:
 def as_read(event: Event) -> Event:
     """An event as the server reads it back (a quiet pass's phases become structs)."""
     return protocol.decode_client_frame(protocol.encode(event))  # type: ignore[return-value]
+
+
+def test_a_quiet_pass_with_a_clock_gone_wrong_is_still_a_valid_event() -> None:
+    """JSON has no NaN or infinity: its event, however it travels or is spooled, has 0 instead."""
+    broken = protocol.QuickPass(
+        RUN,
+        PROCESS,
+        7,
+        NOW,
+        "test_mod.py::test_7",
+        "main",
+        "test_mod.py",
+        3,
+        1,
+        [("call", math.inf, math.nan)],
+    )
+    event = as_read(broken.event())
+    assert event.passed_phases == [protocol.PassedPhase("call", 0.0, 0.0)]  # type: ignore[attr-defined]
+    assert protocol.decode_spooled_line(protocol.encode_quick(broken)) == event
 
 
 def test_a_quiet_pass_is_written_ahead_short_and_arrives_as_its_test_finished(mcpdir: Path) -> None:

@@ -13,6 +13,7 @@ over a connection (`codec.event_line`). The server reads them from files with `c
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import cast
 
@@ -36,13 +37,13 @@ class QuickPass(msgspec.Struct, array_like=True, gc=False):
     """0-based, as pytest's ``location`` gives it (`TestFinished.line` is 1-based)."""
     attempt: Int
     passed: Sequence[tuple[str, float | None, float | None]]
-    """(when, duration, finished) of each phase: clocks give finite floats; JSON writes any other as
-    null, read back as 0."""
+    """(when, duration, finished) of each phase. JSON has no NaN or infinity: it writes them as null,
+    read back as None; the event has 0 for either."""
 
     def event(self, *, stored: bool = False) -> TestFinished:
         """The `TestFinished` it stands for: its phases tuples (their wire form) to be encoded, or
         `PassedPhase` structs to be stored (``stored``)."""
-        phases = [(when, duration or 0.0, finished or 0.0) for when, duration, finished in self.passed]
+        phases = [(when, _finite(duration), _finite(finished)) for when, duration, finished in self.passed]
         passed = [PassedPhase(*p) for p in phases] if stored else cast("list[PassedPhase]", phases)
         return TestFinished(
             run_id=self.run_id,
@@ -58,3 +59,7 @@ class QuickPass(msgspec.Struct, array_like=True, gc=False):
             file=self.file,
             line=None if self.line is None else self.line + 1,
         )
+
+
+def _finite(value: float | None) -> float:
+    return value if value is not None and math.isfinite(value) else 0.0
