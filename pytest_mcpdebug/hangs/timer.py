@@ -85,8 +85,8 @@ class TestTimer:
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> None:
         if call.excinfo is not None and isinstance(call.excinfo.value, HangTimeout):
             self._interrupted = True
-        if self.watchdog.hung and call.excinfo is not None and isinstance(call.excinfo.value, HangTimeout):
-            self.watchdog.landed()  # interrupted: the rest of the test gets a fresh timeout
+            if self.watchdog.hung:
+                self.watchdog.landed()  # interrupted: the rest of the test gets a fresh timeout
 
 
 class CallTimer:
