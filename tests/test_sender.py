@@ -11,9 +11,11 @@ import os
 import shutil
 import signal
 import socket
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -337,6 +339,93 @@ def test_a_quiet_pass_is_written_ahead_short_and_arrives_as_its_test_finished(mc
         protocol.decode_client_frame(protocol.event_line(spool.read_bytes().split(b"\n")[1])) == expected[1]
     )
     assert not wal.exists()
+
+
+class WelcomingServer:
+    """A WebSocket server on port 0 that speaks protocol ``version``: it welcomes one client,
+    acknowledges each message, and keeps what it was sent (an older server, as far as the client can
+    tell: only the welcome says which version it reads)."""
+
+    def __init__(self, version: int) -> None:
+        from websockets.sync.server import serve
+
+        self.version = version
+        self.messages: list[bytes | str] = []
+        self._server = serve(self._handle, "127.0.0.1", 0)
+        self.url = f"ws://127.0.0.1:{self._server.socket.getsockname()[1]}/"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def _handle(self, ws: Any) -> None:
+        ws.recv()  # the hello
+        ws.send(protocol.encode(protocol.Welcome(protocol=self.version, server_pid=os.getpid())).decode())
+        for message in ws:
+            self.messages.append(message)
+            if protocol.is_packed_message(message):
+                seq = max(e.seq for e in protocol.decode_packed_message(message))  # type: ignore[arg-type]
+            else:
+                seq = max(protocol.decode_spooled_line(line).seq for line in protocol.split_lines(message))  # type: ignore[union-attr]
+            ws.send(protocol.encode(protocol.Ack(seq=seq)).decode())
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._thread.join(5)
+
+
+@pytest.mark.parametrize("version", [2, protocol.PROTOCOL_VERSION])
+def test_quiet_passes_travel_as_the_server_reads_them(mcpdir: Path, version: int) -> None:
+    """To a server whose welcome says protocol 3 or more a quiet pass goes as the short record its
+    write-ahead copy holds (no event built in the test process); to an older one, as its packed
+    `TestFinished`. Either way the server reads the same events."""
+    peer = WelcomingServer(version)
+    try:
+        sender = new_sender(mcpdir, lambda: (peer.url, "token"), interval=60.0)
+        sender.start()
+        assert sender.connected and sender.server_protocol == version
+        sender.send(make_events([1])[0])
+        sender.checkpoint()
+        for seq in (2, 3):
+            sender.send_quick(quick_pass(seq))
+        sender.close()
+    finally:
+        peer.close()
+    assert sender.warnings == [] and sender.acked == 3 and sender.spool_path is None
+    received: list[Event] = []
+    short = []
+    for message in peer.messages:
+        if protocol.is_packed_message(message):
+            received += protocol.decode_packed_message(message)  # type: ignore[arg-type]
+        else:
+            lines = protocol.split_lines(message)
+            short += [line for line in lines if line.startswith(b"[")]
+            received += [protocol.decode_spooled_line(line) for line in lines]  # type: ignore[misc]
+    assert [as_read(e) for e in received] == [
+        as_read(make_events([1])[0]),
+        *(as_read(quick_pass(seq).event()) for seq in (2, 3)),
+    ]
+    expected_short = [protocol.encode_quick(quick_pass(seq)) for seq in (2, 3)]
+    assert short == (expected_short if version >= protocol.SHORT_RECORDS_VERSION else [])
+
+
+def test_quiet_passes_streamed_to_mcpdebug_serve_are_stored_as_passed_tests(
+    mcpdir: Path, servers: list[RunningServer]
+) -> None:
+    """The real server reads the short records it is sent: each quiet pass is a passed test, with
+    where it is and how long each phase took."""
+    servers.append(start_server(mcpdir))
+    sender = new_sender(mcpdir, discover_in(mcpdir))
+    sender.start()
+    assert sender.server_protocol >= protocol.SHORT_RECORDS_VERSION
+    for seq in (1, 2, 3):
+        sender.send_quick(quick_pass(seq))
+    sender.close()
+    assert stored_seqs(mcpdir) == [1, 2, 3] and sender.acked == 3
+    store = Store(mcpdir)
+    try:
+        test = store.test(RUN, "test_mod.py::test_2")
+        assert test is not None and test["status"] == "passed"
+    finally:
+        store.close()
 
 
 def test_without_a_server_written_ahead_events_reach_the_spool_once_a_second(mcpdir: Path) -> None:

@@ -346,7 +346,7 @@ async def test_no_hello_in_time_closes_1008(
             "invalid frame",
             id="wrong-field-type",
         ),
-        pytest.param("[1, 2, 3]", "invalid frame", id="json-array"),
+        pytest.param("[1, 2, 3]", "invalid quick pass", id="json-array"),  # an array: a short record
         pytest.param(hello_text("bad-1"), "unexpected hello", id="second-hello"),
     ],
 )

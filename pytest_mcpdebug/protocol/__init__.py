@@ -54,6 +54,7 @@ from pytest_mcpdebug.protocol.codec import (
     json_line,
     pack,
     packed_message,
+    quick_event,
     split_lines,
     wire_size,
 )
@@ -72,6 +73,7 @@ from pytest_mcpdebug.protocol.frames import (
     REQUEST_COMMANDS,
     RUN_ID_PATTERN,
     SESSION_MODES,
+    SHORT_RECORDS_VERSION,
     STREAMS,
     Ack,
     ClientFrame,
@@ -139,6 +141,7 @@ __all__ = [
     "REQUEST_COMMANDS",
     "RUN_ID_PATTERN",
     "SESSION_MODES",
+    "SHORT_RECORDS_VERSION",
     "STREAMS",
     "Ack",
     "ClientFrame",
@@ -207,6 +210,7 @@ __all__ = [
     "json_line",
     "pack",
     "packed_message",
+    "quick_event",
     "split_lines",
     "wire_size",
 ]

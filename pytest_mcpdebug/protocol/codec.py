@@ -26,6 +26,7 @@ from pytest_mcpdebug.protocol.frames import (
     Reply,
     Request,
     ServerFrame,
+    TestFinished,
     Welcome,
 )
 from pytest_mcpdebug.protocol.payloads import HangReport, Snapshot
@@ -91,8 +92,9 @@ def wire_size(item: Wire) -> int:
 
 
 def is_json(item: Wire) -> bool:
-    """Whether an item is a JSON line (a packed one starts with a msgpack map's header)."""
-    return isinstance(item, bytes) and item[:1] == b"{"
+    """Whether an item is a JSON line, an event's or a quiet pass's short record (a packed one starts
+    with a msgpack map's header)."""
+    return isinstance(item, bytes) and item[:1] in (b"{", b"[")
 
 
 def packed_message(items: list[Wire]) -> bytes:
@@ -131,13 +133,20 @@ def json_line(item: Wire) -> bytes:
 
 def event_line(line: bytes) -> bytes:
     """A spooled line as its event's JSON line (a quiet pass's short record made a `TestFinished`):
-    what a spool replayed over a connection sends, since the wire carries only frames."""
+    what a spool replayed over a connection sends (each line's ``seq`` is read to match the server's
+    acknowledgements)."""
     if not line.startswith(b"["):
         return line
     try:
-        return encode(_decoder(QuickPass).decode(line).event())
+        return encode(quick_event(line))
     except msgspec.DecodeError:
         return line  # the server says what is wrong with it
+
+
+def quick_event(line: bytes) -> TestFinished:
+    """The `TestFinished` a quiet pass's short record stands for, to be encoded (raises DecodeError)."""
+    quick: QuickPass = _decoder(QuickPass).decode(line)
+    return quick.event()
 
 
 @functools.cache

@@ -11,11 +11,14 @@ import msgspec
 from pytest_mcpdebug.protocol.payloads import HangReport, Int, Snapshot
 from pytest_mcpdebug.protocol.trace import Trace
 
-PROTOCOL_VERSION: Final = 2
-"""2: a binary message may be a msgpack array of events, whose `Output` lines travel as raw bytes
-(``data``); 1: every message is JSON lines. The server takes both (`ACCEPTED_VERSIONS`): a version-1
-client only ever sends JSON lines, which it still reads."""
-ACCEPTED_VERSIONS: Final = (1, 2)
+PROTOCOL_VERSION: Final = 3
+"""3: a message of JSON lines may hold quiet passes' short records (`quick`), sent as the write-ahead
+copy holds them, to a server whose `Welcome` says 3 or more; 2: a binary message may be a msgpack
+array of events, whose `Output` lines travel as raw bytes (``data``); 1: every message is JSON lines.
+The server takes all three (`ACCEPTED_VERSIONS`): an older client never sends what it cannot read."""
+ACCEPTED_VERSIONS: Final = (1, 2, 3)
+SHORT_RECORDS_VERSION: Final = 3
+"""The first version whose server reads quiet passes' short records on the wire."""
 
 # Close codes the server uses (RFC 6455 leaves 4000-4999 to applications).
 CLOSE_MALFORMED: Final = 1007  # "invalid frame payload data"

@@ -6,9 +6,10 @@ test), so the test thread copies it into the write-ahead file's mapping at the t
 a `TestFinished` and encoded there, that cost a quarter of all the recording of a passing test: in
 the middle of pytest's own work every object and function it touches is cold. So the test thread
 encodes this short JSON array instead, from what it already holds, and that line is what the
-write-ahead copy and the spool file keep. Only the wire carries frames alone: a streaming sender
-thread builds the `TestFinished` of a batch of them in one go (`event`), and so does a spool replayed
-over a connection (`codec.event_line`). The server reads them from files with `codec.decode_spooled_line`.
+write-ahead copy and the spool file keep, and what a streaming sender sends to a server of protocol 3
+or later (in a message of JSON lines): no `TestFinished` is built in the test process. For an older
+server the sender thread builds them (`event`), a batch at a time, and so does a spool replayed over
+a connection (`codec.event_line`). The server reads them with `codec.decode_spooled_line`.
 """
 
 from __future__ import annotations

@@ -52,6 +52,7 @@ class Link:
     _ws: ClientConnection | None
     _ws_stack: contextlib.ExitStack
     _connected_url: str | None
+    server_protocol: int
     _close_timeout: float
     _unacked: collections.deque[tuple[int, Wire]]
     _unacked_bytes: int
@@ -151,6 +152,7 @@ class Link:
         self._ws = ws
         self._ws_stack = stack
         self._connected_url = url
+        self.server_protocol = welcome.protocol
         self._had_server = True
         self._retry_delay = self._reconnect[0]
         if self.on_frame is not None:

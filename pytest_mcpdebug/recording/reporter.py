@@ -212,8 +212,7 @@ class Reporter:
         phases.append((when, outcome, wasxfail is not None, report.duration, message))
 
     def _test_finished(self, report: pytest.TestReport, passed: list[Passed], phases: list[Phase]) -> None:
-        """The test's one event: a quiet pass's short record (`protocol.quick`: the sender thread
-        builds its `TestFinished`), else its `TestFinished`."""
+        """The test's one event: a quiet pass's short record (`protocol.quick`), else its `TestFinished`."""
         nodeid = report.nodeid
         outcomes = self.outcomes(nodeid) if phases else None
         del self._tests[nodeid]

@@ -37,7 +37,7 @@ from pytest_mcpdebug.recording.colocate import Colocation
 from pytest_mcpdebug.recording.connection import CONNECT_TIMEOUT, socket_has_room
 from pytest_mcpdebug.recording.link import BATCH_BYTES, CLOSE_TIMEOUT, Discover, Link
 from pytest_mcpdebug.recording.spool import SpoolFile
-from pytest_mcpdebug.recording.wire import FRAGMENT_BYTES, Ready, fragments, packed, size, spooled
+from pytest_mcpdebug.recording.wire import FRAGMENT_BYTES, Ready, fragments, packed, spooled
 from pytest_mcpdebug.recording.write_ahead import WriteAhead
 
 if TYPE_CHECKING:
@@ -104,13 +104,16 @@ class Sender(Link):
         self.wal = WriteAhead(spool_path.with_suffix(WAL_SUFFIX))
         self._ready: Ready = []
         """Events already in the write-ahead copy, for the sender thread to stream or spool: (seq, the
-        event's JSON line), or (seq, a quiet pass's short record), whose `TestFinished` it builds."""
+        line the copy holds: the event's JSON line, or a quiet pass's short record)."""
         self._flush_lock = threading.Lock()
         """Held while a batch is drained and delivered, by the sender thread or a test's checkpoint:
         events leave in ``seq`` order, which the server's acknowledgements rely on."""
         self._ws: ClientConnection | None = None
         self._ws_stack = contextlib.ExitStack()
         self._connected_url: str | None = None
+        self.server_protocol = 0
+        """The protocol version the connected server speaks (its `Welcome`): 3 and on, it reads quiet
+        passes' short records as they are."""
         self._stop = threading.Event()
         self._first_attempt = threading.Event()
         self._thread = threading.Thread(target=self._run, name="mcpdebug-sender", daemon=True)
@@ -178,9 +181,10 @@ class Sender(Link):
         writes the spool now; streaming sends on the socket when that cannot block (nothing older
         waits, the socket's buffer has room). If the sender thread is delivering a batch right now,
         wait for it briefly. ``now`` (a failure, which an agent waits for): streaming, send on the
-        socket at once too, when that cannot block, rather than at the sender thread's next wake-up.
+        socket at once too, when that cannot block, rather than at the sender thread's next wake-up
+        (written-ahead events too, e.g. quiet passes, which are never queued).
         """
-        if not self._pending:
+        if not self._pending and not (now and self._ready):
             return
         if not self._flush_lock.acquire(timeout=CHECKPOINT_WAIT):
             if not self._stop.is_set():
@@ -188,11 +192,11 @@ class Sender(Link):
             return
         try:
             batch = self._drain()
-            if not batch:
+            if not batch and not now:
                 return
             items = [(e.seq, protocol.encode(e)) for e in batch]
             lines = [line for _, line in items]
-            copied = self.wal.write(lines)
+            copied = not lines or self.wal.write(lines)
             if self._ws is None:
                 if copied:
                     self._ready += items
@@ -200,10 +204,10 @@ class Sender(Link):
                     ready, self._ready = self._ready, []
                     self._write_spool(spooled(ready) + lines)
             elif (now or not copied) and socket_has_room(
-                self._ws, sum(map(len, lines)) + sum(size(item) for _, item in self._ready)
+                self._ws, sum(map(len, lines)) + sum(len(line) for _, line in self._ready)
             ):
                 ready, self._ready = self._ready, []
-                self._send_lines([*packed(ready), *items])  # in seq order: what waited came first
+                self._send_lines([*self._packed(ready), *items])  # in seq order: what waited came first
             else:
                 self._ready += items
         finally:
@@ -218,8 +222,9 @@ class Sender(Link):
             self.send(record.event())
             return
         try:
-            if self.wal.write([protocol.encode_quick(record)]):
-                self._ready.append((record.seq, record))
+            line = protocol.encode_quick(record)
+            if self.wal.write_line(line):
+                self._ready.append((record.seq, line))
             else:
                 self._pending.append(record.event())
         finally:
@@ -335,11 +340,14 @@ class Sender(Link):
             if not batch and not ready:
                 return 0
             if self._ws is not None:  # in seq order: ready came first
-                self._send_lines([*packed(ready), *((e.seq, protocol.pack(e)) for e in batch)])
+                self._send_lines([*self._packed(ready), *((e.seq, protocol.pack(e)) for e in batch)])
             else:
                 self._write_spool(spooled(ready) + [protocol.encode(e) for e in batch])
                 self._spool_due = time.monotonic() + SPOOL_INTERVAL
             return sum(e.size for e in batch if type(e) is protocol.Output)
+
+    def _packed(self, ready: Ready) -> list[tuple[int, Wire]]:
+        return packed(ready, short_records=self.server_protocol >= protocol.SHORT_RECORDS_VERSION)
 
     def _send_lines(self, items: Sequence[tuple[int, Wire]]) -> None:
         """Send events; whatever does not make it (the connection lost) ends in the spool."""

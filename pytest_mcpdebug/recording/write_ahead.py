@@ -43,7 +43,11 @@ class WriteAhead:
 
     def write(self, lines: list[bytes]) -> bool:
         """Copy encoded events in, one per line; False if they are not in the file."""
-        data = b"\n".join(lines) + b"\n"
+        return self.write_line(b"\n".join(lines))
+
+    def write_line(self, line: bytes) -> bool:
+        """Copy one encoded event in (or several, joined by newlines); False if it is not in the file."""
+        data = line + b"\n"
         with self._lock:
             if self._closed or self.problem is not None:
                 return False

@@ -46,11 +46,12 @@ class SpoolReport:
 
 
 def decode_events(lines: list[bytes]) -> list[protocol.Event]:
-    """Decode frames that must all be events; raises ProtocolError naming the first bad one."""
+    """Decode frames that must all be events, or quiet passes' short records (`protocol.quick`, sent
+    as they are since protocol 3); raises ProtocolError naming the first bad one."""
     events: list[protocol.Event] = []
     for number, line in enumerate(lines, 1):
         try:
-            frame = protocol.decode_client_frame(line)
+            frame = protocol.decode_spooled_line(line)
         except protocol.ProtocolError as exc:
             raise protocol.ProtocolError(f"line {number}: {exc}") from None
         if isinstance(frame, protocol.Hello):
