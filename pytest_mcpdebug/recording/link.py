@@ -189,8 +189,9 @@ class Link:
 
     def _drop_wal(self) -> None:
         """Everything the write-ahead copy holds was acknowledged or spooled: it is not needed."""
-        self.wal.close()
-        if self.wal.used and not self.spool.dropped:
+        keep = not self.wal.used or bool(self.spool.dropped)
+        self.wal.close(keep=keep)
+        if not keep:
             with contextlib.suppress(OSError):
                 self.wal.path.unlink()
 

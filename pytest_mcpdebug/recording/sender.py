@@ -202,7 +202,7 @@ class Sender(Link):
                     self._ready += items
                 else:
                     ready, self._ready = self._ready, []
-                    self._write_spool(spooled(ready) + lines)
+                    self.spool.write(spooled(ready) + lines)  # JSON lines all
             elif (now or not copied) and socket_has_room(
                 self._ws, sum(map(len, lines)) + sum(len(line) for _, line in self._ready)
             ):
@@ -342,7 +342,7 @@ class Sender(Link):
             if self._ws is not None:  # in seq order: ready came first
                 self._send_lines([*self._packed(ready), *((e.seq, protocol.pack(e)) for e in batch)])
             else:
-                self._write_spool(spooled(ready) + [protocol.encode(e) for e in batch])
+                self.spool.write(spooled(ready) + [protocol.encode(e) for e in batch])  # JSON lines all
                 self._spool_due = time.monotonic() + SPOOL_INTERVAL
             return sum(e.size for e in batch if type(e) is protocol.Output)
 
@@ -401,4 +401,4 @@ class Sender(Link):
         """The sender thread is not keeping up (or is wedged): the caller writes to the spool itself
         (what a checkpoint left for the thread first: the spool stays in ``seq`` order)."""
         ready, self._ready = self._ready, []
-        self._write_spool(spooled(ready) + [protocol.encode(e) for e in self._drain()])
+        self.spool.write(spooled(ready) + [protocol.encode(e) for e in self._drain()])

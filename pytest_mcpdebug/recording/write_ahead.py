@@ -63,16 +63,18 @@ class WriteAhead:
             self._size = end
             return True
 
-    def close(self) -> None:
-        """Unmap and cut the file to what was copied in (deleting it is the caller's)."""
+    def close(self, *, keep: bool = True) -> None:
+        """Unmap and cut the file to what was copied in (``keep``: else it is deleted by the caller, so
+        the room it was grown by is freed with it, not first cut off)."""
         with self._lock:
             self._closed = True
             if self._map is not None:
                 self._map.close()
                 self._map = None
             if self._fd is not None:
-                with contextlib.suppress(OSError):
-                    os.ftruncate(self._fd, self._size)
+                if keep:
+                    with contextlib.suppress(OSError):
+                        os.ftruncate(self._fd, self._size)
                 with contextlib.suppress(OSError):
                     os.close(self._fd)
                 self._fd = None
