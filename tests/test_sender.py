@@ -72,8 +72,8 @@ def make_events(seqs: Sequence[int] | range, message: str = "") -> list[Event]:
 
 def new_sender(directory: Path, discover: Discover, **options: float) -> Sender:
     hello = protocol.Hello(
-        protocol=protocol.PROTOCOL_VERSION, run_id=RUN, process=PROCESS, worker="main", pid=os.getpid()
-    )
+        protocol=protocol.HELLO_VERSION, run_id=RUN, process=PROCESS, worker="main", pid=os.getpid()
+    )  # as the plugin says hello
     return Sender(hello=hello, spool_path=expected_spool(directory), discover=discover, **options)  # type: ignore[arg-type]
 
 
@@ -342,9 +342,9 @@ def test_a_quiet_pass_is_written_ahead_short_and_arrives_as_its_test_finished(mc
 
 
 class WelcomingServer:
-    """A WebSocket server on port 0 that speaks protocol ``version``: it welcomes one client,
-    acknowledges each message, and keeps what it was sent (an older server, as far as the client can
-    tell: only the welcome says which version it reads)."""
+    """A WebSocket server on port 0 that speaks protocol ``version``: it refuses a hello of a later
+    version (as `mcpdebug serve` does), welcomes one client, acknowledges each message, and keeps what
+    it was sent. With ``version`` 2 it is, as far as a client can tell, a server of protocol 2."""
 
     def __init__(self, version: int) -> None:
         from websockets.sync.server import serve
@@ -357,7 +357,10 @@ class WelcomingServer:
         self._thread.start()
 
     def _handle(self, ws: Any) -> None:
-        ws.recv()  # the hello
+        hello = protocol.hello_version(ws.recv())
+        if hello is None or hello > self.version:
+            ws.close(protocol.CLOSE_POLICY, f"protocol {hello} unsupported; server speaks {self.version}")
+            return
         ws.send(protocol.encode(protocol.Welcome(protocol=self.version, server_pid=os.getpid())).decode())
         for message in ws:
             self.messages.append(message)
@@ -374,9 +377,9 @@ class WelcomingServer:
 
 @pytest.mark.parametrize("version", [2, protocol.PROTOCOL_VERSION])
 def test_quiet_passes_travel_as_the_server_reads_them(mcpdir: Path, version: int) -> None:
-    """To a server whose welcome says protocol 3 or more a quiet pass goes as the short record its
-    write-ahead copy holds (no event built in the test process); to an older one, as its packed
-    `TestFinished`. Either way the server reads the same events."""
+    """A server of protocol 2 takes the plugin's hello; to it a quiet pass goes as its packed
+    `TestFinished`. To a server whose welcome says 3 or more it goes as the short record its write-ahead
+    copy holds (no event built in the test process). Either way the server reads the same events."""
     peer = WelcomingServer(version)
     try:
         sender = new_sender(mcpdir, lambda: (peer.url, "token"), interval=60.0)

@@ -93,7 +93,7 @@ class Recorder:
         self.process = f"{worker}{suffix}-{os.getpid()}"
         self.sender = Sender(
             hello=protocol.Hello(
-                protocol=protocol.PROTOCOL_VERSION,
+                protocol=protocol.HELLO_VERSION,
                 run_id=run_id,
                 process=self.process,
                 worker=worker,

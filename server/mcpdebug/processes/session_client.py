@@ -91,7 +91,7 @@ class SessionClient:
         ensure_dir(directory)
         self.sender = Sender(
             hello=protocol.Hello(
-                protocol=protocol.PROTOCOL_VERSION,
+                protocol=protocol.HELLO_VERSION,
                 run_id=self.run_id,
                 process=self.process,
                 worker="main",
