@@ -12,16 +12,13 @@ from pytest_mcpdebug.protocol.payloads import HangReport, Int, Snapshot
 from pytest_mcpdebug.protocol.trace import Trace
 
 PROTOCOL_VERSION: Final = 3
-"""3: a message of JSON lines may hold quiet passes' short records (`quick`), sent as the write-ahead
-copy holds them, to a server whose `Welcome` says 3 or more; 2: a binary message may be a msgpack
-array of events, whose `Output` lines travel as raw bytes (``data``); 1: every message is JSON lines.
-The server takes all three (`ACCEPTED_VERSIONS`): an older client never sends what it cannot read."""
+"""3: a message of JSON lines may hold quiet passes' short records (`quick`), which a client sends to a
+server that welcomes it with 3 or more; 2: a binary message may be a msgpack array of events, whose
+`Output` lines travel as raw bytes (``data``); 1: every message is JSON lines. The server takes all
+three (`ACCEPTED_VERSIONS`); a client's hello says `HELLO_VERSION`, so a server of 2 takes it too."""
 ACCEPTED_VERSIONS: Final = (1, 2, 3)
 SHORT_RECORDS_VERSION: Final = 3
-"""The first version whose server reads quiet passes' short records on the wire."""
 HELLO_VERSION: Final = 2
-"""What a client's hello says: the version of what it sends until the server's `Welcome` says it reads
-more (short records from 3 on), so a server of protocol 2 still takes a newer client."""
 
 # Close codes the server uses (RFC 6455 leaves 4000-4999 to applications).
 CLOSE_MALFORMED: Final = 1007  # "invalid frame payload data"
@@ -72,7 +69,6 @@ class Hello(Frame, tag="hello"):
     """First frame a client sends over WebSocket."""
 
     protocol: Int
-    """The version of what the client sends (`HELLO_VERSION`); the server may take more from there."""
     run_id: RunId
     process: str
     worker: str
@@ -87,7 +83,6 @@ class Hello(Frame, tag="hello"):
 
 class Welcome(Frame, tag="welcome"):
     protocol: Int
-    """The version the server speaks (`PROTOCOL_VERSION`): from 3 on, it reads short records."""
     server_pid: int
     label: str = ""
     """A process session's label, when the server already assigned one (a runner reconnecting)."""

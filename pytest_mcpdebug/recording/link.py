@@ -52,7 +52,9 @@ class Link:
     _ws: ClientConnection | None
     _ws_stack: contextlib.ExitStack
     _connected_url: str | None
-    server_protocol: int
+    server_protocol: int = 0
+    """The protocol version the connected server speaks (its `Welcome`): from 3 on, it reads quiet
+    passes' short records as they are."""
     _close_timeout: float
     _unacked: collections.deque[tuple[int, Wire]]
     _unacked_bytes: int

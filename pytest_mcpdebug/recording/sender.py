@@ -111,9 +111,6 @@ class Sender(Link):
         self._ws: ClientConnection | None = None
         self._ws_stack = contextlib.ExitStack()
         self._connected_url: str | None = None
-        self.server_protocol = 0
-        """The protocol version the connected server speaks (its `Welcome`): 3 and on, it reads quiet
-        passes' short records as they are."""
         self._stop = threading.Event()
         self._first_attempt = threading.Event()
         self._thread = threading.Thread(target=self._run, name="mcpdebug-sender", daemon=True)
@@ -180,9 +177,8 @@ class Sender(Link):
         sender thread spools or streams the events with its next batch. Without the copy, spooling
         writes the spool now; streaming sends on the socket when that cannot block (nothing older
         waits, the socket's buffer has room). If the sender thread is delivering a batch right now,
-        wait for it briefly. ``now`` (a failure, which an agent waits for): streaming, send on the
-        socket at once too, when that cannot block, rather than at the sender thread's next wake-up
-        (written-ahead events too, e.g. quiet passes, which are never queued).
+        wait for it briefly. ``now`` (a failure, which an agent waits for; a close): streaming, send
+        what waits on the socket at once too, when that cannot block, not at the next wake-up.
         """
         if not self._pending and not (now and self._ready):
             return
