@@ -427,6 +427,13 @@ def test_quiet_passes_streamed_to_mcpdebug_serve_are_stored_as_passed_tests(
     try:
         test = store.test(RUN, "test_mod.py::test_2")
         assert test is not None and test["status"] == "passed"
+        assert (test["file"], test["line"], test["duration"]) == ("test_mod.py", 10, pytest.approx(0.004))
+        phases = [(p["phase"], p["outcome"], p["duration"]) for p in store.phases(RUN, "test_mod.py::test_2")]
+        assert phases == [
+            ("setup", "passed", 0.001),
+            ("call", "passed", 0.002),
+            ("teardown", "passed", 0.001),
+        ]
     finally:
         store.close()
 
