@@ -3,8 +3,9 @@
 A written-ahead event waits in the sender as the line the write-ahead copy holds: its JSON line, or, a
 quiet pass, its short record (`protocol.quick`). The spool keeps either as it is, and so does the wire
 to a server that reads short records (protocol 3); to an older one a quiet pass goes as its packed
-`TestFinished`, built when it is sent. Lines are bytes, which the collector never looks at: the
-events of a second of quick tests waiting for the spool cost no collection anything.
+`TestFinished`, built when it is sent. Lines are bytes, which the collector never walks (a pair of
+an int and bytes it stops tracking at its first look): a second of quick tests' events waiting for
+the spool is nearly nothing to it.
 """
 
 from __future__ import annotations
