@@ -8,9 +8,9 @@ test thread's CPU, the sender's ticks cost 2,000 quick tests ~6 us a test less s
 less streaming. So the sender follows the test thread: it moves itself to the CPU that thread last
 ran on, and looks again every `RECHECK` seconds (the scheduler may move the test thread).
 
-Only the sender's own affinity changes (and that of the threads it starts, websockets' reader): the
-test thread's, and so that of every thread and process a test starts, is never touched. Linux only;
-elsewhere, or where affinity cannot be set (a container's limits), nothing happens.
+Only the sender's own affinity changes (it reads its WebSocket itself: `channel`): the test thread's,
+and so that of every thread and process a test starts, is never touched. Linux only; elsewhere, or
+where affinity cannot be set (a container's limits), nothing happens.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from pytest_mcpdebug import protocol
 from pytest_mcpdebug.protocol import Hello, Welcome
 
 if TYPE_CHECKING:
-    from websockets.sync.client import ClientConnection
+    from pytest_mcpdebug.recording.channel import Channel
 
 # Timeouts
 CONNECT_TIMEOUT: Final = 2.0
@@ -33,36 +33,32 @@ def split_token(url: str) -> tuple[str, str]:
 
 
 def preload() -> None:
-    """Import websockets' client now, in pytest's main thread before any test module is collected,
-    past pytest's assertion rewriting (`quiet_import.own_modules`): a test process that has a server
-    to stream to would import it in the sender thread's first connection attempt, which the main
-    thread waits for anyway, paying the rewriting hook's look at each of its ~40 modules."""
+    """Import the WebSocket client (`channel`, websockets' sans-I/O protocol) now, in pytest's main
+    thread before any test module is collected, past pytest's assertion rewriting
+    (`quiet_import.own_modules`): a test process that has a server to stream to would import it in the
+    sender thread's first connection attempt, which the main thread waits for anyway, paying the
+    rewriting hook's look at each of its modules."""
     from pytest_mcpdebug.quiet_import import own_modules
 
     with own_modules():
-        import websockets.sync.client  # noqa: F401
+        import pytest_mcpdebug.recording.channel  # noqa: F401
 
 
-def open_connection(
-    url: str, token: str, hello: Hello
-) -> tuple[ClientConnection, contextlib.ExitStack, Welcome]:
+def open_connection(url: str, token: str, hello: Hello) -> tuple[Channel, contextlib.ExitStack, Welcome]:
     """Connect and shake hands; raises whatever went wrong (the caller turns it into a warning)."""
     from pytest_mcpdebug.quiet_import import collector_paused
 
     with collector_paused():
-        from websockets.sync.client import connect
+        from pytest_mcpdebug.recording.channel import open_channel
 
     stack = contextlib.ExitStack()
     try:
         ws = stack.enter_context(
-            connect(
+            open_channel(
                 url,
-                additional_headers={"Authorization": f"Bearer {token}"},
-                open_timeout=CONNECT_TIMEOUT,
-                close_timeout=1.0,
+                {"Authorization": f"Bearer {token}"},
+                timeout=CONNECT_TIMEOUT,
                 max_size=protocol.MAX_MESSAGE_BYTES,
-                compression=None,
-                proxy=None,
             )
         )
         ws.send(protocol.encode(hello).decode())
@@ -76,7 +72,7 @@ def open_connection(
     return ws, stack, reply
 
 
-def socket_has_room(ws: ClientConnection, size: int) -> bool:
+def socket_has_room(ws: Channel, size: int) -> bool:
     """Whether ``size`` more bytes fit in the socket's send buffer now, so a send cannot block.
 
     Linux tells how much is still unsent (``TIOCOUTQ``); elsewhere the answer is no.

@@ -25,7 +25,7 @@ from pytest_mcpdebug.recording.spool import SpoolFile
 from pytest_mcpdebug.recording.write_ahead import WriteAhead
 
 if TYPE_CHECKING:
-    from websockets.sync.client import ClientConnection
+    from pytest_mcpdebug.recording.channel import Channel
 
 CLOSE_TIMEOUT: Final = 5.0
 ACK_INTERVAL: Final = 1.0
@@ -49,7 +49,7 @@ class Link:
     _had_server: bool
     _replayed: int
     _spool_path: Path
-    _ws: ClientConnection | None
+    _ws: Channel | None
     _ws_stack: contextlib.ExitStack
     _connected_url: str | None
     server_protocol: int = 0

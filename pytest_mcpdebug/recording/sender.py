@@ -41,7 +41,7 @@ from pytest_mcpdebug.recording.wire import FRAGMENT_BYTES, Ready, fragments, pac
 from pytest_mcpdebug.recording.write_ahead import WriteAhead
 
 if TYPE_CHECKING:
-    from websockets.sync.client import ClientConnection
+    from pytest_mcpdebug.recording.channel import Channel
 
 # Timeouts
 FLUSH_INTERVAL: Final = 0.05
@@ -108,7 +108,7 @@ class Sender(Link):
         self._flush_lock = threading.Lock()
         """Held while a batch is drained and delivered, by the sender thread or a test's checkpoint:
         events leave in ``seq`` order, which the server's acknowledgements rely on."""
-        self._ws: ClientConnection | None = None
+        self._ws: Channel | None = None
         self._ws_stack = contextlib.ExitStack()
         self._connected_url: str | None = None
         self._stop = threading.Event()
@@ -277,7 +277,7 @@ class Sender(Link):
     # Sender thread ------------------------------------------------------------------------------
 
     def _run(self) -> None:
-        if self.colocation is not None:  # before connecting: websockets' reader thread inherits it
+        if self.colocation is not None:
             self.colocation.follow()
         try:
             self._maybe_connect()

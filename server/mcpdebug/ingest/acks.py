@@ -1,7 +1,7 @@
 """When a connection's stored events are acknowledged.
 
-An `Ack` frame per message wakes two threads of the client (websockets' reader, then its sender
-thread waiting for frames), and on a two-core machine each wake-up costs a test process running quick
+An `Ack` frame per message wakes the client's sender thread, which waits for frames between its
+ticks (older clients: two threads, websockets' reader first), and on a two-core machine each wake-up costs a test process running quick
 tests ~2 ms of its main thread (the GIL handed over and back between cores): at ten messages a
 second that was a third of streaming's per-test cost. A client that says so in its hello
 (``ack_interval``) is acknowledged at most that often instead, and never later than that after an

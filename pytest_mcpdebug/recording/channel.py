@@ -1,0 +1,182 @@
+"""The sender's WebSocket: websockets' sans-I/O client protocol over a socket of our own.
+
+websockets' threaded client (``websockets.sync``) starts a reader thread per connection and brings
+~15 ms of imports into every test process that streams (``ssl``, and ``http.client`` and ``urllib``
+for proxies, which a loopback connection never uses). The sender already has a thread that waits, for
+the server's frames or for its next tick, so that thread reads the socket itself: the protocol
+(handshake, framing, masking, pings, the closing handshake) is websockets', the I/O is ours.
+
+Only the sender thread receives (`recv`); any thread may `send` (a checkpoint, a held test's reply).
+Imported when a process first connects (`connection.open_connection`, `connection.preload`).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import select
+import socket
+import threading
+import time
+from collections.abc import Iterable
+from typing import Final
+
+from websockets.client import ClientProtocol
+from websockets.exceptions import ConnectionClosedError
+from websockets.frames import Frame, Opcode
+from websockets.protocol import State
+from websockets.uri import parse_uri
+
+Message = str | bytes
+READ_BYTES: Final = 256 * 1024
+"""Largest read from the socket (the server's frames are small: acknowledgements and requests)."""
+
+_QUIET = logging.getLogger("pytest_mcpdebug.channel")
+_QUIET.disabled = True  # the protocol's debug lines would be a test's log records (and more frames)
+
+
+class Channel:
+    """An open WebSocket connection (`open_channel`): send from any thread, receive from one."""
+
+    def __init__(self, sock: socket.socket, protocol: ClientProtocol) -> None:
+        self.socket = sock
+        self._protocol = protocol
+        self._lock = threading.Lock()
+        """The protocol's state and the socket's writes (a frame is written whole, by one thread)."""
+        self._messages: collections.deque[Message] = collections.deque()
+        self._parts: list[bytes | bytearray | memoryview] = []
+        self._text = False
+
+    def __enter__(self) -> Channel:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def send(self, message: Message | Iterable[bytes | memoryview]) -> None:
+        """A text message (str), a binary one (bytes), or a binary one sent as frames of the given
+        pieces (each is framed and written before the next is taken)."""
+        protocol = self._protocol
+        with self._lock:
+            if isinstance(message, str):
+                protocol.send_text(message.encode())
+            elif isinstance(message, bytes | bytearray | memoryview):
+                protocol.send_binary(message)
+            else:
+                first = True
+                for piece in message:
+                    if first:
+                        protocol.send_binary(piece, fin=False)
+                        first = False
+                    else:
+                        protocol.send_continuation(piece, fin=False)
+                    self._write()
+                protocol.send_continuation(b"", fin=True)
+            self._write()
+
+    def recv(self, timeout: float) -> Message:
+        """The server's next message; TimeoutError when none comes in ``timeout`` seconds, websockets'
+        ConnectionClosed when the connection is over."""
+        deadline = time.monotonic() + timeout
+        protocol = self._protocol
+        while not self._messages:
+            if protocol.state is State.CLOSED:
+                raise protocol.close_exc
+            if not _readable(self.socket, deadline - time.monotonic()):
+                if protocol.state is State.CLOSING:  # the server never ended the TCP connection
+                    raise ConnectionClosedError(protocol.close_rcvd, protocol.close_sent)
+                raise TimeoutError(f"no message from the server in {timeout:.3g} s")
+            self._read()
+        return self._messages.popleft()
+
+    def close(self, timeout: float = 1.0) -> None:
+        """The closing handshake (the server closes the TCP connection), then the socket."""
+        try:
+            with self._lock:
+                if self._protocol.state is State.OPEN:
+                    self._protocol.send_close(1000)  # a normal closure
+                    self._write()
+            deadline = time.monotonic() + timeout
+            while self._protocol.state is not State.CLOSED:
+                if not _readable(self.socket, deadline - time.monotonic()):
+                    break
+                self._read()
+        except OSError:
+            pass  # the connection is gone already: nothing left to close but the socket
+        finally:
+            self.socket.close()
+
+    def _read(self) -> None:
+        data = self.socket.recv(READ_BYTES)
+        protocol = self._protocol
+        with self._lock:
+            if data:
+                protocol.receive_data(data)
+            else:
+                protocol.receive_eof()
+            self._write()  # pongs, the echo of the server's close
+            events = protocol.events_received()
+        for event in events:
+            if isinstance(event, Frame):
+                self._frame(event)
+
+    def _frame(self, frame: Frame) -> None:
+        opcode = frame.opcode
+        if opcode is Opcode.TEXT or opcode is Opcode.BINARY:
+            self._text, self._parts = opcode is Opcode.TEXT, [frame.data]
+        elif opcode is Opcode.CONT:
+            self._parts.append(frame.data)
+        else:
+            return  # ping (answered by the protocol), pong, close (the protocol's state)
+        if frame.fin:
+            data = b"".join(self._parts)
+            self._parts = []
+            self._messages.append(data.decode() if self._text else data)
+
+    def _write(self) -> None:
+        for data in self._protocol.data_to_send():
+            if data:
+                self.socket.sendall(data)
+            else:  # the protocol's end of stream
+                self.socket.shutdown(socket.SHUT_WR)
+
+
+def open_channel(url: str, headers: dict[str, str], *, timeout: float, max_size: int) -> Channel:
+    """Connect to ``url`` (ws:// or wss://) and complete the opening handshake in ``timeout`` seconds;
+    raises OSError, TimeoutError or websockets' InvalidHandshake (e.g. a 401 for a wrong token)."""
+    uri = parse_uri(url)
+    deadline = time.monotonic() + timeout
+    sock = socket.create_connection((uri.host, uri.port), timeout)
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, True)
+        if uri.secure:
+            import ssl
+
+            sock = ssl.create_default_context().wrap_socket(sock, server_hostname=uri.host)
+        protocol = ClientProtocol(uri, max_size=max_size, logger=_QUIET)
+        request = protocol.connect()
+        for name, value in headers.items():
+            request.headers[name] = value
+        protocol.send_request(request)
+        channel = Channel(sock, protocol)
+        channel._write()
+        while protocol.state is State.CONNECTING and protocol.handshake_exc is None:
+            sock.settimeout(max(deadline - time.monotonic(), 0.001))
+            channel._read()
+        if protocol.handshake_exc is not None:
+            raise protocol.handshake_exc
+        sock.settimeout(None)  # from here on, waits are `recv`'s
+    except BaseException:
+        sock.close()
+        raise
+    return channel
+
+
+def _readable(sock: socket.socket, timeout: float) -> bool:
+    """Whether ``sock`` has data (or its end) to read within ``timeout`` seconds."""
+    timeout = max(timeout, 0.0)
+    if not hasattr(select, "poll"):  # Windows: select, whose limit on descriptors it does not have
+        return bool(select.select([sock], [], [], timeout)[0])
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(timeout * 1000))

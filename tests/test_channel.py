@@ -1,0 +1,150 @@
+"""The sender's WebSocket (`channel`: websockets' sans-I/O protocol over our socket) against a real
+websockets server on port 0: the handshake and its token, messages in fragments both ways, the
+server's pings, timeouts, and both ends of the closing handshake."""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.sync.server import ServerConnection, serve
+
+from pytest_mcpdebug.recording.channel import Channel, open_channel
+
+TOKEN = "s3cret"
+
+
+class Peer:
+    """A websockets server that checks the bearer token and runs ``script`` with each connection; what
+    the script puts in ``seen`` (and how the connection ended) is for the test to check."""
+
+    def __init__(self, script: Callable[[ServerConnection, queue.Queue[Any]], None]) -> None:
+        self.seen: queue.Queue[Any] = queue.Queue()
+
+        def handle(ws: ServerConnection) -> None:
+            try:
+                script(ws, self.seen)
+            finally:
+                received = ws.protocol.close_rcvd
+                self.seen.put(("closed", None if received is None else received.code))
+
+        def check_token(ws: ServerConnection, request: Any) -> Any:
+            if request.headers.get("Authorization") != f"Bearer {TOKEN}":
+                return ws.respond(401, "a token is required\n")
+            return None
+
+        self._server = serve(handle, "127.0.0.1", 0, process_request=check_token)
+        self.url = f"ws://127.0.0.1:{self._server.socket.getsockname()[1]}/"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def connect(self, token: str = TOKEN) -> Channel:
+        return open_channel(self.url, {"Authorization": f"Bearer {token}"}, timeout=5.0, max_size=1 << 20)
+
+    def next(self, timeout: float = 5.0) -> Any:
+        return self.seen.get(timeout=timeout)
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._thread.join(5)
+
+
+@pytest.fixture
+def peer_with() -> Iterator[Callable[[Callable[[ServerConnection, queue.Queue[Any]], None]], Peer]]:
+    peers: list[Peer] = []
+
+    def start(script: Callable[[ServerConnection, queue.Queue[Any]], None]) -> Peer:
+        peers.append(Peer(script))
+        return peers[-1]
+
+    yield start
+    for peer in peers:
+        peer.close()
+
+
+def echo(ws: ServerConnection, seen: queue.Queue[Any]) -> None:
+    for message in ws:
+        seen.put(message)
+        ws.send(message)
+
+
+def test_a_wrong_token_is_the_servers_401(peer_with: Any) -> None:
+    peer = peer_with(echo)
+    with pytest.raises(InvalidStatus, match="HTTP 401"):
+        peer.connect(token="wrong")
+
+
+def test_messages_both_ways_and_in_fragments(peer_with: Any) -> None:
+    """Text and binary messages, and a binary one sent as frames of memoryviews (what the sender does
+    with big batches), arrive whole; the server's fragmented message comes back joined."""
+
+    def script(ws: ServerConnection, seen: queue.Queue[Any]) -> None:
+        for _ in range(3):
+            seen.put(ws.recv())
+        ws.send(iter(["first half, ", "second half"]))  # a fragmented text message
+        ws.send(b"\x00binary")
+        with contextlib.suppress(ConnectionClosed):
+            ws.recv()  # until the client closes
+
+    peer = peer_with(script)
+    with peer.connect() as channel:
+        channel.send("hello")
+        channel.send(b"\x01\x02")
+        big = bytes(range(256)) * 4096  # 1 MiB in frames of 64 KiB
+        view = memoryview(big)
+        channel.send(view[i : i + 65536] for i in range(0, len(big), 65536))
+        assert [peer.next(), peer.next(), peer.next()] == ["hello", b"\x01\x02", big]
+        assert channel.recv(timeout=5.0) == "first half, second half"
+        assert channel.recv(timeout=5.0) == b"\x00binary"
+    assert peer.next() == ("closed", 1000)  # our close() did the closing handshake
+
+
+def test_recv_times_out_and_answers_pings_while_it_waits(peer_with: Any) -> None:
+    def script(ws: ServerConnection, seen: queue.Queue[Any]) -> None:
+        pong = ws.ping(b"are you there")
+        seen.put(("pong", pong.wait(5.0)))
+        with contextlib.suppress(ConnectionClosed):
+            ws.recv()  # until the client closes
+
+    peer = peer_with(script)
+    with peer.connect() as channel:
+        start = time.monotonic()
+        with pytest.raises(TimeoutError):
+            channel.recv(timeout=0.3)  # the ping arrives and is answered meanwhile
+        assert 0.25 < time.monotonic() - start < 3.0
+        assert peer.next() == ("pong", True)
+
+
+def test_the_servers_close_ends_recv_and_send(peer_with: Any) -> None:
+    def script(ws: ServerConnection, seen: queue.Queue[Any]) -> None:
+        ws.send("last words")
+        ws.close(1008, "policy")
+
+    peer = peer_with(script)
+    channel = peer.connect()
+    assert channel.recv(timeout=5.0) == "last words"  # what came before the close is still read
+    with pytest.raises(ConnectionClosed) as closed:
+        channel.recv(timeout=5.0)
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008
+    with pytest.raises(Exception):  # noqa: B017 - websockets' InvalidState: the connection is closed
+        channel.send("too late")
+    channel.close()
+
+
+def test_another_thread_sends_while_the_receiver_waits(peer_with: Any) -> None:
+    """A held test's reply goes out from the test thread while the sender thread sits in recv."""
+    peer = peer_with(echo)
+    with peer.connect() as channel:
+        got: list[Any] = []
+        reader = threading.Thread(target=lambda: got.append(channel.recv(timeout=5.0)))
+        reader.start()
+        time.sleep(0.1)
+        channel.send("from another thread")
+        reader.join(5)
+        assert got == ["from another thread"] and peer.next() == "from another thread"
