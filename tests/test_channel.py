@@ -85,7 +85,7 @@ def test_messages_both_ways_and_in_fragments(peer_with: Any) -> None:
     with big batches), arrive whole; the server's fragmented message comes back joined."""
 
     def script(ws: ServerConnection, seen: queue.Queue[Any]) -> None:
-        for _ in range(3):
+        for _ in range(4):
             seen.put(ws.recv())
         ws.send(iter(["first half, ", "second half"]))  # a fragmented text message
         ws.send(b"\x00binary")
@@ -99,7 +99,8 @@ def test_messages_both_ways_and_in_fragments(peer_with: Any) -> None:
         big = bytes(range(256)) * 4096  # 1 MiB in frames of 64 KiB
         view = memoryview(big)
         channel.send(view[i : i + 65536] for i in range(0, len(big), 65536))
-        assert [peer.next(), peer.next(), peer.next()] == ["hello", b"\x01\x02", big]
+        channel.send(iter([]))  # no pieces at all: an empty binary message
+        assert [peer.next() for _ in range(4)] == ["hello", b"\x01\x02", big, b""]
         assert channel.recv(timeout=5.0) == "first half, second half"
         assert channel.recv(timeout=5.0) == b"\x00binary"
     assert peer.next() == ("closed", 1000)  # our close() did the closing handshake

@@ -71,7 +71,10 @@ class Channel:
                     else:
                         protocol.send_continuation(piece, fin=False)
                     self._write()
-                protocol.send_continuation(b"", fin=True)
+                if first:  # no pieces: an empty message
+                    protocol.send_binary(b"")
+                else:
+                    protocol.send_continuation(b"", fin=True)
             self._write()
 
     def recv(self, timeout: float) -> Message:

@@ -1,13 +1,14 @@
 """When a connection's stored events are acknowledged.
 
 An `Ack` frame per message wakes the client's sender thread, which waits for frames between its
-ticks (older clients: two threads, websockets' reader first), and on a two-core machine each wake-up costs a test process running quick
-tests ~2 ms of its main thread (the GIL handed over and back between cores): at ten messages a
-second that was a third of streaming's per-test cost. A client that says so in its hello
-(``ack_interval``) is acknowledged at most that often instead, and never later than that after an
-event was stored; at once when it says goodbye (`ProcessFinished`, which it waits on to close) and
-after `ACK_BYTES` (so what it keeps unacknowledged stays bounded, and a spool it replays, a batch
-acknowledged before the next, moves on at once). A client that does not ask gets an ack per message.
+ticks (older clients: two threads, websockets' reader first), and on a two-core machine each wake-up
+costs a test process running quick tests ~2 ms of its main thread (the GIL handed over and back
+between cores): at ten messages a second that was a third of streaming's per-test cost. A client
+that says so in its hello (``ack_interval``) is acknowledged at most that often instead, and never
+later than that after an event was stored; at once when it says goodbye (`ProcessFinished`, which it
+waits on to close) and after `ACK_BYTES` (so what it keeps unacknowledged stays bounded, and a spool
+it replays, a batch acknowledged before the next, moves on at once). A client that does not ask gets
+an ack per message.
 """
 
 from __future__ import annotations
