@@ -149,3 +149,29 @@ def test_another_thread_sends_while_the_receiver_waits(peer_with: Any) -> None:
         channel.send("from another thread")
         reader.join(5)
         assert got == ["from another thread"] and peer.next() == "from another thread"
+
+
+def test_wake_ends_a_wait_at_once(peer_with: Any) -> None:
+    """`wake` makes a receive waiting in another thread return (the sender's close), and one that
+    comes after it return at once; the connection carries on."""
+    peer = peer_with(echo)
+    with peer.connect() as channel:
+        woken: list[float] = []
+
+        def wait() -> None:
+            start = time.monotonic()
+            with pytest.raises(TimeoutError, match="woken"):
+                channel.recv(timeout=30.0)
+            woken.append(time.monotonic() - start)
+
+        waiter = threading.Thread(target=wait)
+        waiter.start()
+        time.sleep(0.2)
+        channel.wake()
+        waiter.join(5)
+        assert len(woken) == 1 and woken[0] < 5.0
+        channel.wake()
+        with pytest.raises(TimeoutError, match="woken"):
+            channel.recv(timeout=30.0)
+        channel.send("still open")
+        assert channel.recv(timeout=5.0) == "still open"

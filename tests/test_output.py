@@ -793,3 +793,35 @@ def test_sys_capture_is_recorded_too(pytester: pytest.Pytester, capture: str) ->
         assert tail[2:4] == ["3000: row 2999", "3001: [stderr] done"]
     finally:
         store.close()
+
+
+def test_output_emptied_by_another_reader_is_said_at_the_end(pytester: pytest.Pytester) -> None:
+    """Something other than pytest's own read empties its capture file after the tail read part of
+    it: the summary says so (what was written between the tail's read and the emptying is lost, and
+    nothing can tell how much), and what was read before and written after is recorded."""
+    pytester.makepyfile(
+        test_taken="""
+        import sys, time
+
+        def test_taken(request):
+            print("x" * 99, flush=True)
+            time.sleep(0.4)  # a tick old: the tail has read it
+            capman = request.config.pluginmanager.getplugin("capturemanager")
+            print("unread", flush=True)
+            capman._global_capturing.out.snap()  # another reader empties pytest's file
+            print("after", flush=True)
+        """
+    )
+    result = run_inner(pytester, "--mcp-debug")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        ["mcpdebug: warning: pytest's capture was emptied by another reader once (e.g. --pdb): output*"]
+    )
+    store = recorded(pytester.path / ".mcpdebug")
+    try:
+        from mcpdebug.views import lookup
+
+        text = output_text(store, lookup.run(store, "latest"), "test_taken")
+        assert "x" * 99 in text and "after" in text
+    finally:
+        store.close()

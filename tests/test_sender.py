@@ -410,6 +410,28 @@ def test_quiet_passes_travel_as_the_server_reads_them(mcpdir: Path, version: int
     assert short == (expected_short if version >= protocol.SHORT_RECORDS_VERSION else [])
 
 
+def test_close_after_everything_was_acknowledged_does_not_wait_for_a_tick(mcpdir: Path) -> None:
+    """pytest's summary runs between the last events' send and the close: by the close the server has
+    acknowledged everything, so no ack comes to wake the sender thread from its receive. It is woken,
+    not left until its next tick (here a minute away)."""
+    peer = WelcomingServer(protocol.PROTOCOL_VERSION)
+    try:
+        sender = new_sender(mcpdir, lambda: (peer.url, "token"), interval=60.0)
+        sender.start()
+        sender.send_quick(quick_pass(1))
+        sender.checkpoint(now=True)
+        deadline = time.monotonic() + 5
+        while sender.acked < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert sender.acked == 1
+        start = time.monotonic()
+        sender.close()
+        assert time.monotonic() - start < 2.0
+    finally:
+        peer.close()
+    assert sender.warnings == [] and sender.spool_path is None and not expected_spool(mcpdir).exists()
+
+
 def test_quiet_passes_streamed_to_mcpdebug_serve_are_stored_as_passed_tests(
     mcpdir: Path, servers: list[RunningServer]
 ) -> None:

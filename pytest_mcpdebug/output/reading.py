@@ -52,7 +52,9 @@ class OutputReader:
         """Some of the running unit's output was read already (the files' offsets are not 0)."""
         self._records: collections.deque[tuple[Unit, str, float, str]] = collections.deque()
         self._recent: collections.deque[tuple[Unit, str, bytes]] = collections.deque(maxlen=RECENT_BLOCKS)
-        self.lost_bytes = 0
+        self.emptied = 0
+        """Times another reader than pytest's own read emptied its capture file (e.g. --pdb): what it
+        held past what was already read is not recorded."""
 
     def recent(self, count: int = 20) -> list[str]:
         """The last lines the running test wrote (read now), for a hang report."""
@@ -93,7 +95,7 @@ class OutputReader:
                 if not data:
                     size = source.size() if stream.offset else 0
                     if size < stream.offset:  # emptied by someone else than pytest's snap
-                        self.lost_bytes += stream.offset - size
+                        self.emptied += 1
                         stream.offset = 0
                         continue
                     break

@@ -77,7 +77,7 @@ class Hello(Frame, tag="hello"):
     """Name of this process's spool file (in the spool folder) if it wrote one before connecting."""
     ack_interval: float = 0.0
     """Seconds the server may wait before acknowledging what it stored (0: each message at once).
-    Each ack wakes two threads of the client, which costs a process running quick tests far more
+    Each ack wakes a thread of the client, which costs a process running quick tests far more
     than the ack itself; a client sets this to have one ack a second at most (see `ingest.acks`)."""
 
 

@@ -13,6 +13,7 @@ Imported when a process first connects (`connection.open_connection`, `connectio
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import select
 import socket
@@ -44,6 +45,9 @@ class Channel:
         self._lock = threading.Lock()
         """The protocol's state and the socket's writes (a frame is written whole, by one thread)."""
         self._messages: collections.deque[Message] = collections.deque()
+        self._wake_r, self._wake_w = socket.socketpair()  # `wake`: a socket pair, which select takes
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
         self._parts: list[bytes | bytearray | memoryview] = []
         self._text = False
 
@@ -85,12 +89,22 @@ class Channel:
         while not self._messages:
             if protocol.state is State.CLOSED:
                 raise protocol.close_exc
-            if not _readable(self.socket, deadline - time.monotonic()):
+            ready = _readable([self.socket, self._wake_r], deadline - time.monotonic())
+            if self.socket not in ready:
                 if protocol.state is State.CLOSING:  # the server never ended the TCP connection
                     raise ConnectionClosedError(protocol.close_rcvd, protocol.close_sent)
+                if ready:  # woken
+                    with contextlib.suppress(OSError):
+                        self._wake_r.recv(64)
+                    raise TimeoutError("woken before the server's next message")
                 raise TimeoutError(f"no message from the server in {timeout:.3g} s")
             self._read()
         return self._messages.popleft()
+
+    def wake(self) -> None:
+        """Make a `recv` waiting in another thread return now (as a timeout), or the next one at once."""
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"\0")
 
     def close(self, timeout: float = 1.0) -> None:
         """The closing handshake (the server closes the TCP connection), then the socket."""
@@ -101,13 +115,18 @@ class Channel:
                     self._write()
             deadline = time.monotonic() + timeout
             while self._protocol.state is not State.CLOSED:
-                if not _readable(self.socket, deadline - time.monotonic()):
+                if not _readable([self.socket], deadline - time.monotonic()):
                     break
                 self._read()
         except OSError:
             pass  # the connection is gone already: nothing left to close but the socket
         finally:
-            self.socket.close()
+            self.discard()
+
+    def discard(self) -> None:
+        """Close the sockets, with no closing handshake."""
+        for sock in (self.socket, self._wake_r, self._wake_w):
+            sock.close()
 
     def _read(self) -> None:
         data = self.socket.recv(READ_BYTES)
@@ -150,6 +169,7 @@ def open_channel(url: str, headers: dict[str, str], *, timeout: float, max_size:
     uri = parse_uri(url)
     deadline = time.monotonic() + timeout
     sock = socket.create_connection((uri.host, uri.port), timeout)
+    channel: Channel | None = None
     try:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, True)
         if uri.secure:
@@ -170,16 +190,21 @@ def open_channel(url: str, headers: dict[str, str], *, timeout: float, max_size:
             raise protocol.handshake_exc
         sock.settimeout(None)  # from here on, waits are `recv`'s
     except BaseException:
-        sock.close()
+        if channel is None:
+            sock.close()
+        else:
+            channel.discard()
         raise
     return channel
 
 
-def _readable(sock: socket.socket, timeout: float) -> bool:
-    """Whether ``sock`` has data (or its end) to read within ``timeout`` seconds."""
+def _readable(socks: list[socket.socket], timeout: float) -> list[socket.socket]:
+    """Those of ``socks`` that have data (or their end) to read within ``timeout`` seconds."""
     timeout = max(timeout, 0.0)
     if not hasattr(select, "poll"):  # Windows: select, whose limit on descriptors it does not have
-        return bool(select.select([sock], [], [], timeout)[0])
+        return list(select.select(socks, [], [], timeout)[0])
     poller = select.poll()
-    poller.register(sock, select.POLLIN)
-    return bool(poller.poll(timeout * 1000))
+    for sock in socks:
+        poller.register(sock, select.POLLIN)
+    ready = {fd for fd, _ in poller.poll(timeout * 1000)}
+    return [sock for sock in socks if sock.fileno() in ready]

@@ -41,7 +41,7 @@ class HtmlReport:
 
     def write(self) -> tuple[str, bool]:
         self.done = True
-        self.recorder.close()  # idempotent: normally closed at session finish already
+        self.recorder.close()  # idempotent: the first caller at the summary closes it, the rest return
         command = [
             sys.executable,
             "-m",

@@ -72,6 +72,28 @@ class Link:
     def _send_lines(self, items: Sequence[tuple[int, Wire]]) -> None:
         raise NotImplementedError
 
+    @property
+    def connected_url(self) -> str | None:
+        return self._connected_url
+
+    @property
+    def connected(self) -> bool:
+        return self._ws is not None
+
+    @property
+    def spool_path(self) -> Path | None:
+        return self._spool_path if self.spool.used else None
+
+    @property
+    def spooled(self) -> int:
+        """Events written to the spool file."""
+        return self.spool.written
+
+    @property
+    def dropped(self) -> int:
+        """Events that could be neither sent nor spooled (see ``spool.problem``)."""
+        return self.spool.dropped
+
     def _write_spool(self, lines: Sequence[Wire]) -> None:
         raise NotImplementedError
 

@@ -27,6 +27,7 @@ from pytest_mcpdebug.folder import (
     spool_dir,
 )
 from pytest_mcpdebug.hangs import gil_dump
+from pytest_mcpdebug.hangs.leaks import exit_now
 from pytest_mcpdebug.hangs.timeouts import Timeouts
 from pytest_mcpdebug.limits import MAX_LINE_LENGTH
 from pytest_mcpdebug.options import DEFAULT_BREAK_TIMEOUT
@@ -91,14 +92,9 @@ class Recorder:
         # A replacement keeps the pid (execv): its process name must differ for the store to take it.
         suffix = f"_r{self.generation}" if self.generation else ""
         self.process = f"{worker}{suffix}-{os.getpid()}"
+        hello = protocol.Hello(protocol.HELLO_VERSION, run_id, self.process, worker, os.getpid())
         self.sender = Sender(
-            hello=protocol.Hello(
-                protocol=protocol.HELLO_VERSION,
-                run_id=run_id,
-                process=self.process,
-                worker=worker,
-                pid=os.getpid(),
-            ),
+            hello=hello,
             spool_path=spool_dir(directory) / spool_file_name(run_id, self.process),
             discover=self._discover,
             interval=TICK,
@@ -118,6 +114,7 @@ class Recorder:
         self._closed = False
         self._last_url: str | None = None
         self._warned = 0
+        self._emptied = 0  # times another reader emptied pytest's capture (the output tail's count)
         self.session: pytest.Session | None = None
         self._carried_hangs: list[tuple[str, str]] = []
         # A service a test starts with `mcpdebug run` (or mcpdebug_process) is linked to this run.
@@ -289,50 +286,39 @@ class Recorder:
             self._code_version.join(code_version.GIT_TIMEOUT + 1.0)
         self.reporter.emit_finish(exitstatus, getattr(terminal, "stats", None))
         self.session = session
-        self.close()
-        sender = self.sender
-        counts = {"sent": sender.acked, "spooled": sender.spooled, "dropped": sender.dropped}
-        workeroutput = getattr(self.config, "workeroutput", None)
-        if workeroutput is not None:  # xdist sends it to the controller after this hook
-            workeroutput[WORKER_KEY] = {**counts, "problem": sender.spool.problem}
-        self.tally.add(**counts, problem=sender.spool.problem)
+        if self.reporter.role == "worker":  # xdist sends its counts to the controller after this hook
+            self.close()
+            return
+        # The sender thread delivers the last events, and the server stores them, while pytest writes
+        # its summary: the wait for the end comes at the summary's end (`close`).
+        self._stop_recording()
+        self.sender.finish()
 
+    @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.reporter is None or self.reporter.role == "worker":
             return
-        for warning in dict.fromkeys(self.sender.warnings[self._warned :]):
-            terminalreporter.write_line(f"mcpdebug: warning: {warning}", yellow=True)
-        if self.tail is not None and self.tail.lost_bytes:
-            terminalreporter.write_line(
-                f"mcpdebug: warning: {self.tail.lost_bytes} bytes of captured output were taken from "
-                "pytest's capture before they could be recorded (e.g. by --pdb); the rest was recorded",
-                yellow=True,
-            )
-        line, warn = self.tally.closing_line(
+        self.close()
+        for line, warn in self.tally.summary(
             self.run_id,
+            warnings=self.sender.warnings[self._warned :],
+            emptied=self._emptied,
             url=self.sender.connected_url or self._last_url,
             spool=self._spool_display(),
             dir_arg=self._dir_arg(),
-        )
-        terminalreporter.write_line(line, yellow=warn)
+        ):
+            terminalreporter.write_line(line, yellow=warn)
 
     def close(self) -> None:
+        """Everything recorded reaches the server (acknowledged) or the spool, counted for the closing
+        line; the recording's plugins go. Called by the summary, the HTML report and unconfigure."""
         if self._closed:
             return
         self._closed = True
+        self._stop_recording()
         self._last_url = self.sender.connected_url
-        for name, value in self._environ.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        if self.tail is not None:
-            self.tail.stop()
-            self.config.pluginmanager.unregister(self.tail, _TAIL)
-            self.tail = None
-            if self.reporter is not None:
-                self.reporter.tail = None
-        self.sender.close()
+        sender = self.sender
+        sender.close()
         if self.inspector is not None:
             self.config.pluginmanager.unregister(self.inspector, _INSPECTOR)
         if self.timeouts is not None:
@@ -341,6 +327,26 @@ class Recorder:
         diagnosis_parts.stop(self.config, self._diagnosis_parts)
         if self.reporter is not None:
             self.config.pluginmanager.unregister(self.reporter, _REPORTER)
+        counts = {"sent": sender.acked, "spooled": sender.spooled, "dropped": sender.dropped}
+        workeroutput = getattr(self.config, "workeroutput", None)
+        if workeroutput is not None:
+            workeroutput[WORKER_KEY] = {**counts, "problem": sender.spool.problem}
+        self.tally.add(**counts, problem=sender.spool.problem)
+
+    def _stop_recording(self) -> None:
+        """Nothing more is recorded: the output tail goes, the environment is as it was."""
+        for name, value in self._environ.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        if self.tail is not None:
+            self.tail.stop()
+            self._emptied = self.tail.emptied
+            self.config.pluginmanager.unregister(self.tail, _TAIL)
+            self.tail = None
+            if self.reporter is not None:
+                self.reporter.tail = None
 
     def _tick(self) -> float | None:
         """The sender thread's periodic look (`Sender.on_tick`): a test a tick old or more is announced
@@ -370,17 +376,13 @@ class Recorder:
         self.timeouts.leaks.found.extend(leaks)
 
     def exit_if_stuck(self) -> None:
-        """After the session: if threads leaked by hung tests would hold the interpreter at exit
-        (non-daemon, still blocked), end the process now with pytest's exit status."""
-        if self.timeouts is None or self.session is None or self.reporter is None:
+        """After the session: if threads leaked by hung tests would hold the interpreter at exit (non-
+        daemon, still blocked), end the process now with pytest's exit status (not an xdist worker)."""
+        timeouts, session, reporter = self.timeouts, self.session, self.reporter
+        if timeouts is None or session is None or reporter is None or reporter.role != "main":
             return
-        if self.reporter.role != "main":
-            return  # an xdist worker's exit belongs to xdist
-        stuck = self.timeouts.leaks.stuck()
-        if stuck:
-            from pytest_mcpdebug.hangs.leaks import exit_now
-
-            exit_now(int(self.session.exitstatus), stuck, 2)
+        if stuck := timeouts.leaks.stuck():
+            exit_now(int(session.exitstatus), stuck, 2)
 
     # Helpers --------------------------------------------------------------------------------------
 

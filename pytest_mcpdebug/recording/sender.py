@@ -227,16 +227,6 @@ class Sender(Link):
         else:
             self._pending.append(record.event())
 
-    @property
-    def spooled(self) -> int:
-        """Events written to the spool file."""
-        return self.spool.written
-
-    @property
-    def dropped(self) -> int:
-        """Events that could be neither sent nor spooled (see ``spool.problem``)."""
-        return self.spool.dropped
-
     def drained(self, timeout: float = 2 * FLUSH_INTERVAL) -> bool:
         """Wait (briefly) until the sender thread has taken everything queued so far."""
         deadline = time.monotonic() + timeout
@@ -244,29 +234,27 @@ class Sender(Link):
             time.sleep(0.005)
         return not self._pending
 
-    @property
-    def connected_url(self) -> str | None:
-        return self._connected_url
-
-    @property
-    def connected(self) -> bool:
-        return self._ws is not None
-
-    @property
-    def spool_path(self) -> Path | None:
-        return self._spool_path if self.spool.used else None
-
-    def close(self, timeout: float = CLOSE_TIMEOUT) -> None:
-        """Deliver everything queued (spooling what the server does not acknowledge in time)."""
+    def finish(self, timeout: float = CLOSE_TIMEOUT) -> None:
+        """Start the end without waiting for it: what is queued is sent now, and the sender thread
+        delivers the rest, waits for the server's acknowledgements (spooling what it does not confirm
+        in ``timeout`` seconds) and closes, while the caller goes on (pytest writes its summary).
+        Nothing may be sent after this; `close` waits for the end."""
         self._close_timeout = timeout
         self._stop.set()
         if not self.started:
             return
-        if self._ws is not None:
-            # The thread may sit in a receive until its next tick: the server's ack of what we send
-            # now wakes it at once, to finish.
+        ws = self._ws
+        if ws is not None:
             self.checkpoint(now=True)
-        self._thread.join(timeout + 1.0)
+            ws.wake()  # the thread may sit in a receive until its next tick, with no ack to come
+
+    def close(self, timeout: float = CLOSE_TIMEOUT) -> None:
+        """Deliver everything queued (spooling what the server does not acknowledge in time)."""
+        if not self._stop.is_set():
+            self.finish(timeout)
+        if not self.started:
+            return
+        self._thread.join(self._close_timeout + 1.0)
         if self._thread.is_alive():
             # Wedged in a send to a server that stopped reading: everything it holds goes to the spool
             # (the batch in flight is among the unacknowledged). Duplicates are harmless on ingest.
@@ -304,9 +292,10 @@ class Sender(Link):
             busy = self._flush(final=False) >= BUSY_BYTES
             if self._ws is None and not self._stop.is_set():
                 self._maybe_connect()
-        self._flush(final=True)
-        if self.colocation is not None:
+        if self.colocation is not None:  # the end's work runs alongside the test thread's
+            self.colocation.release()
             self.colocation.close()
+        self._flush(final=True)
         self._finish()
 
     def _drain(self) -> list[Event]:

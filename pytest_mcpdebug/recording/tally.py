@@ -46,6 +46,23 @@ class Tally(msgspec.Struct):
             problem=counts.get("problem"),
         )
 
+    def summary(
+        self, run_id: str, *, warnings: list[str], emptied: int, url: str | None, spool: str, dir_arg: str
+    ) -> list[tuple[str, bool]]:
+        """The recording's lines in pytest's summary (each with whether it is a warning): what went
+        wrong, once each, then the closing line."""
+        lines = [(f"mcpdebug: warning: {warning}", True) for warning in dict.fromkeys(warnings)]
+        if emptied:
+            times = "once" if emptied == 1 else f"{emptied} times"
+            lines.append(
+                (
+                    f"mcpdebug: warning: pytest's capture was emptied by another reader {times} (e.g. "
+                    "--pdb): output written just before that may be missing; the rest was recorded",
+                    True,
+                )
+            )
+        return [*lines, self.closing_line(run_id, url=url, spool=spool, dir_arg=dir_arg)]
+
     def closing_line(self, run_id: str, *, url: str | None, spool: str, dir_arg: str) -> tuple[str, bool]:
         """The run's last line, and whether it is a warning; ``dir_arg`` (`` --dir X`` or "") makes its
         commands work as pasted where pytest was started."""
