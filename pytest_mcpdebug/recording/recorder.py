@@ -111,7 +111,7 @@ class Recorder:
         self.inspector: Inspector | None = None
         self.timeouts: Timeouts | None = None
         self.hang_summary: HangSummary | None = None
-        self._closed = False
+        self._closed = self._stopped = False
         self._last_url: str | None = None
         self._warned = 0
         self._emptied = 0  # times another reader emptied pytest's capture (the output tail's count)
@@ -305,7 +305,7 @@ class Recorder:
             emptied=self._emptied,
             url=self.sender.connected_url or self._last_url,
             spool=self._spool_display(),
-            dir_arg=self._dir_arg(),
+            dir_arg=dir_arg(self.dir, Path(self.config.invocation_params.dir)),
         ):
             terminalreporter.write_line(line, yellow=warn)
 
@@ -319,14 +319,6 @@ class Recorder:
         self._last_url = self.sender.connected_url
         sender = self.sender
         sender.close()
-        if self.inspector is not None:
-            self.config.pluginmanager.unregister(self.inspector, _INSPECTOR)
-        if self.timeouts is not None:
-            self.timeouts.close()
-            self.config.pluginmanager.unregister(self.timeouts, _TIMEOUTS)
-        diagnosis_parts.stop(self.config, self._diagnosis_parts)
-        if self.reporter is not None:
-            self.config.pluginmanager.unregister(self.reporter, _REPORTER)
         counts = {"sent": sender.acked, "spooled": sender.spooled, "dropped": sender.dropped}
         workeroutput = getattr(self.config, "workeroutput", None)
         if workeroutput is not None:
@@ -334,7 +326,10 @@ class Recorder:
         self.tally.add(**counts, problem=sender.spool.problem)
 
     def _stop_recording(self) -> None:
-        """Nothing more is recorded: the output tail goes, the environment is as it was."""
+        """At session finish: the recording's plugins go (not the sender), the environment is restored."""
+        if self._stopped:
+            return
+        self._stopped = True
         for name, value in self._environ.items():
             if value is None:
                 os.environ.pop(name, None)
@@ -347,6 +342,14 @@ class Recorder:
             self.tail = None
             if self.reporter is not None:
                 self.reporter.tail = None
+        if self.inspector is not None:
+            self.config.pluginmanager.unregister(self.inspector, _INSPECTOR)
+        if self.timeouts is not None:
+            self.timeouts.close()
+            self.config.pluginmanager.unregister(self.timeouts, _TIMEOUTS)
+        diagnosis_parts.stop(self.config, self._diagnosis_parts)
+        if self.reporter is not None:
+            self.config.pluginmanager.unregister(self.reporter, _REPORTER)
 
     def _tick(self) -> float | None:
         """The sender thread's periodic look (`Sender.on_tick`): a test a tick old or more is announced
@@ -388,9 +391,6 @@ class Recorder:
 
     def _spool_display(self) -> str:
         return display(spool_dir(self.dir), Path(self.config.invocation_params.dir)) + "/"
-
-    def _dir_arg(self) -> str:
-        return dir_arg(self.dir, Path(self.config.invocation_params.dir))
 
     def _write_line(self, text: str) -> None:
         terminal = self.config.pluginmanager.get_plugin("terminalreporter")
