@@ -5,10 +5,14 @@ server's pings, timeouts, and both ends of the closing handshake."""
 from __future__ import annotations
 
 import contextlib
+import datetime
+import ipaddress
 import queue
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -175,3 +179,58 @@ def test_wake_ends_a_wait_at_once(peer_with: Any) -> None:
             channel.recv(timeout=30.0)
         channel.send("still open")
         assert channel.recv(timeout=5.0) == "still open"
+
+
+def test_wss_with_the_systems_trust(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A wss:// URL (a TLS proxy in front of the server): the handshake verifies the certificate with
+    the system's trust (here a certificate authority of the test's own, through SSL_CERT_FILE), and a
+    burst of messages is all received, each as soon as it is asked for."""
+    x509 = pytest.importorskip("cryptography.x509")
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(x509.oid.NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=1))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert_file, key_file)
+
+    def burst(ws: ServerConnection) -> None:
+        for i in range(3):
+            ws.send(f"message {i}")
+        with contextlib.suppress(ConnectionClosed):
+            ws.recv()
+
+    server = serve(burst, "127.0.0.1", 0, ssl=context)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"wss://127.0.0.1:{server.socket.getsockname()[1]}/"
+    try:
+        with pytest.raises(ssl.SSLCertVerificationError):
+            open_channel(url, {}, timeout=5.0, max_size=1 << 20)
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert_file))
+        with open_channel(url, {}, timeout=5.0, max_size=1 << 20) as channel:
+            time.sleep(0.2)  # all three arrive before the first read
+            assert [channel.recv(timeout=0.5) for _ in range(3)] == [f"message {i}" for i in range(3)]
+    finally:
+        server.shutdown()

@@ -30,7 +30,8 @@ from websockets.uri import parse_uri
 
 Message = str | bytes
 READ_BYTES: Final = 256 * 1024
-"""Largest read from the socket (the server's frames are small: acknowledgements and requests)."""
+"""Largest read from the socket (the server's frames are small: acknowledgements and requests). Over
+TLS a read takes one whole record (at most 16 KB), so none waits decrypted where poll cannot see it."""
 
 _QUIET = logging.getLogger("pytest_mcpdebug.channel")
 _QUIET.disabled = True  # the protocol's debug lines would be a test's log records (and more frames)
@@ -201,7 +202,7 @@ def open_channel(url: str, headers: dict[str, str], *, timeout: float, max_size:
 def _readable(socks: list[socket.socket], timeout: float) -> list[socket.socket]:
     """Those of ``socks`` that have data (or their end) to read within ``timeout`` seconds."""
     timeout = max(timeout, 0.0)
-    if not hasattr(select, "poll"):  # Windows: select, whose limit on descriptors it does not have
+    if not hasattr(select, "poll"):  # Windows has no poll (and its select no limit on descriptors)
         return list(select.select(socks, [], [], timeout)[0])
     poller = select.poll()
     for sock in socks:
