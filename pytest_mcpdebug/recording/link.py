@@ -2,7 +2,7 @@
 
 A mixin of `sender.Sender`, which owns the state: this module keeps what comes back from the server
 (acknowledgements, live-inspection requests, a lost or closed connection) apart from the delivery
-of events, which stays in `sender`.
+of events, which stays in `sender`; and what the recorder reads of both (connected, spooled, dropped).
 """
 
 from __future__ import annotations
