@@ -70,14 +70,11 @@ class DebugRun:
 
 
 def _hide_recording_threads() -> None:
-    """pydevd neither traces nor suspends the recording's threads (the sender, its WebSocket's reader and
-    keepalive, the output tail): while a test is paused its output still reaches the server and the
-    connection stays alive. The WebSocket threads are told apart by their code (the test code has not
-    run yet, so the only connection is the sender's)."""
+    """pydevd neither traces nor suspends the recording's threads (named ``mcpdebug-``: the sender,
+    which also reads its WebSocket, the hang watchdog, ...): while a test is paused its output still
+    reaches the server and the connection stays alive."""
     for thread in threading.enumerate():
-        target = getattr(thread, "_target", None)
-        module = getattr(target, "__module__", "") or ""
-        if thread.name.startswith("mcpdebug-") or module.startswith("websockets."):
+        if thread.name.startswith("mcpdebug-"):
             thread.pydev_do_not_trace = True  # type: ignore[attr-defined]
             thread.is_pydev_daemon_thread = True  # type: ignore[attr-defined]
 
