@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.exceptions import ConnectionClosed, InvalidState, InvalidStatus
 from websockets.sync.server import ServerConnection, serve
 
 from pytest_mcpdebug.recording.channel import Channel, open_channel
@@ -137,7 +137,7 @@ def test_the_servers_close_ends_recv_and_send(peer_with: Any) -> None:
     with pytest.raises(ConnectionClosed) as closed:
         channel.recv(timeout=5.0)
     assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008
-    with pytest.raises(Exception):  # noqa: B017 - websockets' InvalidState: the connection is closed
+    with pytest.raises(InvalidState):  # the connection is closed
         channel.send("too late")
     channel.close()
 
