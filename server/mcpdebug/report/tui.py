@@ -191,9 +191,11 @@ class DebugTUI(App[None]):
         who = "all sessions" if self.session is None else self._session_name(self.session)
         bad = f" · {self.follower.bad_lines} unreadable lines" if self.follower.bad_lines else ""
         follow = "following" if self.following else "paused (f follows)"
-        self.query_one("#status", Static).update(
-            f"{who} · {filters} · {follow} · {log_reader.size_text(self.log_path)}{bad}"
-        )
+        status = self.query("#status")
+        if not status:
+            return  # a timer firing while the app closes: its widgets go one by one, #events may stay
+        size = log_reader.size_text(self.log_path)
+        status.first(Static).update(f"{who} · {filters} · {follow} · {size}{bad}")
 
     # Keys -------------------------------------------------------------------------------------------
 
