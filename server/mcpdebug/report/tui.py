@@ -110,8 +110,8 @@ class DebugTUI(App[None]):
 
     def poll(self) -> None:
         """New log lines: new rows at the bottom, calls updated with their answers."""
-        if not self.query("#events"):
-            return  # a timer firing while the app closes
+        if not all(self.query(f"#{name}") for name in ("sessions", "events", "status")):
+            return  # a timer firing while the app closes (its widgets go one by one)
         added, answered = self.timeline.add(self.follower.read())
         events = self.query_one("#events", DataTable)
         for entry in added:
@@ -191,11 +191,9 @@ class DebugTUI(App[None]):
         who = "all sessions" if self.session is None else self._session_name(self.session)
         bad = f" · {self.follower.bad_lines} unreadable lines" if self.follower.bad_lines else ""
         follow = "following" if self.following else "paused (f follows)"
-        status = self.query("#status")
-        if not status:
-            return  # a timer firing while the app closes: its widgets go one by one, #events may stay
-        size = log_reader.size_text(self.log_path)
-        status.first(Static).update(f"{who} · {filters} · {follow} · {size}{bad}")
+        self.query_one("#status", Static).update(
+            f"{who} · {filters} · {follow} · {log_reader.size_text(self.log_path)}{bad}"
+        )
 
     # Keys -------------------------------------------------------------------------------------------
 
