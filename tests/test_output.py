@@ -34,6 +34,11 @@ from mcpdebug.store import Store
 from pytest_mcpdebug.limits import KB
 
 
+def numbered(reply: str) -> list[str]:
+    """The numbered lines of a get_output reply (its header and footer left out)."""
+    return [line for line in reply.splitlines() if line[:1].isdigit()]
+
+
 def output_text(*args: Any, **kwargs: Any) -> str:
     """get_output's text (the reply an agent reads; its typed fields are tested in test_tool_contract)."""
     from mcpdebug.views import output as output_view
@@ -823,5 +828,42 @@ def test_output_emptied_by_another_reader_is_said_at_the_end(pytester: pytest.Py
 
         text = output_text(store, lookup.run(store, "latest"), "test_taken")
         assert "x" * 99 in text and "after" in text
+    finally:
+        store.close()
+
+
+def test_quiet_tests_between_others_leave_each_its_own_lines(pytester: pytest.Pytester) -> None:
+    """A quiet test keeps no unit of its own (the running test's unit is reused until it has lines):
+    a test after it numbers its lines from 1, and a record logged by a test that prints nothing is
+    filed under that test, not the next."""
+    pytester.makepyfile(
+        test_quiet="""
+        import logging
+
+        def test_quiet():
+            pass
+
+        def test_logs():
+            logging.getLogger("app").warning("logged only")
+
+        def test_quiet_again():
+            pass
+
+        def test_prints():
+            print("printed")
+        """
+    )
+    run_inner(pytester, "--mcp-debug").assert_outcomes(passed=4)
+    store = recorded(pytester.path / ".mcpdebug")
+    try:
+        from mcpdebug.views import lookup
+
+        run = lookup.run(store, "latest")
+        assert numbered(output_text(store, run, "test_logs")) == ["1: [log] WARNING app: logged only"]
+        assert numbered(output_text(store, run, "test_prints")) == ["1: printed"]
+        for quiet in ("test_quiet.py::test_quiet", "test_quiet.py::test_quiet_again"):
+            reply = output_text(store, run, quiet)
+            assert reply.startswith(f"No output stored for {quiet} in run")
+            assert "test_logs: 1 lines" in reply and "test_prints: 1 lines" in reply
     finally:
         store.close()

@@ -66,6 +66,8 @@ class DumpFile:
         first = f"{HEADER}{thread:#018x}\n".encode()
         self._test_at = len(first)
         self._test_len = 0
+        self._room = HEADER_SIZE - self._test_at - 2
+        """The longest test line the header holds (its newline and the header's last one aside)."""
         os.write(self.fd, first + b" " * (HEADER_SIZE - len(first) - 1) + b"\n")
         os.lseek(self.fd, HEADER_SIZE, os.SEEK_SET)
         self._header = mmap.mmap(self.fd, HEADER_SIZE)
@@ -78,13 +80,13 @@ class DumpFile:
     def set_test(self, nodeid: str) -> None:
         """Name the test that runs now ("" between tests), in place, so a dump, or a file left behind
         by a process that vanished, says whose it is."""
-        line = b"\n"
-        if nodeid:
-            line = (TEST + nodeid).encode("utf-8", "replace")[: HEADER_SIZE - self._test_at - 2] + line
+        line = (TEST + nodeid).encode("utf-8", "replace")[: self._room] + b"\n" if nodeid else b"\n"
         # Only as many bytes as the last name took: the rest of the header is spaces already.
-        at = self._test_at
-        self._header[at : at + max(len(line), self._test_len)] = line.ljust(self._test_len)
-        self._test_len = len(line)
+        at, size, last = self._test_at, len(line), self._test_len
+        self._header[at : at + size] = line
+        if size < last:
+            self._header[at + size : at + last] = b" " * (last - size)
+        self._test_len = size
 
     def clear_test(self) -> None:
         """No test runs now: one byte, the name's line made empty (the rest of it reads as padding)."""

@@ -43,7 +43,11 @@ class OutputReader:
         self.max_line = max_line
         self._lock = threading.RLock()  # re-entrant: a warning can be issued while we hold it
         self._units: dict[str, Unit] = {"": Unit("")}
+        """The units that have lines (numbered on from there if a test runs again), and the process's."""
         self._unit = self._units[""]
+        self._blank = Unit("")
+        """The unit of the running test while it has no lines (a quiet test's, then the next one's): kept
+        in `_units`, and replaced by a new blank one, once it has."""
         self._phase = ""
         self._streams = (Stream("stdout", max_line), Stream("stderr", max_line))
         self._tailing = False
@@ -155,6 +159,8 @@ class OutputReader:
             count = block.count(b"\n") + 1
         if not unit.lines:  # its first lines: numbered from here on, a rerun's continue after them
             self._units.setdefault(unit.nodeid, unit)
+            if unit is self._blank:
+                self._blank = Unit("")
         stream_lines = unit.streams.get(stream, 0)
         self.emit(
             protocol.Output,

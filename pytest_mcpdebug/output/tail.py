@@ -57,7 +57,7 @@ class OutputTail(OutputReader):
         self._capman = config.pluginmanager.getplugin("capturemanager")
         self._attached_to: Any = None
         self._session_fixtures_unmarked = False
-        self.on_begin: Callable[[pytest.Item], None] | None = None
+        self.on_begin: Callable[[str, tuple[str, int | None, str]], None] | None = None
         """Told when a test's set-up starts (the reporter's start of a test: no hook of its own)."""
 
     # Life cycle -----------------------------------------------------------------------------------
@@ -112,14 +112,18 @@ class OutputTail(OutputReader):
 
     def begin_test(self, item: pytest.Item) -> None:
         """What is written from now on is ``item``'s set-up (`on_begin` is told first)."""
+        nodeid = item.nodeid  # built anew at each read (pytest 9): read once a test
         if self.on_begin is not None:
-            self.on_begin(item)
-        nodeid = item.nodeid
+            self.on_begin(nodeid, item.location)
         with self._lock:
             if getattr(self._capman, "_global_capturing", None) is not self._attached_to:
                 self._attach()
-            # Kept (`_send`) only once it has lines: a quiet test leaves nothing behind.
-            unit = self._units.get(nodeid) or Unit(nodeid)
+            if self._records:  # filed under the unit they were logged in, before it is reused
+                self._send_records()
+            unit = self._units.get(nodeid)
+            if unit is None:  # numbered and kept (`_send`) once it has lines: a quiet test leaves none
+                unit = self._blank
+                unit.nodeid = nodeid
             self._unit, self._phase, self._tailing = unit, "setup", True
 
     def end_test(self) -> None:
@@ -136,22 +140,25 @@ class OutputTail(OutputReader):
             return
         self._phase = when
         if when == "teardown" and self._session_fixtures_unmarked:
-            # Runs first when the session is torn down (finalizers run last-in, first-out), i.e.
-            # after this test's own fixtures and before every session fixture set up so far.
-            with contextlib.suppress(Exception):  # the session not being set up is no reason to fail
-                item.session.addfinalizer(self._session_teardown_begins)
-                self._session_fixtures_unmarked = False
+            self._mark_session_teardown(item)
 
     def _item_capture(self, when: str, item: pytest.Item) -> Any:
-        """pytest's ``item_capture(when, item)``, which runs each phase of each test."""
+        """pytest's ``item_capture(when, item)``, which runs each phase of each test (`phase`, inlined:
+        this runs three times a test)."""
         if when == "setup":
             self.begin_test(item)
-        elif when == "call":
-            self._phase = when
         else:
-            self.phase(item, when)
-        assert self._pytest_item_capture is not None
-        return self._pytest_item_capture(when, item)
+            self._phase = when
+            if when == "teardown" and self._session_fixtures_unmarked:
+                self._mark_session_teardown(item)
+        return self._pytest_item_capture(when, item)  # type: ignore[misc]  # set while we stand in
+
+    def _mark_session_teardown(self, item: pytest.Item) -> None:
+        """Runs first when the session is torn down (finalizers run last-in, first-out), i.e. after this
+        test's own fixtures and before every session fixture set up so far."""
+        with contextlib.suppress(Exception):  # the session not being set up is no reason to fail
+            item.session.addfinalizer(self._session_teardown_begins)
+            self._session_fixtures_unmarked = False
 
     def _attach(self) -> None:
         """Find pytest's capture files (once per capture object: pytest keeps one per session)."""
@@ -167,27 +174,34 @@ class OutputTail(OutputReader):
         each phase, or when --pdb shows the output), so that is where the rest of the running unit's
         output is taken. A phase of which nothing was read yet (the usual short test) costs no read
         of its own: its text is the one pytest just read."""
-        read = self._pytest_read_capture
-        assert read is not None
         with self._lock:
             if self._partial or self._records:
-                self._read(None)
-                self._flush_lines()
-                result = read()
-                for stream in self._streams:
-                    stream.offset = 0
-                self._partial = False
-                return result
-            result = read()
+                return self._read_rest()
+            result = self._pytest_read_capture()  # type: ignore[misc]  # set while we stand in
             if result[0] or result[1]:
-                now = time.time()
-                for stream, text in zip(self._streams, (result[0], result[1]), strict=True):
-                    if text:
-                        block, count = stream.splitter.feed(str(text).encode("utf-8", "replace"))
-                        if count:
-                            self._send(self._unit, self._phase, stream.name, block, now, count)
-                        self._flush_stream(stream)
+                self._send_read(result)
             return result
+
+    def _read_rest(self) -> Any:
+        """Some of the phase's output was read already: read the rest before pytest empties its files.
+        Lock held."""
+        self._read(None)
+        self._flush_lines()
+        result = self._pytest_read_capture()  # type: ignore[misc]
+        for stream in self._streams:
+            stream.offset = 0
+        self._partial = False
+        return result
+
+    def _send_read(self, result: Any) -> None:
+        """What pytest just read of a phase none of whose output was read before. Lock held."""
+        now = time.time()
+        for stream, text in zip(self._streams, (result[0], result[1]), strict=True):
+            if text:
+                block, count = stream.splitter.feed(str(text).encode("utf-8", "replace"))
+                if count:
+                    self._send(self._unit, self._phase, stream.name, block, now, count)
+                self._flush_stream(stream)
 
     # Collection and session fixtures: wrappers around what they run --------------------------------
 

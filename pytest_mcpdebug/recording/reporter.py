@@ -31,6 +31,8 @@ Passed = tuple[str, float, float]
 """(when, duration, finished) of a phase of the running test that passed quietly (no event of its own)."""
 Phase = tuple[str, str, bool, float, str]
 """(when, outcome, was an xfail, duration, message) of a phase of the running test sent as an event."""
+Location = tuple[str, "int | None", str]
+"""pytest's ``item.location``: (file, 0-based line, domain)."""
 
 
 class Reporter:
@@ -46,13 +48,15 @@ class Reporter:
         """When the run started (handed on to a process that replaces this one)."""
         self.collected_before = 0
         """Tests a replaced process ran, left out of this one's collection but not of the run's."""
-        self._tests: dict[str, tuple[list[Passed], list[Phase]]] = {}
-        """The phases so far of each test not yet finished (one at a time, but for a report out of turn)."""
+        self._tests: dict[Location, tuple[list[Passed], list[Phase]]] = {}
+        """The phases so far of each test not yet finished (one at a time, but for a report out of turn),
+        by its location: the same tuple in all of an item's reports, where ``report.nodeid`` builds a
+        string each time it is read (pytest 9)."""
         self._collected_sent = False
         self.tests_recorded = 0
         self.current: str | None = None
         """The test running now, for a report when the run is stopped from outside."""
-        self.location: tuple[str, int | None, str] | None = None
+        self.location: Location | None = None
         self.dump: DumpFile | None = None
         """The crash dump file whose header names the running test (`hangs.gil_dump`), if any."""
         self.tail: OutputTail | None = None
@@ -60,9 +64,9 @@ class Reporter:
         self.report_listeners: list[Callable[[pytest.TestReport], None]] = []
         """Told of each report of this process's tests (the hang machinery's): a call from here costs a
         fraction of a hook implementation of their own, which pluggy dispatches for every report."""
-        self._running: tuple[str, tuple[str, int | None, str], float] | None = None
+        self._running: tuple[str, Location, float] | None = None
         """(nodeid, location, start time) of the test running now, until its `TestFinished`."""
-        self._announced: tuple[str, tuple[str, int | None, str], float] | None = None
+        self._announced: tuple[str, Location, float] | None = None
 
     def emit(self, event_type: type[protocol.Event], **fields: Any) -> None:
         """Number and queue an event; safe from any thread (output is sent from a background one).
@@ -119,15 +123,15 @@ class Reporter:
 
     # Tests ----------------------------------------------------------------------------------------
 
-    def begin(self, item: pytest.Item) -> None:
-        """``item``'s set-up starts: told by the output tail, which stands in front of pytest's capture
+    def begin(self, nodeid: str, location: Location) -> None:
+        """A test's set-up starts: told by the output tail, which stands in front of pytest's capture
         of each phase, so no hook of the reporter's own runs per test but the reports'."""
-        nodeid, location = item.nodeid, item.location
         self.current, self.location = nodeid, location
         self._running = (nodeid, location, time.time())
-        if self.dump is not None:
+        dump = self.dump
+        if dump is not None:
             try:
-                self.dump.set_test(nodeid)  # a crash's dump, or a vanished process's file, says whose
+                dump.set_test(nodeid)  # a crash's dump, or a vanished process's file, says whose
             except (OSError, ValueError):
                 self.dump = None
 
@@ -168,35 +172,36 @@ class Reporter:
             )
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Each phase's report. A quiet pass's (most of them) is only noted, the test's one event made
+        at its teardown: this runs three times a test, on code and data pytest's own work left cold."""
         if self.role == "controller":
             return
         for listener in self.report_listeners:
             listener(report)
-        nodeid = report.nodeid
-        test = self._tests.get(nodeid)
+        location = report.location
+        test = self._tests.get(location)
         if test is None:
-            test = self._tests[nodeid] = ([], [])
+            test = self._tests[location] = ([], [])
         when = report.when or "call"
-        wasxfail = getattr(report, "wasxfail", None)
-        if report.outcome == "passed" and wasxfail is None:  # a quiet pass: no event of its own
+        if report.outcome == "passed" and getattr(report, "wasxfail", None) is None:
             finished = getattr(report, "stop", 0) or time.time()  # when the phase's call returned
             test[0].append((when, report.duration, finished))
         else:
-            self._phase_finished(report, when, wasxfail, test[1])
+            self._phase_finished(report, when, test[1])
         if when == "teardown":
-            self._test_finished(report, *test)
-            self._end()
+            self._test_finished(report, location, *test)
 
     def outcomes(self, nodeid: str) -> list[tuple[str, str, bool]]:
-        """(when, outcome, was an xfail) of each phase of ``nodeid`` reported so far."""
-        passed, phases = self._tests.get(nodeid, ([], []))
+        """(when, outcome, was an xfail) of each phase reported so far of ``nodeid``, the running test."""
+        running = self._running
+        location = running[1] if running is not None and running[0] == nodeid else None
+        passed, phases = self._tests.get(location, ([], [])) if location is not None else ([], [])
         return [(when, "passed", False) for when, _, _ in passed] + [p[:3] for p in phases]
 
-    def _phase_finished(
-        self, report: pytest.TestReport, when: str, wasxfail: str | None, phases: list[Phase]
-    ) -> None:
+    def _phase_finished(self, report: pytest.TestReport, when: str, phases: list[Phase]) -> None:
         self.announce()
         outcome = report.outcome
+        wasxfail = getattr(report, "wasxfail", None)
         message = _message(report)
         self.emit(
             protocol.PhaseFinished,
@@ -211,47 +216,49 @@ class Reporter:
         )
         phases.append((when, outcome, wasxfail is not None, report.duration, message))
 
-    def _test_finished(self, report: pytest.TestReport, passed: list[Passed], phases: list[Phase]) -> None:
-        """The test's one event: a quiet pass's short record (`protocol.quick`), else its `TestFinished`."""
-        nodeid = report.nodeid
-        outcomes = self.outcomes(nodeid) if phases else None
-        del self._tests[nodeid]
+    def _test_finished(
+        self, report: pytest.TestReport, location: Location, passed: list[Passed], phases: list[Phase]
+    ) -> None:
+        """The test's one event: a quiet pass's short record (`protocol.quick`), else its `TestFinished`;
+        then the test's outcome and its last lines reach the kernel before the next test starts."""
+        running = self._running
+        nodeid = running[0] if running is not None and running[1] is location else report.nodeid
+        del self._tests[location]
         self.tests_recorded += 1
-        self._running = None  # from here on the tick has nothing to announce
-        file, line, _ = report.location
+        file, line, _ = location
         attempt = getattr(report, "rerun", 0) + 1  # pytest-rerunfailures numbers its attempts
-        if outcomes is None:
+        if not phases:
             with self._lock:
+                self._running = None  # from here on the tick has nothing to announce
                 self._seq += 1
                 seq, ts = self._seq, time.time()
                 record = protocol.QuickPass(
                     self.run_id, self.process, seq, ts, nodeid, self.worker, file, line, attempt, passed
                 )
                 self.sender.send_quick(record)
-            return
-        self.emit(
-            protocol.TestFinished,
-            nodeid=nodeid,
-            worker=self.worker,
-            outcome=final_outcome(outcomes),
-            duration=sum(p[1] for p in passed) + sum(p[3] for p in phases),
-            message=next((p[4] for p in phases if p[4]), ""),
-            passed_phases=cast(
-                "list[protocol.PassedPhase]", [(w, d if math.isfinite(d) else 0.0, f) for w, d, f in passed]
-            ),
-            attempt=attempt,
-            file=file,
-            line=None if line is None else line + 1,
-        )
-
-    def _end(self) -> None:
-        """The test's outcome and its last lines reach the kernel before the next test starts."""
-        self.current = self._running = None
-        if self.tail is not None:
-            self.tail.end_test()
-        if self.dump is not None:
+        else:
+            self._running = None
+            outcomes = [(when, "passed", False) for when, _, _ in passed] + [p[:3] for p in phases]
+            self.emit(
+                protocol.TestFinished,
+                nodeid=nodeid,
+                worker=self.worker,
+                outcome=final_outcome(outcomes),
+                duration=sum(p[1] for p in passed) + sum(p[3] for p in phases),
+                message=next((p[4] for p in phases if p[4]), ""),
+                passed_phases=cast("list[protocol.PassedPhase]", [(w, _finite(d), f) for w, d, f in passed]),
+                attempt=attempt,
+                file=file,
+                line=None if line is None else line + 1,
+            )
+        self.current = None
+        tail = self.tail
+        if tail is not None:
+            tail.end_test()
+        dump = self.dump
+        if dump is not None:
             try:
-                self.dump.clear_test()
+                dump.clear_test()
             except (OSError, ValueError):
                 self.dump = None
         self.sender.checkpoint()
@@ -332,6 +339,10 @@ def final_outcome(phases: list[tuple[str, str, bool]]) -> str:
         if when == "call" and outcome == "passed" and xfail:
             return "xpassed"
     return "passed"
+
+
+def _finite(duration: float) -> float:
+    return duration if math.isfinite(duration) else 0.0
 
 
 def _message(report: pytest.TestReport | pytest.CollectReport) -> str:
