@@ -35,7 +35,7 @@ from pytest_mcpdebug.output.tail import TICK, OutputTail
 from pytest_mcpdebug.recording import code_version, worker_input
 from pytest_mcpdebug.recording import diagnosis as diagnosis_parts
 from pytest_mcpdebug.recording.colocate import Colocation
-from pytest_mcpdebug.recording.connection import preload, split_token
+from pytest_mcpdebug.recording.connection import CONNECT_TIMEOUT, preload, split_token
 from pytest_mcpdebug.recording.reporter import ControllerProgress, Reporter, Role
 from pytest_mcpdebug.recording.run_id import new_run_id
 from pytest_mcpdebug.recording.sender import Sender
@@ -177,9 +177,12 @@ class Recorder:
             role, self.worker = "controller", "controller"
         else:
             role = "main"
-        if self._discover() is not None:
+        server = self._discover()
+        if server is not None:
             preload()  # websockets' client, which the first connection attempt needs
-        self.sender.start()
+        # Its first attempt is waited for when there is a server to try (what went wrong is said at
+        # the start); with none, it would find none either.
+        self.sender.start(CONNECT_TIMEOUT if server is not None else 0.0)
         self.reporter = Reporter(
             sender=self.sender, run_id=self.run_id, process=self.process, worker=self.worker, role=role
         )
