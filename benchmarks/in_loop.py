@@ -8,6 +8,7 @@ the figure is the median over the pairs of (mode - plain) / tests. Bytecode is c
 `overhead.py`.
 
 Usage: python benchmarks/in_loop.py [--tests 2000] [--pairs 9] [--modes spool,stream,timed,pytest-timeout]
+(``floor``: `floor_plugin.py`, the least a recording can do a test, to measure against)
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ MODES: dict[str, list[str]] = {
     "spool": ["--mcp-debug"],
     "stream": ["--mcp-debug"],
     "timed": ["--mcp-debug", "--mcp-debug-timeout=60"],
+    "floor": ["-p", "no:mcpdebug", "-p", "floor_plugin"],  # `floor_plugin.py`: the least a test can cost
 }
 
 
@@ -62,7 +64,8 @@ def main() -> None:
         plugins.mkdir()
         (plugins / "in_loop_timer.py").write_text(PLUGIN)
         env = bytecode_env(clean_env(), work / "pycache")
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(plugins), env.get("PYTHONPATH", "")]))
+        here = str(Path(__file__).resolve().parent)  # floor_plugin
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(plugins), here, env.get("PYTHONPATH", "")]))
         spool_home = work / "spool"
         server_home = work / "server"
         if "stream" in modes:
