@@ -177,12 +177,9 @@ class Recorder:
             role, self.worker = "controller", "controller"
         else:
             role = "main"
-        server = self._discover()
-        if server is not None:
-            preload()  # websockets' client, which the first connection attempt needs
-        # Its first attempt is waited for when there is a server to try (what went wrong is said at
-        # the start); with none, it would find none either.
-        self.sender.start(CONNECT_TIMEOUT if server is not None else 0.0)
+        if server := self._discover():  # preload: websockets' client, which the first attempt needs
+            preload()
+        self.sender.start(CONNECT_TIMEOUT if server else 0.0)  # no server: its first attempt finds none
         self.reporter = Reporter(
             sender=self.sender, run_id=self.run_id, process=self.process, worker=self.worker, role=role
         )
