@@ -63,9 +63,9 @@ def main() -> None:
         generate(args.tests, suite)
         plugins.mkdir()
         (plugins / "in_loop_timer.py").write_text(PLUGIN)
+        shutil.copy(Path(__file__).with_name("floor_plugin.py"), plugins)  # not the benchmarks' folder
         env = bytecode_env(clean_env(), work / "pycache")
-        here = str(Path(__file__).resolve().parent)  # floor_plugin
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(plugins), here, env.get("PYTHONPATH", "")]))
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(plugins), env.get("PYTHONPATH", "")]))
         spool_home = work / "spool"
         server_home = work / "server"
         if "stream" in modes:
