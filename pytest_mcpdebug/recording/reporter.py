@@ -196,7 +196,7 @@ class Reporter:
         running = self._running
         location = running[1] if running is not None and running[0] == nodeid else None
         passed, phases = self._tests.get(location, ([], [])) if location is not None else ([], [])
-        return [(when, "passed", False) for when, _, _ in passed] + [p[:3] for p in phases]
+        return _outcomes(passed, phases)
 
     def _phase_finished(self, report: pytest.TestReport, when: str, phases: list[Phase]) -> None:
         self.announce()
@@ -238,12 +238,11 @@ class Reporter:
                 self.sender.send_quick(record)
         else:
             self._running = None
-            outcomes = [(when, "passed", False) for when, _, _ in passed] + [p[:3] for p in phases]
             self.emit(
                 protocol.TestFinished,
                 nodeid=nodeid,
                 worker=self.worker,
-                outcome=final_outcome(outcomes),
+                outcome=final_outcome(_outcomes(passed, phases)),
                 duration=sum(p[1] for p in passed) + sum(p[3] for p in phases),
                 message=next((p[4] for p in phases if p[4]), ""),
                 passed_phases=cast("list[protocol.PassedPhase]", [(w, _finite(d), f) for w, d, f in passed]),
@@ -339,6 +338,11 @@ def final_outcome(phases: list[tuple[str, str, bool]]) -> str:
         if when == "call" and outcome == "passed" and xfail:
             return "xpassed"
     return "passed"
+
+
+def _outcomes(passed: list[Passed], phases: list[Phase]) -> list[tuple[str, str, bool]]:
+    """(when, outcome, was an xfail) of each phase, from a test's quiet passes and its other phases."""
+    return [(when, "passed", False) for when, _, _ in passed] + [p[:3] for p in phases]
 
 
 def _finite(duration: float) -> float:
