@@ -579,6 +579,73 @@ async def test_a_killed_test_keeps_what_it_wrote(
         _stop(inner)
 
 
+async def follow_spooled_run(path: Path) -> subprocess.Popen[bytes]:
+    """`mcpdebug tail` as a user starts it: once the run is on disk (its spool file is there)."""
+    with anyio.fail_after(30):
+        while not any((path / ".mcpdebug" / "spool").glob("*.jsonl")):
+            await anyio.sleep(0.05)
+    return subprocess.Popen(
+        [MCPDEBUG, "tail", "--interval", "0.1"], cwd=path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+
+
+@pytest.mark.anyio
+async def test_without_a_server_a_running_test_is_followed_live_from_the_spool(
+    pytester: pytest.Pytester, suite: SuiteCopier, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No server: the sender thread sleeps while tests are quick and is woken by the helper process
+    once the test is a tick old (`recording.ticker`); `mcpdebug tail` shows its lines while it runs."""
+    suite("live")
+    monkeypatch.setenv("LIVE_WAIT", "60")
+    inner = start_inner(pytester, "--mcp-debug")
+    tail = None
+    try:
+        tail = await follow_spooled_run(pytester.path)
+        assert tail.stdout is not None
+        lines = LineReader(tail.stdout)
+        line, arrived = await lines.wait_for("batch 1 printed at")
+        assert inner.poll() is None, "the lines were followed only after the run ended"
+        assert arrived - printed_at(line, 1) < 2.5  # read within a tick, spooled at once, tail's look
+        await lines.wait_for("batch 1 echoed by a subprocess")
+
+        (pytester.path / "release-1").touch()
+        line, arrived = await lines.wait_for("batch 2 printed at")
+        assert inner.poll() is None
+        assert arrived - printed_at(line, 2) < 2.5
+        (pytester.path / "release-2").touch()
+        await lines.wait_for("ended:")
+        assert tail.wait(10) == 0
+        out = inner.communicate(timeout=60)[0].decode()
+        assert inner.returncode == 0, out
+        assert "saved to .mcpdebug/spool/" in out
+    finally:
+        _stop(inner, tail)
+
+
+@pytest.mark.anyio
+async def test_without_a_server_a_killed_test_keeps_what_it_wrote(
+    pytester: pytest.Pytester, suite: SuiteCopier, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    suite("live")
+    monkeypatch.setenv("LIVE_WAIT", "60")  # never released: the test hangs until killed
+    inner = start_inner(pytester, "--mcp-debug")
+    tail = None
+    try:
+        tail = await follow_spooled_run(pytester.path)
+        assert tail.stdout is not None
+        await LineReader(tail.stdout).wait_for("batch 1 on stderr")
+        inner.send_signal(signal.SIGKILL)
+        inner.wait(10)
+        logs = mcpdebug(pytester.path, "logs", "latest", LIVE)
+        assert logs.returncode == 0, logs.stdout + logs.stderr
+        for expected in BATCH_1:
+            assert expected.removeprefix("[stderr] ") in logs.stdout, logs.stdout
+        show = mcpdebug(pytester.path, "show")
+        assert "crashed" in show.stdout, show.stdout
+    finally:
+        _stop(inner, tail)
+
+
 # Limits of the store ----------------------------------------------------------------------------------
 
 

@@ -207,6 +207,40 @@ def test_server_killed_mid_run_loses_nothing(pytester: pytest.Pytester) -> None:
         second.stop()
 
 
+def test_a_server_started_mid_run_is_streamed_the_rest_of_it(pytester: pytest.Pytester) -> None:
+    """A run spooling quick tests has its sender asleep (`recording.ticker`): ``server.json`` appearing
+    wakes it, and it hands the server what it spooled and streams the rest."""
+    pytester.makepyfile(
+        test_steps="""
+        import time, pytest
+
+        @pytest.mark.parametrize("i", range(80))
+        def test_step(i):
+            time.sleep(0.05)
+    """
+    )
+    directory = pytester.path / ".mcpdebug"
+    inner = start_inner(pytester, "--mcp-debug")
+    try:
+        wait_for(lambda: any((directory / "spool").glob("*.jsonl")), timeout=30)  # spooling, tests passing
+        server = start_server(directory)
+        try:
+            store = recorded(directory)
+            wait_for(lambda: bool(store.runs()) and store.runs()[0]["status"] == "running", timeout=30)
+            assert inner.poll() is None, "the server met the run only after it ended"
+            out = inner.communicate(timeout=120)[0].decode()
+            assert inner.returncode == 0, out
+            assert f"streamed to {server.url}" in out
+            run = recorded(directory).runs()[0]
+            assert run["status"] == "finished" and run["counts"] == {"passed": 80}
+        finally:
+            server.stop()
+    finally:
+        if inner.poll() is None:
+            inner.kill()
+            inner.wait(10)
+
+
 def test_a_quick_test_is_one_event_and_keeps_its_place(pytester: pytest.Pytester) -> None:
     """A test that ends within a tick sends no `TestStarted`: its `TestFinished` says where it is,
     and its phases and output are recorded as before."""

@@ -20,6 +20,7 @@ from pytest_mcpdebug.folder import (
     PARENT_RUN_ENV,
     PARENT_WORKER_ENV,
     RESUME_ENV,
+    SERVER_FILE,
     dir_arg,
     display,
     ensure_dir,
@@ -32,7 +33,8 @@ from pytest_mcpdebug.hangs.timeouts import Timeouts
 from pytest_mcpdebug.limits import MAX_LINE_LENGTH
 from pytest_mcpdebug.options import DEFAULT_BREAK_TIMEOUT
 from pytest_mcpdebug.output.tail import TICK, OutputTail
-from pytest_mcpdebug.recording import code_version, worker_input
+from pytest_mcpdebug.plugin_object import PluginObject
+from pytest_mcpdebug.recording import code_version
 from pytest_mcpdebug.recording import diagnosis as diagnosis_parts
 from pytest_mcpdebug.recording.colocate import Colocation
 from pytest_mcpdebug.recording.connection import CONNECT_TIMEOUT, preload, split_token
@@ -41,6 +43,7 @@ from pytest_mcpdebug.recording.run_id import new_run_id
 from pytest_mcpdebug.recording.sender import Sender
 from pytest_mcpdebug.recording.spool import RETRIED, describe_failure, spool_file_name
 from pytest_mcpdebug.recording.tally import WORKER_KEY, Tally
+from pytest_mcpdebug.recording.ticker import Ticker
 from pytest_mcpdebug.settings import DiagnosisSettings, HangSettings, Settings
 
 if TYPE_CHECKING:
@@ -54,7 +57,7 @@ _TIMEOUTS = "mcpdebug-timeouts"
 _HANG_SUMMARY = "mcpdebug-hangs"
 
 
-class Recorder:
+class Recorder(PluginObject):
     def __init__(
         self,
         config: pytest.Config,
@@ -146,6 +149,8 @@ class Recorder:
     @classmethod
     def for_worker(cls, config: pytest.Config, shared: dict[str, Any]) -> Recorder:
         workerid = str(config.workerinput["workerid"])  # type: ignore[attr-defined]
+        from pytest_mcpdebug.recording import worker_input  # xdist only
+
         return cls(config, worker=workerid, **worker_input.options(shared))
 
     def _discover(self) -> tuple[str, str] | None:
@@ -160,6 +165,8 @@ class Recorder:
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
         """xdist: hand the run id and server details to each worker."""
+        from pytest_mcpdebug.recording import worker_input
+
         node.workerinput["mcpdebug"] = worker_input.shared(self)
 
     @pytest.hookimpl(optionalhook=True)
@@ -221,6 +228,9 @@ class Recorder:
             generation=self.generation,
         )
         self.config.pluginmanager.register(self.timeouts, _TIMEOUTS)
+        if self.reporter.dump is not None and not self.sender.connected:
+            # Spooling: the sender thread sleeps until a test is a tick old, not every tick.
+            self.sender.ticker = Ticker.start(self.reporter.dump.path, self.dir / SERVER_FILE, TICK)
         if role == "controller":
             self.config.pluginmanager.register(ControllerProgress(self.reporter), ControllerProgress.NAME)
         if self.resumed is not None and role == "main":
@@ -338,18 +348,18 @@ class Recorder:
         if self.tail is not None:
             self.tail.stop()
             self._emptied = self.tail.emptied
-            self.config.pluginmanager.unregister(self.tail, _TAIL)
+            self.config.pluginmanager.unregister(name=_TAIL)
             self.tail = None
             if self.reporter is not None:
                 self.reporter.tail = None
         if self.inspector is not None:
-            self.config.pluginmanager.unregister(self.inspector, _INSPECTOR)
+            self.config.pluginmanager.unregister(name=_INSPECTOR)
         if self.timeouts is not None:
             self.timeouts.close()
-            self.config.pluginmanager.unregister(self.timeouts, _TIMEOUTS)
+            self.config.pluginmanager.unregister(name=_TIMEOUTS)
         diagnosis_parts.stop(self.config, self._diagnosis_parts)
         if self.reporter is not None:
-            self.config.pluginmanager.unregister(self.reporter, _REPORTER)
+            self.config.pluginmanager.unregister(name=_REPORTER)
 
     def _tick(self) -> float | None:
         """The sender thread's periodic look (`Sender.on_tick`): a test a tick old or more is announced

@@ -1,10 +1,13 @@
 """Delivers events from a test process to the server, or to a spool file when there is none.
 
 The test thread only appends to a deque (no lock, no wake-up, no I/O); a background thread drains it
-every `FLUSH_INTERVAL` seconds. With a server it streams batches over WebSocket and keeps every
+every ``interval`` seconds. With a server it streams batches over WebSocket and keeps every
 event until the server acknowledges it; if the connection drops, whatever was not acknowledged goes
 to the spool file, and the thread keeps retrying the connection. Without a server every batch is
-appended to the spool. Delivery is at-least-once; the server's ingestion is idempotent.
+appended to the spool, and where a `ticker` helper runs, the thread sleeps until it says a test is a
+tick old (or a server appeared): the test thread appends what the write-ahead copy holds to the spool
+itself at a test's end, once a `SPOOL_INTERVAL`. Delivery is at-least-once; the server's ingestion is
+idempotent.
 
 At each test's end the test thread calls `checkpoint`: what is still queued (the test's last lines,
 its outcome) goes to the kernel there and then, so a process killed during the next test has lost
@@ -37,11 +40,13 @@ from pytest_mcpdebug.recording.colocate import Colocation
 from pytest_mcpdebug.recording.connection import CONNECT_TIMEOUT, socket_has_room
 from pytest_mcpdebug.recording.link import BATCH_BYTES, CLOSE_TIMEOUT, Discover, Link
 from pytest_mcpdebug.recording.spool import SpoolFile
+from pytest_mcpdebug.recording.ticker import SERVER_CHANGED
 from pytest_mcpdebug.recording.wire import FRAGMENT_BYTES, Ready, fragments, packed, spooled
 from pytest_mcpdebug.recording.write_ahead import WriteAhead
 
 if TYPE_CHECKING:
     from pytest_mcpdebug.recording.channel import Channel
+    from pytest_mcpdebug.recording.ticker import Ticker
 
 # Timeouts
 FLUSH_INTERVAL: Final = 0.05
@@ -135,6 +140,9 @@ class Sender(Link):
         self.on_frame: Callable[[ServerFrame], None] | None = None
         """Called in the sender thread with each `Welcome` and each server frame that is neither an
         ack nor a request (a process session's `Registered`)."""
+        self.ticker: Ticker | None = None
+        """Without a server, what wakes the thread: a helper process that says when a test is a tick old
+        (`ticker`), so a run of quick tests wakes it not at all; None: it wakes every ``interval``."""
         self.colocation: Colocation | None = None
         """Keeps the thread on the CPU of the thread it serves while its work is light (a test process:
         see `colocate`); None: it runs anywhere (a process session's runner, whose reader and sender
@@ -181,6 +189,8 @@ class Sender(Link):
         what waits on the socket at once too, when that cannot block, not at the next wake-up.
         """
         if not self._pending and not (now and self._ready):
+            if self.ticker is not None and self._ready and time.monotonic() >= self._spool_due:
+                self._flush(final=False)  # the thread sleeps while tests are quick: spool from here
             return
         if not self._flush_lock.acquire(timeout=CHECKPOINT_WAIT):
             if not self._stop.is_set():
@@ -243,6 +253,8 @@ class Sender(Link):
         self._stop.set()
         if not self.started:
             return
+        if self.ticker is not None:
+            self.ticker.wake()
         ws = self._ws
         if ws is not None:
             self.checkpoint(now=True)
@@ -262,6 +274,8 @@ class Sender(Link):
             self._write_spool([item for _, item in list(self._unacked)])
             self.warnings.append(f"the server at {self._connected_url} stopped reading; the rest was spooled")
         self.spool.close()
+        if self.ticker is not None:
+            self.ticker.close()
 
     # Sender thread ------------------------------------------------------------------------------
 
@@ -283,7 +297,12 @@ class Sender(Link):
             wait = self.busy_interval if busy else self.interval
             if soon is not None:
                 wait = max(min(wait, soon), MIN_WAIT)
-            if self._ws is None:
+            ticker = self.ticker
+            if self._ws is None and ticker is not None and ticker.alive and not busy:
+                ticker.reap()
+                if SERVER_CHANGED in ticker.wait(self._retry_wait()):  # `soon` is the helper's to see
+                    self._next_connect = 0.0
+            elif self._ws is None:
                 self._stop.wait(wait)
             else:
                 self._receive(wait)  # wakes at once for a request of the server
@@ -297,6 +316,13 @@ class Sender(Link):
             self.colocation.close()
         self._flush(final=True)
         self._finish()
+
+    def _retry_wait(self) -> float | None:
+        """How long the thread may sleep for want of a poke: until the next connection attempt to a
+        server that was found but not reached, else until poked (a ``server.json`` appearing is one)."""
+        if not self._had_server or self._stop.is_set():
+            return 0.0 if self._stop.is_set() else None
+        return max(self._next_connect - time.monotonic(), MIN_WAIT)
 
     def _drain(self) -> list[Event]:
         batch = []

@@ -1,0 +1,156 @@
+"""The helper process that wakes the sender thread (`recording.ticker`): it pokes once a test is a tick
+old and not while tests are quick, it is nobody's child, and it ends with the test process however that
+ends. Driven through the real dump header the test thread writes (`hangs.gil_dump.DumpFile`)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pytest_mcpdebug.hangs.gil_dump import DumpFile
+from pytest_mcpdebug.recording.ticker import SERVER_CHANGED, TICK_DUE, Ticker
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "posix_spawn"), reason="the helper needs posix_spawn")
+
+TICK = 0.4
+"""Long enough that a busy CI machine does not stall a loop of quick tests for a whole tick."""
+
+
+@pytest.fixture
+def header(tmp_path: Path) -> Iterator[DumpFile]:
+    dump = DumpFile(tmp_path / "hangs" / "run.main-1.txt", threading.get_ident())
+    yield dump
+    dump.close()
+
+
+@pytest.fixture
+def ticker(tmp_path: Path, header: DumpFile) -> Iterator[Ticker]:
+    started = Ticker.start(header.path, tmp_path / "server.json", TICK)
+    assert started is not None
+    started.reap()
+    yield started
+    started.close()
+
+
+def helper_pids(header: Path) -> list[int]:
+    """The helpers watching ``header`` (found by their command line)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                if str(header).encode() in cmdline.read().split(b"\0"):
+                    pids.append(int(entry))
+        except OSError:
+            continue
+    return pids
+
+
+def wait_gone(header: Path, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while helper_pids(header):
+        assert time.monotonic() < deadline, f"the helper of {header} is still running"
+        time.sleep(0.02)
+
+
+def test_quick_tests_are_not_poked_and_a_test_a_tick_old_is_every_tick(
+    header: DumpFile, ticker: Ticker
+) -> None:
+    assert not ticker.wait(0.1), "poked with no test and no server"
+    for i in range(200):  # quick tests, 2 ms each, for about as long as two ticks
+        header.set_test(f"test_quick.py::test_{i}")
+        time.sleep(0.002)
+        header.clear_test()
+        if i % 50 == 0:
+            assert not ticker.wait(0), f"poked during quick tests (test {i})"
+    assert not ticker.wait(0)
+
+    header.set_test("test_slow.py::test_sleeps")
+    started = time.monotonic()
+    assert ticker.wait(10 * TICK) == TICK_DUE, "a test running for ten ticks was never poked"
+    first = time.monotonic() - started
+    assert TICK * 0.9 <= first < 4 * TICK
+    assert ticker.wait(10 * TICK) == TICK_DUE, "not poked again while the test kept running"
+    header.clear_test()
+
+
+def test_no_test_for_two_ticks_is_poked_and_so_is_a_server_appearing(
+    tmp_path: Path, header: DumpFile, ticker: Ticker
+) -> None:
+    started = time.monotonic()
+    assert ticker.wait(10 * TICK) == TICK_DUE, "no test ran for ten ticks (collection, the end): no poke"
+    assert time.monotonic() - started >= TICK  # two ticks after it started looking
+    header.set_test("test_a.py::test_one")  # a test runs: only its age counts now
+    while ticker.wait(0):
+        pass
+    (tmp_path / "server.json").write_text("{}")
+    assert ticker.wait(TICK * 0.9) == SERVER_CHANGED, "a server.json written now was not noticed in a tick"
+
+
+def test_the_helper_is_nobodys_child_and_ends_when_closed(header: DumpFile, tmp_path: Path) -> None:
+    ticker = Ticker.start(header.path, tmp_path / "server.json", TICK)
+    assert ticker is not None
+    ticker.reap()
+    with pytest.raises(ChildProcessError):  # a test waiting for its children never meets the helper
+        os.waitpid(-1, os.WNOHANG)
+    pids = helper_pids(header.path)
+    assert len(pids) == 1
+    assert pids[0] != os.getpid()
+    ticker.close()
+    wait_gone(header.path)
+    assert not ticker.wait(0)
+
+
+def test_the_helper_ends_when_the_test_process_is_killed(tmp_path: Path) -> None:
+    script = textwrap.dedent(
+        f"""
+        import sys, threading, time
+        sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
+        from pathlib import Path
+        from pytest_mcpdebug.hangs.gil_dump import DumpFile
+        from pytest_mcpdebug.recording.ticker import SERVER_CHANGED, TICK_DUE, Ticker
+        dump = DumpFile(Path({str(tmp_path)!r}) / "hangs" / "killed.main-1.txt", threading.get_ident())
+        ticker = Ticker.start(dump.path, Path({str(tmp_path)!r}) / "server.json", 0.1)
+        ticker.reap()
+        print(dump.path, flush=True)
+        time.sleep(60)
+        """
+    )
+    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        path = Path(process.stdout.readline().strip())
+        assert helper_pids(path), "the helper did not start"
+        process.send_signal(signal.SIGKILL)
+        process.wait(10)
+        wait_gone(path)
+    finally:
+        process.kill()
+        process.wait(10)
+
+
+def test_a_helper_that_dies_is_noticed_so_the_sender_ticks_again(header: DumpFile, ticker: Ticker) -> None:
+    (pid,) = helper_pids(header.path)
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while ticker.alive:
+        ticker.wait(0.5)
+        assert time.monotonic() < deadline, "the helper's end was not noticed"
+    assert not ticker.wait(0)
+
+
+def test_wake_ends_a_wait_at_once(ticker: Ticker) -> None:
+    threading.Timer(0.05, ticker.wake).start()
+    started = time.monotonic()
+    ticker.wait(30)
+    assert time.monotonic() - started < 5
