@@ -34,17 +34,20 @@ def is_store(path: Path) -> bool:
     """Whether ``path`` is a store this project made: it has our ``.gitignore`` (written first, unless
     the disk was full), a store database, or spool files (``spool/*.jsonl``, ``spool/*.wal``). A project's own
     ``output/`` folder, or a ``spool/`` folder of other files, proves nothing."""
-    if (path / STORE_FILE).is_file():
+    if os.path.isfile(os.path.join(path, STORE_FILE)):
         return True
     try:
-        spool = path / SPOOL_DIR
-        if any(spool.glob(f"*{SPOOL_SUFFIX}")) or any(spool.glob(f"*{WAL_SUFFIX}")):
-            return True
+        with open(os.path.join(path, ".gitignore"), "rb") as ignore:
+            if ignore.read(len(IGNORE_HEADER)) == IGNORE_HEADER.encode():
+                return True
     except OSError:
         pass
+    # Every recorded run asks (its closing line's command): a scan, not `Path.glob`, whose patterns
+    # are compiled to regexes on each call.
     try:
-        return (path / ".gitignore").read_text().startswith(IGNORE_HEADER)
-    except (OSError, UnicodeDecodeError):
+        with os.scandir(os.path.join(path, SPOOL_DIR)) as entries:
+            return any(entry.name.endswith((SPOOL_SUFFIX, WAL_SUFFIX)) for entry in entries)
+    except OSError:
         return False
 
 

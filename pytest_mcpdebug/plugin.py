@@ -16,7 +16,10 @@ if TYPE_CHECKING:
     from pytest_mcpdebug.recording.recorder import Recorder
     from pytest_mcpdebug.services import Services
 
-from pytest_mcpdebug import options
+from pytest_mcpdebug.quiet_import import own_modules
+
+with own_modules():  # every pytest run with the plugin installed imports this: not through the rewriter
+    from pytest_mcpdebug import options
 
 MARKER_HELP = (
     "mcpdebug_timeout(seconds, func_only=False): with --mcp-debug, fail this test with a hang "
@@ -65,8 +68,6 @@ def pytest_configure(config: pytest.Config) -> None:
 def _import_recorder() -> type[Recorder]:
     """The recording machinery, imported with the collector paused and past pytest's assertion
     rewriting (`quiet_import`)."""
-    from pytest_mcpdebug.quiet_import import own_modules
-
     with own_modules():
         from pytest_mcpdebug.recording.recorder import Recorder
     return Recorder
@@ -93,7 +94,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     recorder = config.pluginmanager.get_plugin(_RECORDER)
     if recorder is not None:
         recorder.close()
-        config.pluginmanager.unregister(recorder, _RECORDER)
+        config.pluginmanager.unregister(name=_RECORDER)
         recorder.exit_if_stuck()
 
 

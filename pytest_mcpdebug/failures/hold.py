@@ -27,6 +27,7 @@ from pytest_mcpdebug import protocol
 from pytest_mcpdebug.failures.live_frames import InspectError, LiveFrames
 from pytest_mcpdebug.failures.snapshot import failure_frames
 from pytest_mcpdebug.hangs.watchdog import Watchdog
+from pytest_mcpdebug.plugin_object import PluginObject
 from pytest_mcpdebug.recording.reporter import Reporter
 from pytest_mcpdebug.recording.sender import Sender
 from pytest_mcpdebug.values import is_library
@@ -35,7 +36,7 @@ POLL: Final = 0.5
 """How often a held test checks its connection while no request comes."""
 
 
-class Inspector:
+class Inspector(PluginObject):
     def __init__(
         self,
         *,

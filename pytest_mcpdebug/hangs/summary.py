@@ -15,13 +15,14 @@ import pytest
 from pytest_mcpdebug import protocol
 from pytest_mcpdebug.hangs import gil_dump
 from pytest_mcpdebug.hangs.leaks import Leaks
+from pytest_mcpdebug.plugin_object import PluginObject
 from pytest_mcpdebug.recording.reporter import Reporter, final_outcome
 
 RESENT = 8
 """Finished tests of a worker the controller repeats when that worker dies."""
 
 
-class HangSummary:
+class HangSummary(PluginObject):
     """In the process that prints the terminal summary (no xdist: the only one; xdist: the controller):
     lists the run's hangs, and diagnoses an xdist worker that died hung from its dump file."""
 

@@ -28,6 +28,7 @@ from pytest_mcpdebug import protocol
 from pytest_mcpdebug.hangs import gil_dump
 from pytest_mcpdebug.hangs.leaks import Leaks
 from pytest_mcpdebug.hangs.markers import marked, timeout_of
+from pytest_mcpdebug.plugin_object import PluginObject
 from pytest_mcpdebug.recording.reporter import Reporter
 from pytest_mcpdebug.recording.sender import Sender
 from pytest_mcpdebug.settings import HangSettings
@@ -45,7 +46,7 @@ STUCK_EXIT = 3
 """Exit status of a process ended because a hung test could not be interrupted."""
 
 
-class Timeouts:
+class Timeouts(PluginObject):
     def __init__(
         self,
         *,

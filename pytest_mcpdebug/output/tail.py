@@ -30,6 +30,7 @@ from pytest_mcpdebug.output.lines import Unit
 from pytest_mcpdebug.output.reading import TICK_BYTES, Emit, OutputReader, WaitForRoom
 from pytest_mcpdebug.output.records import RecordHandler, WarningWatch, pytest_log_level, warning_line
 from pytest_mcpdebug.output.sources import source
+from pytest_mcpdebug.plugin_object import PluginObject
 
 # Timeouts
 TICK: Final = 0.1
@@ -39,7 +40,7 @@ loses at most that much. A test is first looked at once it is a tick old (`Recor
 younger one wrote is all within its last tick, and pytest's read takes it if the test ends first."""
 
 
-class OutputTail(OutputReader):
+class OutputTail(OutputReader, PluginObject):
     """Registered as a plugin in every process that runs tests (not the xdist controller)."""
 
     def __init__(
@@ -90,7 +91,7 @@ class OutputTail(OutputReader):
                 self._pytest_item_capture = self._pytest_read_capture = None
         phases = self.config.pluginmanager.get_plugin(PhaseHooks.NAME)
         if phases is not None:
-            self.config.pluginmanager.unregister(phases, PhaseHooks.NAME)
+            self.config.pluginmanager.unregister(name=PhaseHooks.NAME)
 
     def tick(self) -> None:
         """From the sender thread every `TICK` (`Sender.on_tick`), just before it sends: what the

@@ -53,7 +53,7 @@ def stop(config: pytest.Config, parts: list[tuple[Any, str]]) -> None:
         close = getattr(part, "close", None)
         if close is not None:
             close()
-        config.pluginmanager.unregister(part, name)
+        config.pluginmanager.unregister(name=name)
     parts.clear()
 
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 import pytest
 
 from pytest_mcpdebug import protocol
+from pytest_mcpdebug.plugin_object import PluginObject
 from pytest_mcpdebug.recording.sender import Sender
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ Location = tuple[str, "int | None", str]
 """pytest's ``item.location``: (file, 0-based line, domain)."""
 
 
-class Reporter:
+class Reporter(PluginObject):
     def __init__(self, *, sender: Sender, run_id: str, process: str, worker: str, role: Role) -> None:
         self.sender = sender
         self.run_id = run_id
