@@ -27,9 +27,13 @@ def marked(items: list[pytest.Item]) -> list[pytest.Item]:
         return found
 
     found = []
-    for item in items:
+    last: pytest.Item | pytest.Collector | None = None
+    inherited = False
+    for item in items:  # a module's or class's tests come one after another: one look per parent
         parent = item.parent
-        if (item.own_markers and _own(item)) or parents.get(id(parent)) or carries(parent):
+        if parent is not last:
+            last, inherited = parent, carries(parent)
+        if inherited or (item.own_markers and _own(item)):
             found.append(item)
     return found
 

@@ -299,10 +299,13 @@ class Recorder(PluginObject):
         if self.reporter.role == "worker":  # xdist sends its counts to the controller after this hook
             self.close()
             return
-        # The sender thread delivers the last events, and the server stores them, while pytest writes
-        # its summary: the wait for the end comes at the summary's end (`close`).
         self._stop_recording()
-        self.sender.finish()
+        if self.sender.connected:
+            # The sender thread delivers the last events, and the server stores them, while pytest
+            # writes its summary: the wait for the end comes at the summary's end (`close`).
+            self.sender.finish()
+        else:  # spooling: nothing to wait for, and a thread finishing beside the summary takes its GIL
+            self.close()
 
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:

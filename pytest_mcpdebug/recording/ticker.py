@@ -83,7 +83,8 @@ class Ticker:
         self._wake_r, self._wake_w = os.pipe()
         """`wake`'s own pipe: the poke pipe's write end is the helper's alone, so its end is seen."""
         os.set_blocking(self._wake_w, False)
-        self._life_fd = life_fd
+        self._fds: tuple[int, ...] = (life_fd, fd, self._wake_r, self._wake_w)
+        """Closing the first, the helper's life line, ends it."""
         self._pid: int | None = pid
         """The helper's parent, which exits at once: reaped by the sender thread (`reap`)."""
         self.alive = True
@@ -157,7 +158,8 @@ class Ticker:
         """End the helper (its life line closes) and close the pipe; after the sender thread ended."""
         self.reap()
         self.alive = False
-        for fd in (self._life_fd, self.fd, self._wake_r, self._wake_w):
+        fds, self._fds = self._fds, ()
+        for fd in fds:  # once: a number closed twice may be someone else's by then
             with contextlib.suppress(OSError):
                 os.close(fd)
 
