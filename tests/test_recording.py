@@ -177,6 +177,37 @@ def test_live_events_reach_a_running_server(pytester: pytest.Pytester, suite, se
     assert run["status"] == "finished" and run["counts"] == {"passed": 2}
 
 
+def test_quick_tests_reach_a_running_server_while_the_run_goes_on(pytester: pytest.Pytester, server) -> None:
+    """Quick tests wake no thread (`recording.ticker`): the test thread streams their ends itself, a
+    tick at a time, so the server counts them while the run goes on, not at its end."""
+    pytester.makepyfile(
+        test_quick="""
+        import time, pytest
+
+        @pytest.mark.parametrize("i", range(300))
+        def test_step(i):
+            time.sleep(0.01)
+    """
+    )
+    inner = start_inner(pytester, "--mcp-debug")
+    store = recorded(server.directory)
+
+    def passed() -> int:
+        runs = store.runs()
+        return len(store.tests(runs[0]["run_id"], ("passed",))) if runs else 0
+
+    wait_for(lambda: passed() >= 20, timeout=30)
+    assert inner.poll() is None, "the quick tests reached the server only after the run ended"
+    first = passed()
+    wait_for(lambda: passed() > first, timeout=30)
+    assert inner.poll() is None
+    out = inner.communicate(timeout=60)[0].decode()
+    assert inner.returncode == 0, out
+    assert f"streamed to {server.url}" in out
+    run = store.runs()[0]
+    assert run["status"] == "finished" and run["counts"] == {"passed": 300}
+
+
 def test_server_killed_mid_run_loses_nothing(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         test_many="""

@@ -19,7 +19,7 @@ import select
 import socket
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Final
 
 from websockets.client import ClientProtocol
@@ -82,21 +82,23 @@ class Channel:
                     protocol.send_continuation(b"", fin=True)
             self._write()
 
-    def recv(self, timeout: float) -> Message:
-        """The server's next message; TimeoutError when none comes in ``timeout`` seconds, websockets'
-        ConnectionClosed when the connection is over."""
+    def recv(self, timeout: float, *, also: Sequence[int] = ()) -> Message:
+        """The server's next message; TimeoutError when none comes in ``timeout`` seconds (or a
+        descriptor of ``also`` becomes readable first, left unread), websockets' ConnectionClosed when
+        the connection is over."""
         deadline = time.monotonic() + timeout
         protocol = self._protocol
         while not self._messages:
             if protocol.state is State.CLOSED:
                 raise protocol.close_exc
-            ready = _readable([self.socket, self._wake_r], deadline - time.monotonic())
+            ready = _readable([self.socket, self._wake_r, *also], deadline - time.monotonic())
             if self.socket not in ready:
                 if protocol.state is State.CLOSING:  # the server never ended the TCP connection
                     raise ConnectionClosedError(protocol.close_rcvd, protocol.close_sent)
                 if ready:  # woken
-                    with contextlib.suppress(OSError):
-                        self._wake_r.recv(64)
+                    if self._wake_r in ready:
+                        with contextlib.suppress(OSError):
+                            self._wake_r.recv(64)
                     raise TimeoutError("woken before the server's next message")
                 raise TimeoutError(f"no message from the server in {timeout:.3g} s")
             self._read()
@@ -199,8 +201,9 @@ def open_channel(url: str, headers: dict[str, str], *, timeout: float, max_size:
     return channel
 
 
-def _readable(socks: list[socket.socket], timeout: float) -> list[socket.socket]:
-    """Those of ``socks`` that have data (or their end) to read within ``timeout`` seconds."""
+def _readable(socks: list[socket.socket | int], timeout: float) -> list[socket.socket | int]:
+    """Those of ``socks`` (sockets, or descriptors) that have data (or their end) to read within
+    ``timeout`` seconds."""
     timeout = max(timeout, 0.0)
     if not hasattr(select, "poll"):  # Windows has no poll (and its select no limit on descriptors)
         return list(select.select(socks, [], [], timeout)[0])
@@ -208,4 +211,4 @@ def _readable(socks: list[socket.socket], timeout: float) -> list[socket.socket]
     for sock in socks:
         poller.register(sock, select.POLLIN)
     ready = {fd for fd, _ in poller.poll(timeout * 1000)}
-    return [sock for sock in socks if sock.fileno() in ready]
+    return [sock for sock in socks if (sock if isinstance(sock, int) else sock.fileno()) in ready]

@@ -109,15 +109,16 @@ class Link:
             return False  # the sender thread notices the lost connection on its next send or receive
         return True
 
-    def _receive(self, timeout: float, *, until_acked: bool = False) -> None:
-        """Handle the server's frames (acks, requests) for up to ``timeout`` seconds."""
+    def _receive(self, timeout: float, *, until_acked: bool = False, also: Sequence[int] = ()) -> None:
+        """Handle the server's frames (acks, requests) for up to ``timeout`` seconds (or until a
+        descriptor of ``also`` is readable: a `ticker`'s poke)."""
         ws = self._ws
         if ws is None:
             return
         deadline = time.monotonic() + timeout
         try:
             while True:
-                message = ws.recv(timeout=max(deadline - time.monotonic(), 0))
+                message = ws.recv(timeout=max(deadline - time.monotonic(), 0), also=also)
                 frame = protocol.decode_server_frame(message)
                 if isinstance(frame, Ack):
                     with self._flush_lock:  # a checkpoint may be adding to the unacknowledged

@@ -228,8 +228,7 @@ class Recorder(PluginObject):
             generation=self.generation,
         )
         self.config.pluginmanager.register(self.timeouts, _TIMEOUTS)
-        if self.reporter.dump is not None and not self.sender.connected:
-            # Spooling: the sender thread sleeps until a test is a tick old, not every tick.
+        if self.reporter.dump is not None:  # the sender thread sleeps until a test is a tick old
             self.sender.ticker = Ticker.start(self.reporter.dump.path, self.dir / SERVER_FILE, TICK)
         if role == "controller":
             self.config.pluginmanager.register(ControllerProgress(self.reporter), ControllerProgress.NAME)

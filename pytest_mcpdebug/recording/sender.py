@@ -38,7 +38,7 @@ from pytest_mcpdebug.folder import WAL_SUFFIX
 from pytest_mcpdebug.protocol import Event, Hello, QuickPass, Request, ServerFrame, Wire
 from pytest_mcpdebug.recording.colocate import Colocation
 from pytest_mcpdebug.recording.connection import CONNECT_TIMEOUT, socket_has_room
-from pytest_mcpdebug.recording.link import BATCH_BYTES, CLOSE_TIMEOUT, Discover, Link
+from pytest_mcpdebug.recording.link import ACK_INTERVAL, BATCH_BYTES, CLOSE_TIMEOUT, Discover, Link
 from pytest_mcpdebug.recording.spool import SpoolFile
 from pytest_mcpdebug.recording.ticker import SERVER_CHANGED
 from pytest_mcpdebug.recording.wire import FRAGMENT_BYTES, Ready, fragments, packed, spooled
@@ -140,6 +140,8 @@ class Sender(Link):
         self.on_frame: Callable[[ServerFrame], None] | None = None
         """Called in the sender thread with each `Welcome` and each server frame that is neither an
         ack nor a request (a process session's `Registered`)."""
+        self._deliver_at = 0.0
+        """When the test thread next delivers what waits written-ahead (`_deliver_ready`)."""
         self.ticker: Ticker | None = None
         """Without a server, what wakes the thread: a helper process that says when a test is a tick old
         (`ticker`), so a run of quick tests wakes it not at all; None: it wakes every ``interval``."""
@@ -189,8 +191,8 @@ class Sender(Link):
         what waits on the socket at once too, when that cannot block, not at the next wake-up.
         """
         if not self._pending and not (now and self._ready):
-            if self.ticker is not None and self._ready and time.monotonic() >= self._spool_due:
-                self._flush(final=False)  # the thread sleeps while tests are quick: spool from here
+            if self.ticker is not None and self._ready and time.monotonic() >= self._deliver_at:
+                self._deliver_ready()  # the thread sleeps while tests are quick: deliver from here
             return
         if not self._flush_lock.acquire(timeout=CHECKPOINT_WAIT):
             if not self._stop.is_set():
@@ -216,6 +218,27 @@ class Sender(Link):
                 self._send_lines([*self._packed(ready), *items])  # in seq order: what waited came first
             else:
                 self._ready += items
+        finally:
+            self._flush_lock.release()
+
+    def _deliver_ready(self) -> None:
+        """What waits written-ahead, delivered by the test thread while the sender thread sleeps (a
+        `ticker`): appended to the spool once a `SPOOL_INTERVAL`, or streamed once an ``interval`` when
+        the socket has room for it (never a wait on the network: else the thread sends it when it
+        wakes, for an acknowledgement or a poke, within `ACK_INTERVAL`)."""
+        ws = self._ws
+        if ws is None:
+            self._flush(final=False)
+            self._deliver_at = self._spool_due
+            return
+        if not self._flush_lock.acquire(blocking=False):
+            return  # the thread is delivering a batch: these go with its next
+        try:
+            ready = self._ready
+            if ready and socket_has_room(ws, sum(len(line) for _, line in ready)):
+                self._ready = []
+                self._send_lines(self._packed(ready))
+            self._deliver_at = time.monotonic() + self.interval
         finally:
             self._flush_lock.release()
 
@@ -297,13 +320,17 @@ class Sender(Link):
             wait = self.busy_interval if busy else self.interval
             if soon is not None:
                 wait = max(min(wait, soon), MIN_WAIT)
-            ticker = self.ticker
-            if self._ws is None and ticker is not None and ticker.alive and not busy:
+            ticker = self.ticker if self.ticker is not None and self.ticker.alive and not busy else None
+            if ticker is not None:  # it says when a test is a tick old: `soon` is the helper's to see
                 ticker.reap()
-                if SERVER_CHANGED in ticker.wait(self._retry_wait()):  # `soon` is the helper's to see
+            if self._ws is None and ticker is not None:
+                if SERVER_CHANGED in ticker.wait(self._retry_wait()):
                     self._next_connect = 0.0
             elif self._ws is None:
                 self._stop.wait(wait)
+            elif ticker is not None:  # the test thread streams quick tests' ends (`_deliver_ready`)
+                self._receive(ACK_INTERVAL, also=(ticker.fd,))  # an ack, a request or a poke wakes it
+                ticker.wait(0)
             else:
                 self._receive(wait)  # wakes at once for a request of the server
             tick = self.on_tick
