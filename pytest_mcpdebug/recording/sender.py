@@ -320,9 +320,8 @@ class Sender(Link):
             wait = self.busy_interval if busy else self.interval
             if soon is not None:
                 wait = max(min(wait, soon), MIN_WAIT)
+            # With a ticker, the helper says when a test is a tick old: `soon` is its to see.
             ticker = self.ticker if self.ticker is not None and self.ticker.alive and not busy else None
-            if ticker is not None:  # it says when a test is a tick old: `soon` is the helper's to see
-                ticker.reap()
             if self._ws is None and ticker is not None:
                 if SERVER_CHANGED in ticker.wait(self._retry_wait()):
                     self._next_connect = 0.0

@@ -27,6 +27,7 @@ import contextlib
 import os
 import select
 import sys
+import threading
 from pathlib import Path
 from typing import Final
 
@@ -85,9 +86,10 @@ class Ticker:
         os.set_blocking(self._wake_w, False)
         self._fds: tuple[int, ...] = (life_fd, fd, self._wake_r, self._wake_w)
         """Closing the first, the helper's life line, ends it."""
-        self._pid: int | None = pid
-        """The helper's parent, which exits at once: reaped by the sender thread (`reap`)."""
         self.alive = True
+        # The helper's parent exits once it has forked the helper (~10 ms: an interpreter's start):
+        # a thread of its own waits for it, so the test thread never does and no child is left over.
+        threading.Thread(target=_reap, args=(pid,), name="mcpdebug-ticker-reaper", daemon=True).start()
 
     @classmethod
     def start(cls, header: Path, server_file: Path, tick: float) -> Ticker | None:
@@ -117,13 +119,6 @@ class Ticker:
         os.close(poke_w)
         os.set_blocking(poke_r, False)
         return cls(poke_r, life_w, pid)
-
-    def reap(self) -> None:
-        """Wait for the helper's parent (it exits once it has forked the helper); from the sender thread."""
-        pid, self._pid = self._pid, None
-        if pid is not None:
-            with contextlib.suppress(OSError):  # ChildProcessError: a test reaped it already
-                os.waitpid(pid, 0)
 
     def wait(self, timeout: float | None) -> bytes:
         """Sleep until a poke or `wake` (or ``timeout`` seconds), then take every poke waiting: what they
@@ -156,12 +151,16 @@ class Ticker:
 
     def close(self) -> None:
         """End the helper (its life line closes) and close the pipe; after the sender thread ended."""
-        self.reap()
         self.alive = False
         fds, self._fds = self._fds, ()
         for fd in fds:  # once: a number closed twice may be someone else's by then
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+
+def _reap(pid: int) -> None:
+    with contextlib.suppress(OSError):  # ChildProcessError: a test waiting for any child reaped it
+        os.waitpid(pid, 0)
 
 
 def _above(fd: int, floor: int) -> int:
