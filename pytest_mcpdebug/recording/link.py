@@ -186,17 +186,20 @@ class Link:
             self._replay_spool()
 
     def _lost_connection(self, exc: BaseException) -> None:
-        url, self._ws, self._connected_url = self._connected_url, None, None
-        with contextlib.suppress(Exception):
-            self._ws_stack.close()
-        self.warnings.append(f"lost the server at {url} mid-run ({_describe(exc)})")
-        if self.on_disconnect is not None:
-            self.on_disconnect()
+        """Everything unacknowledged goes to the spool. Both threads may meet the end (the test thread
+        sends too): the loss is said, and the reconnection timed, once."""
+        if self._ws is not None:
+            url, self._ws, self._connected_url = self._connected_url, None, None
+            with contextlib.suppress(Exception):
+                self._ws_stack.close()
+            self.warnings.append(f"lost the server at {url} mid-run ({_describe(exc)})")
+            if self.on_disconnect is not None:
+                self.on_disconnect()
+            self._next_connect = time.monotonic() + self._reconnect[0]
+            self._retry_delay = min(self._reconnect[0] * 2, self._reconnect[1])
         self._write_spool([line for _, line in self._unacked])
         self._unacked.clear()
         self._unacked_bytes = 0
-        self._next_connect = time.monotonic() + self._reconnect[0]
-        self._retry_delay = min(self._reconnect[0] * 2, self._reconnect[1])
 
     def _finish(self) -> None:
         if self._ws is not None:

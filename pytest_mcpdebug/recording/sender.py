@@ -4,10 +4,10 @@ The test thread only appends to a deque (no lock, no wake-up, no I/O); a backgro
 every ``interval`` seconds. With a server it streams batches over WebSocket and keeps every
 event until the server acknowledges it; if the connection drops, whatever was not acknowledged goes
 to the spool file, and the thread keeps retrying the connection. Without a server every batch is
-appended to the spool, and where a `ticker` helper runs, the thread sleeps until it says a test is a
-tick old (or a server appeared): the test thread appends what the write-ahead copy holds to the spool
-itself at a test's end, once a `SPOOL_INTERVAL`. Delivery is at-least-once; the server's ingestion is
-idempotent.
+appended to the spool. Where a `ticker` helper runs, the thread sleeps until it says a test is a tick
+old (or a server appeared), or the server sends something: the test thread delivers what the
+write-ahead copy holds itself at a test's end, appended to the spool once a `SPOOL_INTERVAL` or
+streamed once an ``interval``. Delivery is at-least-once; the server's ingestion is idempotent.
 
 At each test's end the test thread calls `checkpoint`: what is still queued (the test's last lines,
 its outcome) goes to the kernel there and then, so a process killed during the next test has lost
@@ -143,8 +143,8 @@ class Sender(Link):
         self._deliver_at = 0.0
         """When the test thread next delivers what waits written-ahead (`_deliver_ready`)."""
         self.ticker: Ticker | None = None
-        """Without a server, what wakes the thread: a helper process that says when a test is a tick old
-        (`ticker`), so a run of quick tests wakes it not at all; None: it wakes every ``interval``."""
+        """What wakes the thread besides the server: a helper process that says when a test is a tick
+        old (`ticker`), so a run of quick tests wakes it not at all; None: it wakes every ``interval``."""
         self.colocation: Colocation | None = None
         """Keeps the thread on the CPU of the thread it serves while its work is light (a test process:
         see `colocate`); None: it runs anywhere (a process session's runner, whose reader and sender
@@ -235,7 +235,7 @@ class Sender(Link):
             return  # the thread is delivering a batch: these go with its next
         try:
             ready = self._ready
-            if ready and socket_has_room(ws, sum(len(line) for _, line in ready)):
+            if ready and self._ws is ws and socket_has_room(ws, sum(len(line) for _, line in ready)):
                 self._ready = []
                 self._send_lines(self._packed(ready))
             self._deliver_at = time.monotonic() + self.interval
