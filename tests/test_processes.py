@@ -119,6 +119,29 @@ def test_run_streams_both_streams_and_exits_with_the_commands_status(project: Pa
     assert b">>> 2: [stderr] ERROR bad thing <<<" in logs.stdout, logs.stdout
 
 
+def test_a_server_url_with_its_token_streams_and_never_shows_the_token(
+    project: Path, servers, tmp_path: Path
+) -> None:
+    """`--server-url ws://...?token=T` (what `server.json` holds, pasted into CI): the session streams
+    with the token in its connection's header, and what it prints names the server without it."""
+    server = start_server(tmp_path / "elsewhere" / ".mcpdebug")
+    servers.append(server)
+    url = f"{server.url}?token={server.token}"
+    result = run_cli(
+        project, "run", "--label", "api", "--server-url", url, "--", sys.executable, "-c", "print(1)"
+    )
+    assert result.returncode == 0, result.stderr
+    said = result.stderr.decode()
+    assert 'session "api" (run ' in said and f"streaming to {server.url}" in said, said
+    assert server.token not in said + result.stdout.decode()
+    store = recorded(server.directory)
+    try:
+        [session] = store.process_sessions()
+        assert session["label"] == "api" and session["exit_code"] == 0
+    finally:
+        store.close()
+
+
 def test_a_signal_goes_to_the_command_and_ctrl_c_ends_it(project: Path, runners) -> None:
     name = script(
         project,

@@ -117,10 +117,13 @@ def test_unreachable_server_is_one_warning_and_spools(pytester: pytest.Pytester)
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    result = run_inner(pytester, "--mcp-debug", "--mcp-debug-url", f"ws://127.0.0.1:{port}/?token=x")
+    url = f"ws://127.0.0.1:{port}/?token=s3cr3t-t0ken"
+    result = run_inner(pytester, "--mcp-debug", "--mcp-debug-url", url)
     assert result.ret == 1
     warnings = [line for line in result.stdout.lines if line.startswith("mcpdebug: warning")]
     assert len(warnings) == 1 and "unreachable" in warnings[0] and ".mcpdebug/spool/" in warnings[0]
+    assert f"ws://127.0.0.1:{port}/ unreachable" in warnings[0]
+    assert "s3cr3t-t0ken" not in result.stdout.str() + result.stderr.str()  # CI logs keep no token
     store = recorded(pytester.path / ".mcpdebug")
     assert store.counts(store.runs()[0]["run_id"]) == {"passed": 1, "failed": 1}
 

@@ -10,7 +10,7 @@ import socket
 import struct
 import sys
 from typing import TYPE_CHECKING, Final
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from pytest_mcpdebug import protocol
 from pytest_mcpdebug.protocol import Hello, Welcome
@@ -26,10 +26,16 @@ INLINE_SEND_BYTES: Final = 256 * 1024
 
 
 def split_token(url: str) -> tuple[str, str]:
-    """Accept ``ws://host:port/?token=T`` as well as a bare URL; returns (url, token)."""
+    """Accept ``ws://host:port/?token=T`` as well as a bare URL; returns (the URL without its token,
+    token). The token goes in the connection's ``Authorization`` header, and the URL in warnings and
+    the run's summary: a terminal or a CI log never shows the token."""
     parts = urlsplit(url)
-    token = parse_qs(parts.query).get("token", [""])[0]
-    return url, token
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    token = next((value for key, value in query if key == "token"), "")
+    if not token:
+        return url, ""
+    rest = urlencode([(key, value) for key, value in query if key != "token"])
+    return urlunsplit(parts._replace(query=rest)), token
 
 
 def preload() -> None:
