@@ -4,6 +4,7 @@ ends. Driven through the real dump header the test thread writes (`hangs.gil_dum
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -140,6 +141,45 @@ def test_the_helper_ends_when_the_test_process_is_killed(tmp_path: Path) -> None
     finally:
         process.kill()
         process.wait(10)
+
+
+def test_a_child_forked_by_a_test_does_not_keep_the_helper_alive(tmp_path: Path) -> None:
+    """A test that forks a daemon (no exec) which outlives the run: the helper still ends with the
+    test process, not with the daemon."""
+    script = textwrap.dedent(
+        f"""
+        import os, sys, threading, time
+        sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
+        from pathlib import Path
+        from pytest_mcpdebug.hangs.gil_dump import DumpFile
+        from pytest_mcpdebug.recording.ticker import Ticker
+        dump = DumpFile(Path({str(tmp_path)!r}) / "hangs" / "forked.main-1.txt", threading.get_ident())
+        ticker = Ticker.start(dump.path, Path({str(tmp_path)!r}) / "server.json", 0.1)
+        child = os.fork()
+        if child == 0:
+            time.sleep(60)
+            os._exit(0)
+        print(dump.path, child, flush=True)
+        time.sleep(60)
+        """
+    )
+    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    child = 0
+    try:
+        assert process.stdout is not None
+        path, child_pid = process.stdout.readline().split()
+        child = int(child_pid)
+        assert helper_pids(Path(path)), "the helper did not start"
+        process.send_signal(signal.SIGKILL)
+        process.wait(10)
+        os.kill(child, 0)  # the forked child lives on ...
+        wait_gone(Path(path))  # ... and the helper ended with the test process
+    finally:
+        process.kill()
+        process.wait(10)
+        if child:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, signal.SIGKILL)
 
 
 def test_a_helper_that_dies_is_noticed_so_the_sender_ticks_again(header: DumpFile, ticker: Ticker) -> None:

@@ -17,8 +17,9 @@ sleeps in ``select`` on the pipe: during a run of quick tests it does not wake a
 
 The helper is not a child of the test process (it forks and its parent exits at once), so a test that
 waits for every child, or counts them, never sees it; it ends when the test process closes its end of
-a pipe, which happens however the test process ends. If it cannot start or dies, the pipe says so (end
-of file) and the sender goes back to waking every tick.
+a pipe, which happens however the test process ends (a child the test process forks closes its
+copy). If it cannot start or dies, the pipe says so (end of file) and the sender goes back to waking
+every tick.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import os
 import select
 import sys
 import threading
+import weakref
 from pathlib import Path
 from typing import Final
 
@@ -90,6 +92,7 @@ class Ticker:
         # The helper's parent exits once it has forked the helper (~10 ms: an interpreter's start):
         # a thread of its own waits for it, so the test thread never does and no child is left over.
         threading.Thread(target=_reap, args=(pid,), name="mcpdebug-ticker-reaper", daemon=True).start()
+        _forgotten_in_children(self)
 
     @classmethod
     def start(cls, header: Path, server_file: Path, tick: float) -> Ticker | None:
@@ -156,6 +159,19 @@ class Ticker:
         for fd in fds:  # once: a number closed twice may be someone else's by then
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+
+def _forgotten_in_children(ticker: Ticker) -> None:
+    """A child a test forks (without exec) would inherit the helper's life line and keep the helper
+    running as long as it lives (a daemon started by a test: for good): the child closes its copies
+    at once. Its parent's stay open; the child has no sender thread to wake."""
+    ref = weakref.ref(ticker)
+
+    def in_child() -> None:
+        if (kept := ref()) is not None:
+            kept.close()
+
+    os.register_at_fork(after_in_child=in_child)
 
 
 def _reap(pid: int) -> None:
