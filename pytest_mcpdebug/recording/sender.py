@@ -346,8 +346,10 @@ class Sender(Link):
     def _retry_wait(self) -> float | None:
         """How long the thread may sleep for want of a poke: until the next connection attempt to a
         server that was found but not reached, else until poked (a ``server.json`` appearing is one)."""
-        if not self._had_server or self._stop.is_set():
-            return 0.0 if self._stop.is_set() else None
+        if self._stop.is_set():
+            return 0.0
+        if not self._had_server:
+            return None
         return max(self._next_connect - time.monotonic(), MIN_WAIT)
 
     def _drain(self) -> list[Event]:
