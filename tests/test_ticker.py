@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import run_inner
 from pytest_mcpdebug.hangs.gil_dump import DumpFile
 from pytest_mcpdebug.recording.ticker import SERVER_CHANGED, TICK_DUE, Ticker
 
@@ -180,6 +181,41 @@ def test_a_child_forked_by_a_test_does_not_keep_the_helper_alive(tmp_path: Path)
         if child:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(child, signal.SIGKILL)
+
+
+def test_a_recorded_run_starts_the_helper_from_its_sender_thread(pytester: pytest.Pytester) -> None:
+    """The sender thread starts the helper after its first interval (a run over sooner never does):
+    a test running half a second finds it watching its run's dump header, nobody's child."""
+    pytester.makepyfile(
+        test_slow="""
+        import os, time
+        from pathlib import Path
+
+        def helpers():
+            found = []
+            for entry in filter(str.isdigit, os.listdir("/proc")):
+                try:
+                    with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                        args = cmdline.read().split(b"\\0")
+                    with open(f"/proc/{entry}/stat") as stat:
+                        parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+                except OSError:
+                    continue
+                if b"-I" in args and any(b"/.mcpdebug/hangs/" in arg for arg in args):
+                    found.append(parent)
+            return found
+
+        def test_sees_the_helper():
+            deadline = time.monotonic() + 10
+            while not helpers():
+                assert time.monotonic() < deadline, "no helper watching this run's dump header"
+                time.sleep(0.05)
+            assert os.getpid() not in helpers(), "the helper is a child of the test process"
+        """
+    )
+    result = run_inner(pytester, "--mcp-debug")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["*1 passed*"])
 
 
 def test_a_helper_that_dies_is_noticed_so_the_sender_ticks_again(header: DumpFile, ticker: Ticker) -> None:

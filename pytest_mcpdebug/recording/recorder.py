@@ -6,6 +6,7 @@ and in each xdist worker from what the controller put in ``workerinput``.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import threading
@@ -229,7 +230,9 @@ class Recorder(PluginObject):
         )
         self.config.pluginmanager.register(self.timeouts, _TIMEOUTS)
         if self.reporter.dump is not None:  # the sender thread sleeps until a test is a tick old
-            self.sender.ticker = Ticker.start(self.reporter.dump.path, self.dir / SERVER_FILE, TICK)
+            self.sender.start_ticker = functools.partial(
+                Ticker.start, self.reporter.dump.path, self.dir / SERVER_FILE, TICK
+            )
         if role == "controller":
             self.config.pluginmanager.register(ControllerProgress(self.reporter), ControllerProgress.NAME)
         if self.resumed is not None and role == "main":

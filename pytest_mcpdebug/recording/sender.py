@@ -145,6 +145,9 @@ class Sender(Link):
         self.ticker: Ticker | None = None
         """What wakes the thread besides the server: a helper process that says when a test is a tick
         old (`ticker`), so a run of quick tests wakes it not at all; None: it wakes every ``interval``."""
+        self.start_ticker: Callable[[], Ticker | None] | None = None
+        """Starts `ticker`: called by the thread after its first ``interval``, so a run shorter than
+        that (one quick test) never starts the helper, and no run's test thread waits for its start."""
         self.colocation: Colocation | None = None
         """Keeps the thread on the CPU of the thread it serves while its work is light (a test process:
         see `colocate`); None: it runs anywhere (a process session's runner, whose reader and sender
@@ -337,6 +340,9 @@ class Sender(Link):
             busy = self._flush(final=False) >= BUSY_BYTES
             if self._ws is None and not self._stop.is_set():
                 self._maybe_connect()
+            if self.start_ticker is not None and not self._stop.is_set():
+                start, self.start_ticker = self.start_ticker, None
+                self.ticker = start()
         if self.colocation is not None:  # the end's work runs alongside the test thread's
             self.colocation.release()
             self.colocation.close()

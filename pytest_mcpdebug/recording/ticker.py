@@ -13,7 +13,9 @@ The helper, a few lines of stdlib Python (``python -I -S``), reads that header e
 writes a byte to a pipe when the same test has been running for a tick (and every tick after, while
 it runs), when no test has run for two ticks (collection, the session's end: their output is read
 live too), or when ``server.json`` appears or changes (a server started mid-run). The sender thread
-sleeps in ``select`` on the pipe: during a run of quick tests it does not wake at all.
+sleeps in ``select`` on the pipe: during a run of quick tests it does not wake at all. The sender
+thread starts the helper itself, after its first interval (`Sender.start_ticker`): the test thread never
+waits for the spawn, and a run over before that (one quick test) never pays for an interpreter's start.
 
 The helper is not a child of the test process (it forks and its parent exits at once), so a test that
 waits for every child, or counts them, never sees it; it ends when the test process closes its end of
