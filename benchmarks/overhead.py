@@ -9,7 +9,9 @@ wall time, the child's user+system CPU time (``os.wait4``) is reported: it is st
 jobs compete for the cores. Bytecode is cached (in the temp dir) as on a developer's machine.
 
 Two suites are measured: N trivial tests (the per-test cost) and one test (start-up, as the
-median of the per-pair differences in milliseconds).
+median of the per-pair differences in milliseconds). Each wall median comes with a 95% confidence
+interval (order statistics, no assumption about the noise's shape): where a target lies inside it, the
+pairs have not resolved whether it is met.
 
 Usage: python benchmarks/overhead.py [--tests 2000] [--pairs 9] [--modes pytest-timeout,...] [--markdown FILE]
 """
@@ -22,6 +24,7 @@ import datetime as dt
 import importlib.metadata
 import importlib.util
 import json
+import math
 import os
 import platform
 import shlex
@@ -289,12 +292,36 @@ def _spread(values: list[float]) -> str:
     return f"{q[0]:.3f}-{q[2]:.3f}"
 
 
+def median_interval(values: list[float], level: float = 0.95) -> tuple[float, float] | None:
+    """A distribution-free confidence interval for the median of what ``values`` sample: the k-th
+    smallest and k-th largest value, k the largest for which a Binomial(n, 1/2) count falls below k
+    with probability at most (1 - level) / 2 (so the interval covers the median with probability
+    ``level`` or more, whatever the distribution). None when there are too few values (n < 6 at 95%)."""
+    n = len(values)
+    tail, k = 0.0, 0
+    while True:
+        tail += math.comb(n, k) / 2**n  # P(count <= k)
+        if tail > (1 - level) / 2:
+            break
+        k += 1
+    if k == 0:
+        return None
+    ordered = sorted(values)
+    return ordered[k - 1], ordered[n - k]
+
+
+def _interval(values: list[float]) -> str:
+    interval = median_interval(values)
+    return "n/a" if interval is None else f"{interval[0]:.3f}-{interval[1]:.3f}"
+
+
 def render_table(results: dict[tuple[str, str], Pairs]) -> str:
-    """Markdown: per suite and mode, the median per-pair ratio (wall, CPU) with its quartiles."""
+    """Markdown: per suite and mode, the median per-pair ratio (wall, CPU) with its quartiles, and how
+    sure the wall median is (a 95% interval: a target inside it is not resolved by these pairs)."""
     rows = [
-        "| suite | mode | pairs | plain wall (s) | wall ratio (median) | wall quartiles | CPU ratio (median) "
-        "| CPU quartiles | vs pytest-timeout (wall / CPU) |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| suite | mode | pairs | plain wall (s) | wall ratio (median) | wall median, 95% interval "
+        "| wall quartiles | CPU ratio (median) | CPU quartiles | vs pytest-timeout (wall / CPU) |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for (suite, mode), pairs in results.items():
         wall, cpu = pairs.ratios("wall"), pairs.ratios("cpu")
@@ -311,7 +338,8 @@ def render_table(results: dict[tuple[str, str], Pairs]) -> str:
             extra = f" ({wall_ms:+.0f} ms; CPU {cpu_ms:+.0f} ms)"
         rows.append(
             f"| {suite} | {mode} | {len(wall)} | {statistics.median(p.wall for p in pairs.plain):.3f} "
-            f"| {statistics.median(wall):.3f}x{extra} | {_spread(wall)} | {statistics.median(cpu):.3f}x "
+            f"| {statistics.median(wall):.3f}x{extra} | {_interval(wall)} | {_spread(wall)} "
+            f"| {statistics.median(cpu):.3f}x "
             f"| {_spread(cpu)} | {versus} |"
         )
     return "\n".join(rows)
