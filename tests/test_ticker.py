@@ -185,11 +185,13 @@ def test_a_child_forked_by_a_test_does_not_keep_the_helper_alive(tmp_path: Path)
 
 def test_a_recorded_run_starts_the_helper_from_its_sender_thread(pytester: pytest.Pytester) -> None:
     """The sender thread starts the helper after its first interval (a run over sooner never does):
-    a test running half a second finds it watching its run's dump header, nobody's child."""
+    a test that waits for it finds it watching a dump header of its own run's folder, nobody's child."""
     pytester.makepyfile(
         test_slow="""
         import os, time
         from pathlib import Path
+
+        HANGS = str(Path.cwd() / ".mcpdebug" / "hangs").encode()  # this run's, not another test's
 
         def helpers():
             found = []
@@ -201,7 +203,7 @@ def test_a_recorded_run_starts_the_helper_from_its_sender_thread(pytester: pytes
                         parent = int(stat.read().rsplit(")", 1)[1].split()[1])
                 except OSError:
                     continue
-                if b"-I" in args and any(b"/.mcpdebug/hangs/" in arg for arg in args):
+                if b"-I" in args and any(arg.startswith(HANGS) for arg in args):
                     found.append(parent)
             return found
 

@@ -92,7 +92,8 @@ class Ticker:
         """Closing the first, the helper's life line, ends it."""
         self.alive = True
         # The helper's parent exits once it has forked the helper (~10 ms: an interpreter's start):
-        # a thread of its own waits for it, so the test thread never does and no child is left over.
+        # a thread of its own waits for it, so the thread that started it (the sender's) goes on at
+        # once and no child is left over.
         threading.Thread(target=_reap, args=(pid,), name="mcpdebug-ticker-reaper", daemon=True).start()
         _forgotten_in_children(self)
 
