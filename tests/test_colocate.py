@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import threading
 from types import SimpleNamespace
@@ -56,3 +57,29 @@ def test_a_thread_that_cannot_be_read_turns_it_off_quietly() -> None:
     in_thread(colocation.follow)
     assert not colocation.enabled
     in_thread(colocation.follow)  # and stays a no-op
+
+
+def test_what_the_thread_starts_unpinned_runs_anywhere_and_the_thread_is_pinned_again() -> None:
+    everywhere = os.sched_getaffinity(0)
+    colocation = Colocation()
+
+    def start_a_process() -> tuple[set[int], set[int], set[int]]:
+        colocation.follow()
+        pinned = os.sched_getaffinity(0)
+        with colocation.unpinned():
+            child = subprocess.Popen(
+                [sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE
+            )
+        try:
+            started = os.sched_getaffinity(child.pid)
+        finally:
+            child.communicate(timeout=30)
+        after = os.sched_getaffinity(0)
+        colocation.release()
+        colocation.close()
+        return pinned, started, after
+
+    pinned, started, after = cast("tuple[set[int], set[int], set[int]]", in_thread(start_a_process))
+    assert len(pinned) == 1
+    assert started == everywhere, "the process inherited the sender thread's pin"
+    assert after == pinned, "the thread went back to the test thread's CPU"

@@ -185,7 +185,8 @@ def test_a_child_forked_by_a_test_does_not_keep_the_helper_alive(tmp_path: Path)
 
 def test_a_recorded_run_starts_the_helper_from_its_sender_thread(pytester: pytest.Pytester) -> None:
     """The sender thread starts the helper after its first interval (a run over sooner never does):
-    a test that waits for it finds it watching a dump header of its own run's folder, nobody's child."""
+    a test that waits for it finds it watching a dump header of its own run's folder, nobody's child,
+    free to run on any CPU."""
     pytester.makepyfile(
         test_slow="""
         import os, time
@@ -204,7 +205,7 @@ def test_a_recorded_run_starts_the_helper_from_its_sender_thread(pytester: pytes
                 except OSError:
                     continue
                 if b"-I" in args and any(arg.startswith(HANGS) for arg in args):
-                    found.append(parent)
+                    found.append((int(entry), parent))
             return found
 
         def test_sees_the_helper():
@@ -212,7 +213,11 @@ def test_a_recorded_run_starts_the_helper_from_its_sender_thread(pytester: pytes
             while not helpers():
                 assert time.monotonic() < deadline, "no helper watching this run's dump header"
                 time.sleep(0.05)
-            assert os.getpid() not in helpers(), "the helper is a child of the test process"
+            ((pid, parent),) = helpers()
+            assert parent != os.getpid(), "the helper is a child of the test process"
+            # The sender thread that started it keeps to this thread's CPU (`colocate`): the helper
+            # must not, or it wakes 40 times a second on the CPU the tests run on.
+            assert os.sched_getaffinity(pid) == os.sched_getaffinity(0), "the helper inherited a pin"
         """
     )
     result = run_inner(pytester, "--mcp-debug")

@@ -9,8 +9,12 @@ less streaming. So the sender follows the test thread: it moves itself to the CP
 ran on, and looks again every `RECHECK` seconds (the scheduler may move the test thread).
 
 Only the sender's own affinity changes (it reads its WebSocket itself: `channel`): the test thread's,
-and so that of every thread and process a test starts, is never touched. Linux only; elsewhere, or
-where affinity cannot be set (a container's limits), nothing happens.
+and so that of every thread and process a test starts, is never touched. What the sender thread starts
+itself (the ticker's helper process, its reaper thread) it starts `unpinned`: a new thread or process
+inherits the affinity of the thread that starts it, and the helper, pinned to the test thread's CPU,
+would wake there 40 times a second for the whole run and start its interpreter there, taking that
+time from the tests while the other CPU idled. Linux only; elsewhere, or where affinity cannot be set
+(a container's limits), nothing happens.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from typing import Final
 
 RECHECK: Final = 1.0
@@ -62,6 +67,20 @@ class Colocation:
             with contextlib.suppress(OSError):
                 os.sched_setaffinity(0, os.sched_getaffinity(os.getpid()))
             self._cpu = None
+
+    @contextlib.contextmanager
+    def unpinned(self) -> Iterator[None]:
+        """Run a block on any CPU, back on the test thread's after it: for starting a thread or a
+        process, which would otherwise inherit the pin."""
+        cpu = self._cpu
+        self.release()
+        try:
+            yield
+        finally:
+            if cpu is not None:
+                with contextlib.suppress(OSError):
+                    os.sched_setaffinity(0, {cpu})
+                    self._cpu = cpu
 
     def close(self) -> None:
         """From the background thread, when it ends."""

@@ -342,7 +342,8 @@ class Sender(Link):
                 self._maybe_connect()
             if self.start_ticker is not None and not self._stop.is_set():
                 start, self.start_ticker = self.start_ticker, None
-                self.ticker = start()
+                with colocation.unpinned() if colocation is not None else contextlib.nullcontext():
+                    self.ticker = start()  # the helper must not inherit the test thread's CPU
         if self.colocation is not None:  # the end's work runs alongside the test thread's
             self.colocation.release()
             self.colocation.close()
