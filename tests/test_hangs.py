@@ -143,6 +143,36 @@ def test_a_gil_hang_loses_nothing_of_the_tests_before_it(pytester: pytest.Pytest
     assert re.search(r"^FAILED .* test_g\.py::test_b_regex", tests, re.MULTILINE), tests
 
 
+def test_a_gil_hang_that_ends_the_process_is_named_on_the_terminal(pytester: pytest.Pytester) -> None:
+    """Without xdist nothing of pytest's is left to report a C call that held the GIL: faulthandler's
+    backstop ends the process, and the reaper (a bare interpreter started beside the run) prints the
+    diagnosis from the dump, importing the project from the test process's own path."""
+    pytester.makepyfile(
+        test_g="""
+        import re
+
+        def test_regex():
+            assert not re.match(r"(a+)+$", "a" * 40 + "b")
+        """
+    )
+    done = subprocess.run(  # pipes, not files: the output is whole once its last writer, the reaper, ends
+        [sys.executable, "-m", "pytest", *FAST, "--mcp-debug", "--mcp-debug-timeout=1", *QUICK, "test_g.py"],
+        cwd=pytester.path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode != 0
+    assert re.search(
+        r"^mcpdebug: HANG test_g\.py::test_regex: held the GIL in re\.match at line 4 of test_regex\(\)",
+        done.stderr,
+        re.MULTILINE,
+    ), done.stderr
+    dump = re.search(r"^mcpdebug: the process was ended; every thread's stack is in (.+)$", done.stderr, re.M)
+    assert dump is not None, done.stderr
+    assert "test_regex" in Path(dump[1]).read_text(errors="replace")
+
+
 # Settings: where a timeout comes from --------------------------------------------------------------
 
 PRECEDENCE = """
