@@ -63,10 +63,13 @@ def test_every_tool_refuses_hostile_arguments_cleanly(
 
 
 def test_every_tool_was_tried(tools: list[Any]) -> None:
-    """The strategy covers every listed tool (a new tool gets hostile calls without a change here)."""
+    """The strategy covers every listed tool (a new tool gets hostile calls without a change here).
+
+    Derandomized: the same draws every run, so a tool the draws miss fails every run, not one in
+    fifty (random draws missed ``get_stack_trace`` once in 300)."""
     seen: set[str] = set()
 
-    @settings(max_examples=300, deadline=None, database=None)
+    @settings(max_examples=25 * len(tools), deadline=None, database=None, derandomize=True)
     @given(call=calls(tools))
     def collect(call: tuple[str, dict[str, Any]]) -> None:
         seen.add(call[0])
