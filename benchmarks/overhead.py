@@ -14,6 +14,11 @@ interval (order statistics, no assumption about the noise's shape): where a targ
 pairs have not resolved whether it is met.
 
 Usage: python benchmarks/overhead.py [--tests 2000] [--pairs 9] [--modes pytest-timeout,...] [--markdown FILE]
+       [--phases]
+
+``--phases`` loads `segments.py`'s probe into every run, plain pytest's too, and adds a table of
+where each mode's extra time goes, phase by phase, in the same pairs: the whole-run ratios and the
+phases then come from the same runs (the probe's few hooks cost every mode alike).
 """
 
 from __future__ import annotations
@@ -159,6 +164,10 @@ class Timing:
     wall: float
     cpu: float
     """User + system CPU seconds of the child (and of the children it waited for, e.g. git)."""
+    started: float = 0.0
+    """`time.perf_counter()` when the child was started (the clock `segments`' probe stamps with)."""
+    marks: dict[str, tuple[float, float]] | None = None
+    """With ``--phases``: (wall clock, test thread's CPU) at each boundary `segments.SEGMENTS` names."""
 
 
 def time_run(
@@ -184,7 +193,7 @@ def time_run(
         proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         output = out.read().decode("utf-8", "replace")
-    return Timing(wall, usage.ru_utime + usage.ru_stime), output, proc.returncode
+    return Timing(wall, usage.ru_utime + usage.ru_stime, start), output, proc.returncode
 
 
 def run_timed(
@@ -195,9 +204,21 @@ def run_timed(
     return timing.wall, timing.cpu, output, code
 
 
-def run_once(mode: str, suite: Path, n_tests: int, env: dict[str, str]) -> Timing:
+def run_once(
+    mode: str, suite: Path, n_tests: int, env: dict[str, str], extra: tuple[str, ...] = ()
+) -> Timing:
     """Run the suite once in MODE; fail loudly unless every test passed."""
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *MODE_ARGS[mode], str(suite)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        *extra,
+        *MODE_ARGS[mode],
+        str(suite),
+    ]
     timing, output, code = time_run(cmd, suite, env)
     if code != 0 or f"{n_tests} passed" not in output:
         tail = "\n".join(output.splitlines()[-30:])
@@ -225,10 +246,25 @@ class Runner:
     """Runs a mode on a suite with the right environment (a spool folder of its own, the server's)."""
 
     def __init__(
-        self, workdir: Path, env: dict[str, str], serverdir: Path, server: subprocess.Popen[bytes] | None
+        self,
+        workdir: Path,
+        env: dict[str, str],
+        serverdir: Path,
+        server: subprocess.Popen[bytes] | None,
+        phases: bool = False,
     ) -> None:
         self.workdir, self.env, self.serverdir, self.server = workdir, env, serverdir, server
         self.runs = 0
+        self.marks_file: Path | None = None
+        if phases:  # every run, plain included, loads `segments`' probe
+            from segments import PROBE
+
+            plugins = workdir / "plugins"
+            plugins.mkdir(exist_ok=True)
+            (plugins / "segments_probe.py").write_text(PROBE)
+            self.marks_file = workdir / "marks.txt"
+            path = os.pathsep.join(filter(None, [str(plugins), env.get("PYTHONPATH", "")]))
+            self.env = {**env, "PYTHONPATH": path, "SEGMENTS_OUT": str(self.marks_file)}
 
     def __call__(self, mode: str, suite: Path, n_tests: int) -> Timing:
         env = dict(self.env)
@@ -240,7 +276,10 @@ class Runner:
             env["MCPDEBUG_DIR"] = str(spooldir)
         elif mode == "mcpdebug-stream":
             env["MCPDEBUG_DIR"] = str(self.serverdir)
-        timing = run_once(mode, suite, n_tests, env)
+        extra = ("-p", "segments_probe") if self.marks_file is not None else ()
+        timing = run_once(mode, suite, n_tests, env, extra)
+        if self.marks_file is not None:
+            timing = with_marks(timing, self.marks_file)
         if mode == "mcpdebug-stream" and self.server is not None and self.server.poll() is not None:
             # The plugin would quietly fall back to spooling, so the timing would be mislabelled.
             raise BenchmarkError(f"server died during the run:\n{log_tail(self.workdir / 'server.log')}")
@@ -251,8 +290,62 @@ class Runner:
         return timing
 
 
+def with_marks(timing: Timing, marks_file: Path) -> Timing:
+    """The timing with the phase boundaries the probe wrote, and the process's start and end."""
+    marks = {"start": (timing.started, 0.0), "end": (timing.started + timing.wall, 0.0)}
+    for line in marks_file.read_text().splitlines():
+        name, wall, cpu = line.split("\t")
+        marks[name] = (float(wall), float(cpu))
+    return Timing(timing.wall, timing.cpu, timing.started, marks)
+
+
+def render_phases(results: dict[tuple[str, str], Pairs]) -> str:
+    """Markdown: where each mode's extra time goes, phase by phase, in the same pairs (``--phases``):
+    the median over the pairs of the mode's phase minus plain's, wall and the test thread's CPU (ms)."""
+    from segments import SEGMENTS
+
+    rows = []
+    for suite in dict.fromkeys(suite for suite, _ in results):
+        modes = [m for (s, m), pairs in results.items() if s == suite and pairs.mode and pairs.mode[0].marks]
+        if not modes:
+            continue
+        rows += [
+            f"| {suite}: phase | plain (ms) | "
+            + " | ".join(f"{m}: wall / thread CPU (ms)" for m in modes)
+            + " |",
+            "| --- | ---: | " + " | ".join("---:" for _ in modes) + " |",
+        ]
+        totals = dict.fromkeys(modes, 0.0)
+        for a, b, label in SEGMENTS:
+            plain_ms = [
+                (p.marks[b][0] - p.marks[a][0]) * 1e3 for p in results[suite, modes[0]].plain if p.marks
+            ]
+            cells = []
+            for mode in modes:
+                pairs = results[suite, mode]
+                wall, cpu = [], []
+                for p, m in zip(pairs.plain, pairs.mode, strict=True):
+                    if p.marks is None or m.marks is None:
+                        continue
+                    wall.append((m.marks[b][0] - m.marks[a][0] - p.marks[b][0] + p.marks[a][0]) * 1e3)
+                    if a != "start" and b != "end":  # the thread's CPU is read inside the process
+                        cpu.append((m.marks[b][1] - m.marks[a][1] - p.marks[b][1] + p.marks[a][1]) * 1e3)
+                totals[mode] += statistics.median(wall)
+                thread = f"{statistics.median(cpu):+.1f}" if cpu else "n/a"
+                cells.append(f"{statistics.median(wall):+.1f} / {thread}")
+            rows.append(f"| {label} | {statistics.median(plain_ms):.1f} | " + " | ".join(cells) + " |")
+        rows.append("| sum of the medians | | " + " | ".join(f"{totals[m]:+.1f}" for m in modes) + " |")
+        rows.append("")
+    return "\n".join(rows).rstrip()
+
+
 def benchmark(
-    modes: list[str], suites: dict[str, tuple[Path, int]], pairs: int, warmup: int, workdir: Path
+    modes: list[str],
+    suites: dict[str, tuple[Path, int]],
+    pairs: int,
+    warmup: int,
+    workdir: Path,
+    phases: bool = False,
 ) -> dict[tuple[str, str], Pairs]:
     """For each suite and mode, PAIRS pairs (plain, mode) in alternating order, after WARMUP rounds."""
     env = bytecode_env(clean_env(), workdir / "pycache")
@@ -262,7 +355,7 @@ def benchmark(
         server: subprocess.Popen[bytes] | None = None
         if "mcpdebug-stream" in modes:
             server, _ = stack.enter_context(running_server(serverdir, workdir / "server.log"))
-        run = Runner(workdir, env, serverdir, server)
+        run = Runner(workdir, env, serverdir, server, phases)
         for number in range(warmup + pairs):
             timed = number >= warmup
             for name, (suite, n_tests) in suites.items():
@@ -392,6 +485,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-startup", action="store_true", help="skip the one-test (start-up) suite")
     parser.add_argument("--markdown", type=Path, metavar="FILE", help="append the results to FILE")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (suite, server log)")
+    parser.add_argument(
+        "--phases",
+        action="store_true",
+        help="load segments.py's probe into every run (plain too) and show where each mode's extra goes",
+    )
     args = parser.parse_args(argv)
     if args.tests < 1 or args.pairs < 1 or args.warmup < 0:
         parser.error("--tests and --pairs must be >= 1, --warmup >= 0")
@@ -406,7 +504,7 @@ def main(argv: list[str] | None = None) -> int:
     load_before = os.getloadavg()[0]
     print(f"load average {load_before:.2f}", file=sys.stderr)
     try:
-        results = benchmark(modes, suites, args.pairs, args.warmup, workdir)
+        results = benchmark(modes, suites, args.pairs, args.warmup, workdir, args.phases)
     except BenchmarkError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -417,6 +515,8 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(workdir, ignore_errors=True)
 
     table = render_table(results)
+    if args.phases:
+        table += "\n\n" + render_phases(results)
     load = (load_before, os.getloadavg()[0])
     print(table)
     print(f"load average {load[0]:.2f} before, {load[1]:.2f} after", file=sys.stderr)
