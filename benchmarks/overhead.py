@@ -208,17 +208,8 @@ def run_once(
     mode: str, suite: Path, n_tests: int, env: dict[str, str], extra: tuple[str, ...] = ()
 ) -> Timing:
     """Run the suite once in MODE; fail loudly unless every test passed."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "-q",
-        "-p",
-        "no:cacheprovider",
-        *extra,
-        *MODE_ARGS[mode],
-        str(suite),
-    ]
+    pytest = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    cmd = [*pytest, *extra, *MODE_ARGS[mode], str(suite)]
     timing, output, code = time_run(cmd, suite, env)
     if code != 0 or f"{n_tests} passed" not in output:
         tail = "\n".join(output.splitlines()[-30:])
@@ -292,51 +283,32 @@ class Runner:
 
 def with_marks(timing: Timing, marks_file: Path) -> Timing:
     """The timing with the phase boundaries the probe wrote, and the process's start and end."""
-    marks = {"start": (timing.started, 0.0), "end": (timing.started + timing.wall, 0.0)}
-    for line in marks_file.read_text().splitlines():
-        name, wall, cpu = line.split("\t")
-        marks[name] = (float(wall), float(cpu))
+    from segments import read_marks
+
+    marks = read_marks(marks_file, timing.started, timing.started + timing.wall)
     return Timing(timing.wall, timing.cpu, timing.started, marks)
 
 
 def render_phases(results: dict[tuple[str, str], Pairs]) -> str:
     """Markdown: where each mode's extra time goes, phase by phase, in the same pairs (``--phases``):
     the median over the pairs of the mode's phase minus plain's, wall and the test thread's CPU (ms)."""
-    from segments import SEGMENTS
+    from segments import phase_table
 
-    rows = []
+    tables = []
     for suite in dict.fromkeys(suite for suite, _ in results):
-        modes = [m for (s, m), pairs in results.items() if s == suite and pairs.mode and pairs.mode[0].marks]
-        if not modes:
-            continue
-        rows += [
-            f"| {suite}: phase | plain (ms) | "
-            + " | ".join(f"{m}: wall / thread CPU (ms)" for m in modes)
-            + " |",
-            "| --- | ---: | " + " | ".join("---:" for _ in modes) + " |",
-        ]
-        totals = dict.fromkeys(modes, 0.0)
-        for a, b, label in SEGMENTS:
-            plain_ms = [
-                (p.marks[b][0] - p.marks[a][0]) * 1e3 for p in results[suite, modes[0]].plain if p.marks
+        pairs = {
+            mode: [
+                (p.marks, m.marks)
+                for p, m in zip(found.plain, found.mode, strict=True)
+                if p.marks and m.marks
             ]
-            cells = []
-            for mode in modes:
-                pairs = results[suite, mode]
-                wall, cpu = [], []
-                for p, m in zip(pairs.plain, pairs.mode, strict=True):
-                    if p.marks is None or m.marks is None:
-                        continue
-                    wall.append((m.marks[b][0] - m.marks[a][0] - p.marks[b][0] + p.marks[a][0]) * 1e3)
-                    if a != "start" and b != "end":  # the thread's CPU is read inside the process
-                        cpu.append((m.marks[b][1] - m.marks[a][1] - p.marks[b][1] + p.marks[a][1]) * 1e3)
-                totals[mode] += statistics.median(wall)
-                thread = f"{statistics.median(cpu):+.1f}" if cpu else "n/a"
-                cells.append(f"{statistics.median(wall):+.1f} / {thread}")
-            rows.append(f"| {label} | {statistics.median(plain_ms):.1f} | " + " | ".join(cells) + " |")
-        rows.append("| sum of the medians | | " + " | ".join(f"{totals[m]:+.1f}" for m in modes) + " |")
-        rows.append("")
-    return "\n".join(rows).rstrip()
+            for (s, mode), found in results.items()
+            if s == suite
+        }
+        pairs = {mode: marks for mode, marks in pairs.items() if marks}
+        if pairs:
+            tables.append("\n".join(phase_table(pairs, f"{suite}: phase")))
+    return "\n\n".join(tables)
 
 
 def benchmark(

@@ -91,6 +91,46 @@ SEGMENTS = (
 )
 
 
+Marks = dict[str, tuple[float, float]]
+"""A run's phase boundaries: name -> (wall clock, the test thread's CPU time), both in seconds."""
+
+
+def read_marks(path: Path, started: float, ended: float) -> Marks:
+    """The boundaries the probe wrote to ``path``, with the process's start and end as its parent saw
+    them (the same monotonic clock)."""
+    marks: Marks = {"start": (started, 0.0), "end": (ended, 0.0)}
+    for line in path.read_text().splitlines():
+        name, wall, cpu = line.split("\t")
+        marks[name] = (float(wall), float(cpu))
+    return marks
+
+
+def phase_table(pairs: dict[str, list[tuple[Marks, Marks]]], title: str = "segment") -> list[str]:
+    """Markdown rows: per segment, plain's median and each mode's median of per-pair differences from
+    plain (wall / the test thread's CPU, ms); ``pairs``: per mode, (plain's marks, the mode's)."""
+    modes = list(pairs)
+    columns = " | ".join(f"{m}: wall / thread CPU (ms)" for m in modes)
+    rows = [
+        f"| {title} | plain (ms) | {columns} |",
+        "| --- | ---: | " + " | ".join("---:" for _ in modes) + " |",
+    ]
+    totals = dict.fromkeys(modes, 0.0)
+    for a, b, label in SEGMENTS:
+        plain_ms = [(p[b][0] - p[a][0]) * 1e3 for p, _ in pairs[modes[0]]]
+        cells = []
+        for mode in modes:
+            wall = [(m[b][0] - m[a][0] - p[b][0] + p[a][0]) * 1e3 for p, m in pairs[mode]]
+            cpu = []
+            if a != "start" and b != "end":  # the test thread's CPU time, read inside the process
+                cpu = [(m[b][1] - m[a][1] - p[b][1] + p[a][1]) * 1e3 for p, m in pairs[mode]]
+            totals[mode] += statistics.median(wall)
+            thread = f"{statistics.median(cpu):+.1f}" if cpu else "n/a"
+            cells.append(f"{statistics.median(wall):+.1f} / {thread}")
+        rows.append(f"| {label} | {statistics.median(plain_ms):.1f} | " + " | ".join(cells) + " |")
+    rows.append("| sum of the medians | | " + " | ".join(f"{totals[m]:+.1f}" for m in modes) + " |")
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tests", type=int, default=2000)
@@ -127,43 +167,19 @@ def main() -> None:
                 stderr=subprocess.DEVNULL,
                 check=False,
             )
-            ended = time.perf_counter()
-            marks = {"start": (started, 0.0), "end": (ended, 0.0)}
-            for line in out.read_text().splitlines():
-                name, wall, cpu = line.split("\t")
-                marks[name] = (float(wall), float(cpu))
-            return marks
+            return read_marks(out, started, time.perf_counter())
 
         order = ["plain", *modes]
         for mode in order:  # warm-up: bytecode, page cache
             run(mode)
-        diffs = {m: {s[2]: ([], []) for s in SEGMENTS} for m in modes}
-        plain_ms: dict[str, list[float]] = {s[2]: [] for s in SEGMENTS}
+        pairs: dict[str, list[tuple[Marks, Marks]]] = {m: [] for m in modes}
         for i in range(args.rounds):
             marks = {m: run(m) for m in order[i % len(order) :] + order[: i % len(order)]}
-            for a, b, label in SEGMENTS:
-                base = marks["plain"]
-                plain_ms[label].append((base[b][0] - base[a][0]) * 1e3)
-                for m in modes:
-                    wall, cpu = diffs[m][label]
-                    wall.append((marks[m][b][0] - marks[m][a][0] - base[b][0] + base[a][0]) * 1e3)
-                    if a != "start" and b != "end":  # the test thread's CPU time, read inside the process
-                        cpu.append((marks[m][b][1] - marks[m][a][1] - base[b][1] + base[a][1]) * 1e3)
+            for m in modes:
+                pairs[m].append((marks["plain"], marks[m]))
             print(f"round {i + 1}/{args.rounds}", file=sys.stderr)
 
-    header = "| segment | plain (ms) | " + " | ".join(f"{m}: wall / thread CPU (ms)" for m in modes) + " |"
-    print(header)
-    print("| --- | ---: | " + " | ".join("---:" for _ in modes) + " |")
-    totals = {m: 0.0 for m in modes}
-    for _, _, label in SEGMENTS:
-        cells = []
-        for m in modes:
-            wall, cpu = diffs[m][label]
-            totals[m] += statistics.median(wall)
-            thread = f"{statistics.median(cpu):+.1f}" if cpu else "n/a"
-            cells.append(f"{statistics.median(wall):+.1f} / {thread}")
-        print(f"| {label} | {statistics.median(plain_ms[label]):.1f} | " + " | ".join(cells) + " |")
-    print("| sum of the medians | | " + " | ".join(f"{totals[m]:+.1f}" for m in modes) + " |")
+    print("\n".join(phase_table(pairs)))
     print(f"\n{args.rounds} rounds, {args.tests} tests; medians of per-round differences from plain pytest.")
 
 
