@@ -6,6 +6,7 @@ it was, so an old spool still imports and a spooled packed event reads as the JS
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import msgspec
@@ -15,7 +16,8 @@ from hypothesis import strategies as st
 from test_protocol import EVENT_CLASSES, EVENT_STRATEGIES, floats, ints, run_ids
 
 from pytest_mcpdebug import protocol
-from pytest_mcpdebug.protocol import Output, ProtocolError
+from pytest_mcpdebug.protocol import Output, ProtocolError, Wire
+from pytest_mcpdebug.recording.wire import batches, runs
 
 raw_outputs = st.builds(
     Output,
@@ -33,6 +35,8 @@ raw_outputs = st.builds(
     data=st.binary(min_size=1, max_size=300),
 )
 events = st.one_of(*EVENT_STRATEGIES.values(), raw_outputs)
+wires = st.tuples(events, st.booleans()).map(lambda p: protocol.encode(p[0]) if p[1] else protocol.pack(p[0]))
+"""Events as a live client holds them: JSON lines (written ahead, replayed) or packed (or raw output)."""
 
 
 def _message(items: list[Any]) -> bytes:
@@ -53,6 +57,29 @@ def test_every_event_type_round_trips_through_a_packed_message(cls: type, data: 
 @given(batch=st.lists(events, max_size=20))
 def test_a_mixed_batch_keeps_its_order_and_its_bytes(batch: list[Any]) -> None:
     assert protocol.decode_packed_message(_message(batch)) == batch
+
+
+@settings(max_examples=200, deadline=None)
+@given(items=st.lists(wires, max_size=30), limit=st.integers(1, 4000))
+def test_a_delivery_is_cut_into_batches_and_runs_that_keep_every_item_in_order(
+    items: list[Wire], limit: int
+) -> None:
+    sizes = protocol.wire_sizes(items)
+    assert sizes == [protocol.wire_size(item) for item in items]
+    assert protocol.json_forms(items) == [protocol.is_json(item) for item in items]
+
+    cut = list(batches(items, sizes, limit))
+    assert [item for batch in cut for item in batch] == items
+    for batch in cut:
+        counted = [protocol.wire_size(item) + 1 for item in batch]
+        assert batch and sum(counted[:-1]) < limit  # a batch ends at its first item reaching the limit
+    assert all(sum(protocol.wire_size(item) + 1 for item in batch) >= limit for batch in cut[:-1])
+
+    for batch in cut:
+        split = list(runs(batch))
+        assert [item for _, run in split for item in run] == batch
+        assert all(run and all(protocol.is_json(item) == json for item in run) for json, run in split)
+        assert all(a[0] != b[0] for a, b in itertools.pairwise(split))  # a run is as long as it can be
 
 
 @settings(max_examples=200, deadline=None)

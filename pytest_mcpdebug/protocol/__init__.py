@@ -51,12 +51,14 @@ from pytest_mcpdebug.protocol.codec import (
     hello_version,
     is_json,
     is_packed_message,
+    json_forms,
     json_line,
     pack,
     packed_message,
     quick_event,
     split_lines,
     wire_size,
+    wire_sizes,
 )
 from pytest_mcpdebug.protocol.frames import (
     ACCEPTED_VERSIONS,
@@ -209,10 +211,12 @@ __all__ = [
     "is_json",
     "is_packed_message",
     "is_run_id",
+    "json_forms",
     "json_line",
     "pack",
     "packed_message",
     "quick_event",
     "split_lines",
     "wire_size",
+    "wire_sizes",
 ]

@@ -122,9 +122,7 @@ class Link:
                 frame = protocol.decode_server_frame(message)
                 if isinstance(frame, Ack):
                     with self._flush_lock:  # a checkpoint may be adding to the unacknowledged
-                        while self._unacked and self._unacked[0][0] <= frame.seq:
-                            self._unacked_bytes -= protocol.wire_size(self._unacked.popleft()[1])
-                            self.acked += 1
+                        self._acknowledged(frame.seq)
                     if (until_acked and not self._unacked) or self._stop.is_set():
                         return  # closing: the ack of what `close` sent wakes the thread to finish
                 elif isinstance(frame, Request):
@@ -136,6 +134,18 @@ class Link:
         except Exception as exc:
             with self._flush_lock:
                 self._lost_connection(exc)
+
+    def _acknowledged(self, seq: int) -> None:
+        """Forget the unacknowledged events up to ``seq`` (they leave in ``seq`` order): usually all."""
+        unacked = self._unacked
+        if unacked and unacked[-1][0] <= seq:
+            self.acked += len(unacked)
+            unacked.clear()
+            self._unacked_bytes = 0
+            return
+        while unacked and unacked[0][0] <= seq:
+            self._unacked_bytes -= protocol.wire_size(unacked.popleft()[1])
+            self.acked += 1
 
     def _handle_request(self, request: Request) -> None:
         handler = self.on_request

@@ -41,7 +41,7 @@ from pytest_mcpdebug.recording.connection import CONNECT_TIMEOUT, socket_has_roo
 from pytest_mcpdebug.recording.link import ACK_INTERVAL, BATCH_BYTES, CLOSE_TIMEOUT, Discover, Link
 from pytest_mcpdebug.recording.spool import SpoolFile
 from pytest_mcpdebug.recording.ticker import SERVER_CHANGED
-from pytest_mcpdebug.recording.wire import FRAGMENT_BYTES, Ready, fragments, packed, spooled
+from pytest_mcpdebug.recording.wire import FRAGMENT_BYTES, Ready, batches, fragments, packed, runs, spooled
 from pytest_mcpdebug.recording.write_ahead import WriteAhead
 
 if TYPE_CHECKING:
@@ -400,19 +400,12 @@ class Sender(Link):
         """Send events; whatever does not make it (the connection lost) ends in the spool."""
         # Held as unacknowledged *before* sending, so a failure half-way spools the whole batch.
         self._unacked.extend(items)
-        sizes = [protocol.wire_size(item) for _, item in items]
+        wires = [item for _, item in items]
+        sizes = protocol.wire_sizes(wires)
         self._unacked_bytes += sum(sizes)
         try:
-            chunk: list[Wire] = []
-            size = 0
-            for (_, item), item_size in zip(items, sizes, strict=True):
-                chunk.append(item)
-                size += item_size + 1
-                if size >= BATCH_BYTES:
-                    self._ws_send(chunk)
-                    chunk, size = [], 0
-            if chunk:
-                self._ws_send(chunk)
+            for batch in batches(wires, sizes, BATCH_BYTES):
+                self._ws_send(batch)
             self.sent += len(items)
         except Exception as exc:
             self._lost_connection(exc)
@@ -426,17 +419,10 @@ class Sender(Link):
         """One binary message per run of items in one form: packed events (what `_flush` sends), or
         JSON lines (a replayed spool, a checkpoint's write-ahead lines)."""
         assert self._ws is not None
-        start = 0
         with self._send_lock:
-            while start < len(items):
-                json = protocol.is_json(items[start])
-                end = start + 1
-                while end < len(items) and protocol.is_json(items[end]) == json:
-                    end += 1
-                run = items[start:end]
+            for json, run in runs(items):
                 message = b"\n".join(run) if json else protocol.packed_message(run)  # type: ignore[arg-type]
                 self._ws.send(fragments(message, self.fragment_bytes))
-                start = end
 
     # Spool ----------------------------------------------------------------------------------------
 

@@ -43,6 +43,40 @@ def spooled(ready: Ready) -> list[bytes]:
     return [line for _, line in ready]
 
 
+def batches(items: list[Wire], sizes: list[int], limit: int) -> Iterator[list[Wire]]:
+    """``items`` (of ``sizes``, each counted with a newline) cut into batches that end at the first
+    item taking one to ``limit`` bytes or more: usually all of them, in one."""
+    if sum(sizes) + len(sizes) < limit:
+        if items:
+            yield items
+        return
+    batch: list[Wire] = []
+    size = 0
+    for item, item_size in zip(items, sizes, strict=True):
+        batch.append(item)
+        size += item_size + 1
+        if size >= limit:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+def runs(items: list[Wire]) -> Iterator[tuple[bool, list[Wire]]]:
+    """Consecutive items in one form, each run a message: (JSON lines or not, the items). Usually one
+    run, all of them."""
+    forms = protocol.json_forms(items)
+    if not forms or forms.count(forms[0]) == len(forms):
+        if items:
+            yield forms[0], items
+        return
+    start = 0
+    for end in range(1, len(items) + 1):
+        if end == len(items) or forms[end] != forms[start]:
+            yield forms[start], items[start:end]
+            start = end
+
+
 def fragments(message: bytes, size: int) -> bytes | Iterator[memoryview]:
     """A message as it is sent: whole, or as a fragmented message of frames of ``size`` bytes."""
     if not size or len(message) <= size:
