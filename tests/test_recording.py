@@ -124,8 +124,23 @@ def test_unreachable_server_is_one_warning_and_spools(pytester: pytest.Pytester)
     assert len(warnings) == 1 and "unreachable" in warnings[0] and ".mcpdebug/spool/" in warnings[0]
     assert f"ws://127.0.0.1:{port}/ unreachable" in warnings[0]
     assert "s3cr3t-t0ken" not in result.stdout.str() + result.stderr.str()  # CI logs keep no token
+    # Said before the first test's result (the attempt runs during collection, the loop waits for it).
+    first_result = next(i for i, line in enumerate(result.stdout.lines) if line.endswith("[100%]"))
+    assert result.stdout.lines.index(warnings[0]) < first_result
     store = recorded(pytester.path / ".mcpdebug")
     assert store.counts(store.runs()[0]["run_id"]) == {"passed": 1, "failed": 1}
+
+
+def test_a_run_that_never_reaches_its_tests_says_the_unreachable_server_in_its_summary(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile("def test_ok(:\n    pass")  # a collection error: no test runs
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    result = run_inner(pytester, "--mcp-debug", "--mcp-debug-url", f"ws://127.0.0.1:{port}/")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert any(f"ws://127.0.0.1:{port}/ unreachable" in line for line in result.stdout.lines)
 
 
 def test_custom_dir(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -185,9 +185,9 @@ class Recorder(PluginObject):
             role, self.worker = "controller", "controller"
         else:
             role = "main"
-        if server := self._discover():  # preload: websockets' client, which the first attempt needs
+        if self._discover():  # preload: websockets' client, which the first attempt needs
             preload()
-        self.sender.start(CONNECT_TIMEOUT if server else 0.0)  # no server: its first attempt finds none
+        self.sender.start(0.0)  # its first attempt, connecting, goes on during collection
         self.reporter = Reporter(
             sender=self.sender, run_id=self.run_id, process=self.process, worker=self.worker, role=role
         )
@@ -244,7 +244,16 @@ class Recorder(PluginObject):
         pauses = self.hangs.action == "pause"
         if (self.break_on_failure or pauses) and role != "controller":
             self._start_hold(session)
-        if role != "worker":
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> None:
+        """Before the first test: the sender's first connection attempt (started at the session's
+        start, made during collection) is over, so a failing test knows whether a server can hold it,
+        and the start's warnings are said (a run that ends before this says them in its summary)."""
+        if self.reporter is None:
+            return
+        self.sender.first_attempt(CONNECT_TIMEOUT)
+        if self.reporter.role != "worker":
             self._say_start_warnings()
 
     def _start_hold(self, session: pytest.Session) -> None:

@@ -159,7 +159,11 @@ class Sender(Link):
         """Start the thread and wait (briefly) for its first connection attempt."""
         self.started = True
         self._thread.start()
-        self._first_attempt.wait(wait)
+        self.first_attempt(wait)
+
+    def first_attempt(self, timeout: float = CONNECT_TIMEOUT) -> bool:
+        """Wait (briefly) until the thread's first connection attempt is over; whether it is."""
+        return self._first_attempt.wait(timeout) if timeout > 0 else self._first_attempt.is_set()
 
     def send(self, event: Event) -> None:
         """Queue an event; never blocks on the network and never raises."""
