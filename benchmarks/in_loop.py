@@ -10,8 +10,9 @@ the figure is the median over the pairs of (mode - plain) / tests. Bytecode is c
 Usage: python benchmarks/in_loop.py [--tests 2000] [--pairs 9] [--modes spool,stream,timed,pytest-timeout]
     [--tree DIR]
 (``floor``: `floor_plugin.py`, the least a recording can do a test, to measure against; ``--tree``: also
-spool with another checkout's recording, e.g. a `git worktree` of an earlier commit, an A/B of two
-commits in the same pairs. Every run then has one checkout first on its path.) The whole process's wall
+run each of the spool and stream modes asked for (spool if neither is) with another checkout's
+recording, e.g. a `git worktree` of an earlier commit, an A/B of two commits in the same pairs. Every
+run then has one checkout first on its path.) The whole process's wall
 time is shown too, as the median of its per-pair difference with plain, in milliseconds.
 """
 
@@ -57,15 +58,17 @@ def main() -> None:
     parser.add_argument("--tests", type=int, default=2000)
     parser.add_argument("--pairs", type=int, default=9)
     parser.add_argument("--modes", default="spool,stream,timed,pytest-timeout")
-    parser.add_argument("--tree", type=Path, help="also spool with this checkout's recording")
+    parser.add_argument("--tree", type=Path, help="also spool/stream with this checkout's recording")
     args = parser.parse_args()
     modes = [m for m in args.modes.split(",") if m]
     unknown = sorted(set(modes) - MODES.keys())
     if unknown:
         parser.error(f"unknown mode(s) {', '.join(unknown)}; known: {', '.join(MODES)}")
-    tree = f"spool ({args.tree})" if args.tree is not None else None
-    if tree is not None:
-        modes.append(tree)
+    base = {m: m for m in modes}  # a ``--tree`` mode runs its twin's arguments with the other checkout
+    if args.tree is not None:
+        for twin in [m for m in modes if m in ("spool", "stream")] or ["spool"]:
+            base[f"{twin} ({args.tree})"] = twin
+        modes = list(base)
     with tempfile.TemporaryDirectory(prefix="mcpdebug-in-loop-") as tmp, contextlib.ExitStack() as stack:
         work = Path(tmp)
         suite, plugins = work / "suite", work / "plugins"
@@ -75,23 +78,24 @@ def main() -> None:
         shutil.copy(Path(__file__).with_name("floor_plugin.py"), plugins)  # not the benchmarks' folder
         env = bytecode_env(clean_env(), work / "pycache")
         checkouts = {m: str(Path(__file__).resolve().parent.parent) for m in ["plain", *modes]}
-        if tree is not None:
-            checkouts[tree] = str(args.tree.resolve())
+        for mode in modes:
+            if base[mode] != mode:
+                checkouts[mode] = str(args.tree.resolve())
         paths = {
             m: os.pathsep.join(filter(None, [str(plugins), c, env.get("PYTHONPATH", "")]))
             for m, c in checkouts.items()
         }
         spool_home = work / "spool"
         server_home = work / "server"
-        if "stream" in modes:
+        if "stream" in base.values():
             stack.enter_context(running_server(server_home, work / "server.log"))
 
         def run(mode: str) -> tuple[float, float, float]:
             shutil.rmtree(spool_home, ignore_errors=True)
-            home = server_home if mode == "stream" else spool_home
+            home = server_home if base.get(mode) == "stream" else spool_home
             out = work / "loop.txt"
             out.unlink(missing_ok=True)
-            extra = ["-p", "no:mcpdebug"] if mode == "plain" else MODES[mode if mode != tree else "spool"]
+            extra = ["-p", "no:mcpdebug"] if mode == "plain" else MODES[base[mode]]
             pytest_args = ["-q", "-p", "no:cacheprovider", "-p", "in_loop_timer", *extra]
             started = time.perf_counter()
             subprocess.run(
