@@ -12,8 +12,8 @@ Usage: python benchmarks/in_loop.py [--tests 2000] [--pairs 9] [--modes spool,st
 (``floor``: `floor_plugin.py`, the least a recording can do a test, to measure against; ``--tree``: also
 run each of the spool and stream modes asked for (spool if neither is) with another checkout's
 recording, e.g. a `git worktree` of an earlier commit, an A/B of two commits in the same pairs. Every
-run then has one checkout first on its path.) The whole process's wall
-time is shown too, as the median of its per-pair difference with plain, in milliseconds.
+run then has one checkout first on its path.) The whole process's wall time is shown too, as the
+median of its per-pair difference with plain, in milliseconds.
 """
 
 from __future__ import annotations

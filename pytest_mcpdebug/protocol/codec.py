@@ -92,8 +92,7 @@ def wire_size(item: Wire) -> int:
 
 
 def wire_sizes(items: list[Wire]) -> list[int]:
-    """`wire_size` of each item, in one pass (a delivery holds a few hundred quiet passes' records:
-    a call each cost more than the send)."""
+    """`wire_size` of each item, in one pass (a delivery holds a few hundred quiet passes' records)."""
     return [len(item) if type(item) is bytes else item.size + OUTPUT_OVERHEAD for item in items]  # type: ignore[union-attr]
 
 
