@@ -17,6 +17,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from conftest import RunningServer, start_server
@@ -25,7 +26,7 @@ from mcpdebug.ingest.spool import ingest_spool
 from mcpdebug.store import Store
 from pytest_mcpdebug import protocol
 from pytest_mcpdebug.folder import read_server_info, spool_dir
-from pytest_mcpdebug.protocol import Event
+from pytest_mcpdebug.protocol import Event, plain
 from pytest_mcpdebug.recording.sender import (
     CLOSE_TIMEOUT,
     RECONNECT_INTERVAL,
@@ -283,6 +284,11 @@ def quick_pass(seq: int) -> protocol.QuickPass:
     )
 
 
+def short_record(record: protocol.QuickPass) -> tuple[int, bytes]:
+    """What the reporter hands `Sender.send_quick` at a quiet pass's end: its seq and short record."""
+    return record.seq, plain.quick_line(*msgspec.structs.astuple(record))
+
+
 def as_read(event: Event) -> Event:
     """An event as the server reads it back (a quiet pass's phases become structs)."""
     return protocol.decode_client_frame(protocol.encode(event))  # type: ignore[return-value]
@@ -315,7 +321,7 @@ def test_a_quiet_pass_is_written_ahead_short_and_arrives_as_its_test_finished(mc
     sender.send(make_events([1])[0])
     sender.checkpoint()
     for seq in (2, 3):
-        sender.send_quick(quick_pass(seq))  # nothing older waits: straight into the copy
+        sender.send_quick(*short_record(quick_pass(seq)))  # nothing older waits: straight into the copy
     wal = expected_spool(mcpdir).with_suffix(".wal")
     assert wal.read_bytes().split(b"\n")[1].startswith(b'["run-sender",')  # the short form
     expected = [make_events([1])[0], *(as_read(quick_pass(seq).event()) for seq in (2, 3))]
@@ -330,7 +336,7 @@ def test_a_quiet_pass_is_written_ahead_short_and_arrives_as_its_test_finished(mc
     assert test is not None and test["status"] == "passed"
     store.close()
     sender.send(make_events([5])[0])  # something older waits: the quiet pass is queued as its event
-    sender.send_quick(quick_pass(4))
+    sender.send_quick(*short_record(quick_pass(4)))
     sender.close()
     spool = expected_spool(mcpdir)
     assert spooled_events(spool) == [*expected, make_events([5])[0], as_read(quick_pass(4).event())]
@@ -388,7 +394,7 @@ def test_quiet_passes_travel_as_the_server_reads_them(mcpdir: Path, version: int
         sender.send(make_events([1])[0])
         sender.checkpoint()
         for seq in (2, 3):
-            sender.send_quick(quick_pass(seq))
+            sender.send_quick(*short_record(quick_pass(seq)))
         sender.close()
     finally:
         peer.close()
@@ -418,7 +424,7 @@ def test_close_after_everything_was_acknowledged_does_not_wait_for_a_tick(mcpdir
     try:
         sender = new_sender(mcpdir, lambda: (peer.url, "token"), interval=60.0)
         sender.start()
-        sender.send_quick(quick_pass(1))
+        sender.send_quick(*short_record(quick_pass(1)))
         sender.checkpoint(now=True)
         deadline = time.monotonic() + 5
         while sender.acked < 1 and time.monotonic() < deadline:
@@ -442,7 +448,7 @@ def test_quiet_passes_streamed_to_mcpdebug_serve_are_stored_as_passed_tests(
     sender.start()
     assert sender.server_protocol >= protocol.SHORT_RECORDS_VERSION
     for seq in (1, 2, 3):
-        sender.send_quick(quick_pass(seq))
+        sender.send_quick(*short_record(quick_pass(seq)))
     sender.close()
     assert stored_seqs(mcpdir) == [1, 2, 3] and sender.acked == 3
     store = Store(mcpdir)
@@ -468,14 +474,14 @@ def test_without_a_server_written_ahead_events_reach_the_spool_once_a_second(mcp
     spool = expected_spool(mcpdir)
     sender.send(make_events([1])[0])  # not written ahead: spooled at the next tick
     wait_for(lambda: spool.exists() and len(spooled_events(spool)) == 1)
-    sender.send_quick(quick_pass(2))
+    sender.send_quick(*short_record(quick_pass(2)))
     time.sleep(0.3)  # thirty ticks
     assert len(spooled_events(spool)) == 1
     wait_for(lambda: len(spooled_events(spool)) == 2, timeout=SPOOL_INTERVAL + 5)
-    sender.send_quick(quick_pass(3))
+    sender.send_quick(*short_record(quick_pass(3)))
     sender.send(make_events([4])[0])  # something to write now: the quiet pass goes first, in order
     wait_for(lambda: len(spooled_events(spool)) == 4, timeout=SPOOL_INTERVAL * 0.9)
-    sender.send_quick(quick_pass(5))
+    sender.send_quick(*short_record(quick_pass(5)))
     sender.close()  # the end spools what waits
     assert [e.seq for e in spooled_events(spool)] == [1, 2, 3, 4, 5]
 

@@ -14,11 +14,10 @@ import mmap
 import os
 import re
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final, NamedTuple
 
-import msgspec
-
-from pytest_mcpdebug.protocol import HangFrame, HangReport, HangThread
+if TYPE_CHECKING:
+    from pytest_mcpdebug.protocol import HangReport
 
 HEADER: Final = "mcpdebug: test thread "
 TEST: Final = "mcpdebug: running "
@@ -34,7 +33,7 @@ _TIMEOUT = r"^Timeout \((?P<h>\d+):(?P<m>\d+):(?P<s>\d+(?:\.\d+)?)\)!"
 _FATAL = r"^Fatal Python error: (?P<what>.+)$"
 
 
-class DumpName(msgspec.Struct, frozen=True):
+class DumpName(NamedTuple):
     run_id: str
     process: str
     worker: str
@@ -121,6 +120,8 @@ def vanished(name: DumpName, text: str) -> HangReport | None:
     test = dumped_test(text)
     if not test:
         return None
+    from pytest_mcpdebug.protocol import HangReport  # msgspec: only once a dump is read
+
     return HangReport(
         kind="crashed",
         summary=f"its process ({name.worker}, pid {name.pid}) ended while the test ran, without a traceback "
@@ -146,6 +147,7 @@ def report(path: Path, *, timeout: float = 0.0) -> HangReport | None:
 
 def parse(text: str, *, timeout: float = 0.0) -> HangReport | None:
     from pytest_mcpdebug.hangs import classify as classifier  # only once a dump is read
+    from pytest_mcpdebug.protocol import HangFrame, HangReport, HangThread
     from pytest_mcpdebug.values import is_library
 
     lines = text.splitlines()

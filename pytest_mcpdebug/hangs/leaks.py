@@ -14,18 +14,29 @@ import os
 import sys
 import threading
 from collections.abc import Collection
-
-import msgspec
+from typing import Any
 
 OWN_THREADS = "mcpdebug-"
 
 
-class Leak(msgspec.Struct):
-    nodeid: str
-    threads: list[tuple[int, str, bool, str]] = []
-    """(ident, name, daemon, where it is)."""
-    processes: list[tuple[int, str, str]] = []
-    """(pid, command line, where it is or its state)."""
+class Leak:
+    __slots__ = ("nodeid", "processes", "threads")
+
+    def __init__(
+        self,
+        nodeid: str,
+        threads: list[tuple[int, str, bool, str]] | None = None,
+        processes: list[tuple[int, str, str]] | None = None,
+    ) -> None:
+        self.nodeid = nodeid
+        self.threads: list[tuple[int, str, bool, str]] = [] if threads is None else threads
+        """(ident, name, daemon, where it is)."""
+        self.processes: list[tuple[int, str, str]] = [] if processes is None else processes
+        """(pid, command line, where it is or its state)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        """Its fields, for the state a replacement process reads back (``Leak(**leak)``)."""
+        return {"nodeid": self.nodeid, "threads": self.threads, "processes": self.processes}
 
     def describe(self) -> str:
         parts = [

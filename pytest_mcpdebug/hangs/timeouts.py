@@ -21,7 +21,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import msgspec
 import pytest
 
 from pytest_mcpdebug import protocol
@@ -359,7 +358,7 @@ class Timeouts(PluginObject):
             generation=self.generation + 1,
             finished=self.finished,
             hangs=[*getattr(summary, "hangs", []), (target.nodeid, why)],
-            leaks=[msgspec.structs.asdict(leak) for leak in self.leaks.found],
+            leaks=[leak.as_dict() for leak in self.leaks.found],
         )
         self.sender.close(timeout=2.0)
         if self._dump is not None:

@@ -25,107 +25,113 @@ back as `Request` frames (restart, signal, stdin) answered by `Reply`.
 
 The package is one I/O-free module split for reading: `frames` (what is sent), `payloads` (what a
 failure snapshot and a hang report carry), `trace`, `quick` (a quiet pass as a write-ahead copy holds
-it, never sent) and `codec` (encoding and decoding).
+it, never sent) and `codec` (encoding and decoding). They load on first use of any of their names
+here: they import msgspec and define every frame, most of what recording adds to a run's start, and a
+run whose events are all `plain` ones (nothing fails, prints or hangs) never needs them.
 """
 
 from __future__ import annotations
 
-from pytest_mcpdebug.protocol.codec import (
-    OUTPUT_OVERHEAD,
-    REPLY_PREFIX,
-    ProtocolError,
-    Wire,
-    clip,
-    decode_client_frame,
-    decode_hang_report,
-    decode_packed_message,
-    decode_reply,
-    decode_server_frame,
-    decode_snapshot,
-    decode_spooled_line,
-    encode,
-    encode_lines,
-    encode_quick,
-    encode_value,
-    event_line,
-    hello_version,
-    is_json,
-    is_packed_message,
-    json_forms,
-    json_line,
-    pack,
-    packed_message,
-    quick_event,
-    split_lines,
-    wire_size,
-    wire_sizes,
-)
-from pytest_mcpdebug.protocol.frames import (
-    ACCEPTED_VERSIONS,
-    CLOSE_MALFORMED,
-    CLOSE_POLICY,
-    CLOSE_TOO_BIG,
-    EVENT_TYPES,
-    HELLO_VERSION,
-    MAX_MESSAGE_BYTES,
-    MAX_TEXT_CHARS,
-    PROCESS_COMMANDS,
-    PROCESS_SIGNALS,
-    PROCESS_STATES,
-    PROTOCOL_VERSION,
-    REQUEST_COMMANDS,
-    RUN_ID_PATTERN,
-    SESSION_MODES,
-    SHORT_RECORDS_VERSION,
-    STREAMS,
-    Ack,
-    ClientFrame,
-    CodeVersion,
-    CollectionError,
-    CollectionFinished,
-    CoverageRecorded,
-    Event,
-    EventBase,
-    FailureSnapshot,
-    Frame,
-    HangDetected,
-    Held,
-    Hello,
-    Output,
-    PassedPhase,
-    PhaseFinished,
-    ProcessFinished,
-    ProcessStarted,
-    ProcessStatus,
-    Registered,
-    Reply,
-    Request,
-    Resumed,
-    RunFinished,
-    RunStarted,
-    ServerFrame,
-    SessionStarted,
-    TestFinished,
-    TestStarted,
-    ValueTrace,
-    Welcome,
-    is_run_id,
-)
-from pytest_mcpdebug.protocol.payloads import (
-    DoctestExample,
-    HangFrame,
-    HangProcess,
-    HangReport,
-    HangTask,
-    HangThread,
-    Int,
-    Snapshot,
-    SnapshotException,
-    SnapshotFrame,
-    SnapshotVar,
-)
-from pytest_mcpdebug.protocol.quick import QuickPass
-from pytest_mcpdebug.protocol.trace import Trace, TraceStep
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pytest_mcpdebug.protocol.codec import (
+        OUTPUT_OVERHEAD,
+        REPLY_PREFIX,
+        ProtocolError,
+        Wire,
+        clip,
+        decode_client_frame,
+        decode_hang_report,
+        decode_packed_message,
+        decode_reply,
+        decode_server_frame,
+        decode_snapshot,
+        decode_spooled_line,
+        encode,
+        encode_lines,
+        encode_quick,
+        encode_value,
+        event_line,
+        hello_version,
+        is_json,
+        is_packed_message,
+        json_forms,
+        json_line,
+        pack,
+        packed_message,
+        quick_event,
+        quick_line,
+        split_lines,
+        wire_size,
+        wire_sizes,
+    )
+    from pytest_mcpdebug.protocol.frames import (
+        ACCEPTED_VERSIONS,
+        CLOSE_MALFORMED,
+        CLOSE_POLICY,
+        CLOSE_TOO_BIG,
+        EVENT_TYPES,
+        HELLO_VERSION,
+        MAX_MESSAGE_BYTES,
+        MAX_TEXT_CHARS,
+        PROCESS_COMMANDS,
+        PROCESS_SIGNALS,
+        PROCESS_STATES,
+        PROTOCOL_VERSION,
+        REQUEST_COMMANDS,
+        RUN_ID_PATTERN,
+        SESSION_MODES,
+        SHORT_RECORDS_VERSION,
+        STREAMS,
+        Ack,
+        ClientFrame,
+        CodeVersion,
+        CollectionError,
+        CollectionFinished,
+        CoverageRecorded,
+        Event,
+        EventBase,
+        FailureSnapshot,
+        Frame,
+        HangDetected,
+        Held,
+        Hello,
+        Output,
+        PassedPhase,
+        PhaseFinished,
+        ProcessFinished,
+        ProcessStarted,
+        ProcessStatus,
+        Registered,
+        Reply,
+        Request,
+        Resumed,
+        RunFinished,
+        RunStarted,
+        ServerFrame,
+        SessionStarted,
+        TestFinished,
+        TestStarted,
+        ValueTrace,
+        Welcome,
+        is_run_id,
+    )
+    from pytest_mcpdebug.protocol.payloads import (
+        DoctestExample,
+        HangFrame,
+        HangProcess,
+        HangReport,
+        HangTask,
+        HangThread,
+        Int,
+        Snapshot,
+        SnapshotException,
+        SnapshotFrame,
+        SnapshotVar,
+    )
+    from pytest_mcpdebug.protocol.quick import QuickPass
+    from pytest_mcpdebug.protocol.trace import Trace, TraceStep
 
 __all__ = [
     "ACCEPTED_VERSIONS",
@@ -216,7 +222,27 @@ __all__ = [
     "pack",
     "packed_message",
     "quick_event",
+    "quick_line",
     "split_lines",
     "wire_size",
     "wire_sizes",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """A name of `__all__`, its module imported on first use (then kept here: later uses are plain
+    attribute lookups)."""
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from pytest_mcpdebug.protocol import codec, frames, payloads, quick, trace
+
+    for module in (codec, frames, payloads, quick, trace):
+        if name in vars(module):
+            value = vars(module)[name]
+            globals()[name] = value
+            return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -8,17 +8,15 @@ from typing import Annotated, Any, Final
 
 import msgspec
 
+from pytest_mcpdebug.protocol import versions
 from pytest_mcpdebug.protocol.payloads import HangReport, Int, Snapshot
 from pytest_mcpdebug.protocol.trace import Trace
 
-PROTOCOL_VERSION: Final = 3
-"""3: a message of JSON lines may hold quiet passes' short records (`quick`), which a client sends to a
-server that welcomes it with 3 or more; 2: a binary message may be a msgpack array of events, whose
-`Output` lines travel as raw bytes (``data``); 1: every message is JSON lines. The server takes all
-three (`ACCEPTED_VERSIONS`); a client's hello says `HELLO_VERSION`, so a server of 2 takes it too."""
-ACCEPTED_VERSIONS: Final = (1, 2, 3)
-SHORT_RECORDS_VERSION: Final = 3
-HELLO_VERSION: Final = 2
+PROTOCOL_VERSION: Final = versions.PROTOCOL_VERSION
+ACCEPTED_VERSIONS: Final = versions.ACCEPTED_VERSIONS
+SHORT_RECORDS_VERSION: Final = versions.SHORT_RECORDS_VERSION
+HELLO_VERSION: Final = versions.HELLO_VERSION
+"""(Defined in `versions`, which a test process reads without loading the frames.)"""
 
 # Close codes the server uses (RFC 6455 leaves 4000-4999 to applications).
 CLOSE_MALFORMED: Final = 1007  # "invalid frame payload data"
@@ -26,8 +24,7 @@ CLOSE_POLICY: Final = 1008  # bad or missing hello, protocol version mismatch
 CLOSE_TOO_BIG: Final = 1009  # websockets enforces max_size with this code itself
 
 # Limits
-MAX_MESSAGE_BYTES: Final = 16 * 1024 * 1024
-"""Largest WebSocket message the server accepts. Clients batch below a quarter of it."""
+MAX_MESSAGE_BYTES: Final = versions.MAX_MESSAGE_BYTES
 MAX_TEXT_CHARS: Final = 1024 * 1024
 """Longest text field (failure text, captured output) a single event carries; see `clip`."""
 

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Final
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from pytest_mcpdebug import protocol
-from pytest_mcpdebug.protocol import Hello, Welcome
 
 if TYPE_CHECKING:
+    from pytest_mcpdebug.protocol import Hello, Welcome
     from pytest_mcpdebug.recording.channel import Channel
 
 # Timeouts
@@ -69,7 +69,7 @@ def open_connection(url: str, token: str, hello: Hello) -> tuple[Channel, contex
         )
         ws.send(protocol.encode(hello).decode())
         reply = protocol.decode_server_frame(ws.recv(timeout=CONNECT_TIMEOUT))
-        if not isinstance(reply, Welcome):
+        if not isinstance(reply, protocol.Welcome):
             raise protocol.ProtocolError(f"expected welcome, got {type(reply).__name__}")
     except BaseException:
         with contextlib.suppress(Exception):

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_mcpdebug.recording.reporter import Reporter
 from pytest_mcpdebug.settings import DiagnosisSettings
+
+if TYPE_CHECKING:
+    from pytest_mcpdebug.recording.reporter import Reporter
 
 COVERAGE = "mcpdebug-coverage"
 TRACER = "mcpdebug-tracer"

@@ -9,22 +9,22 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
-
-import msgspec
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from pytest_mcpdebug import protocol
-from pytest_mcpdebug.protocol import Ack, Hello, Reply, Request, ServerFrame, Wire
+from pytest_mcpdebug.protocol.versions import MAX_MESSAGE_BYTES
 from pytest_mcpdebug.recording.connection import describe as _describe
 from pytest_mcpdebug.recording.connection import open_connection
 from pytest_mcpdebug.recording.spool import SpoolFile
 from pytest_mcpdebug.recording.write_ahead import WriteAhead
 
 if TYPE_CHECKING:
+    from pytest_mcpdebug.protocol import Hello, Reply, Request, ServerFrame, Wire
     from pytest_mcpdebug.recording.channel import Channel
 
 CLOSE_TIMEOUT: Final = 5.0
@@ -32,7 +32,19 @@ ACK_INTERVAL: Final = 1.0
 """How long the server may hold its acknowledgements (`Hello.ack_interval`): one wake-up a second of
 this process's threads rather than one per message. Unacknowledged events stay in memory (bounded by
 the sender's limits) and go to the spool if the connection is lost."""
-BATCH_BYTES: Final = protocol.MAX_MESSAGE_BYTES // 4
+BATCH_BYTES: Final = MAX_MESSAGE_BYTES // 4
+
+
+class Identity(NamedTuple):
+    """What a sender's `Hello` says of it, the hello itself built when a server is found: a run that
+    only spools builds no frame (see `protocol.plain`)."""
+
+    protocol: int
+    run_id: str
+    process: str
+    worker: str
+    pid: int
+
 
 Discover = Callable[[], "tuple[str, str] | None"]
 """Returns the server's (url, token), or None when there is no server to connect to."""
@@ -41,7 +53,7 @@ Discover = Callable[[], "tuple[str, str] | None"]
 class Link:
     """Connecting and what the server sends back (a mixin of `sender.Sender`, which sets these)."""
 
-    _hello: Hello
+    _hello: Hello | Identity
     _discover: Discover
     _reconnect: tuple[float, float]
     _retry_delay: float
@@ -120,12 +132,12 @@ class Link:
             while True:
                 message = ws.recv(timeout=max(deadline - time.monotonic(), 0), also=also)
                 frame = protocol.decode_server_frame(message)
-                if isinstance(frame, Ack):
+                if isinstance(frame, protocol.Ack):
                     with self._flush_lock:  # a checkpoint may be adding to the unacknowledged
                         self._acknowledged(frame.seq)
                     if (until_acked and not self._unacked) or self._stop.is_set():
                         return  # closing: the ack of what `close` sent wakes the thread to finish
-                elif isinstance(frame, Request):
+                elif isinstance(frame, protocol.Request):
                     self._handle_request(frame)
                 elif self.on_frame is not None:
                     self.on_frame(frame)
@@ -150,12 +162,12 @@ class Link:
     def _handle_request(self, request: Request) -> None:
         handler = self.on_request
         if handler is None:
-            self.reply(Reply(id=request.id, ok=False, error="this process holds no test"))
+            self.reply(protocol.Reply(id=request.id, ok=False, error="this process holds no test"))
             return
         try:
             handler(request)
         except Exception as exc:  # never let a request break the sender
-            self.reply(Reply(id=request.id, ok=False, error=f"internal error: {_describe(exc)}"))
+            self.reply(protocol.Reply(id=request.id, ok=False, error=f"internal error: {_describe(exc)}"))
 
     def _maybe_connect(self) -> None:
         now = time.monotonic()
@@ -168,7 +180,7 @@ class Link:
             return
         url, token = found
         mine = self._hello
-        hello = Hello(
+        hello = protocol.Hello(
             protocol=mine.protocol,
             run_id=mine.run_id,
             process=mine.process,
@@ -259,15 +271,22 @@ class Link:
             self.warnings.append(f"cannot replay the spool file {self.spool.path} ({exc})")
 
 
-class _SeqProbe(msgspec.Struct):
-    seq: int = 0
+@functools.cache
+def _seq_decoder() -> Any:
+    """Reads a spooled line's ``seq`` alone (built when a spool is first replayed)."""
+    import msgspec
 
+    class SeqProbe(msgspec.Struct):
+        seq: int = 0
 
-_seq_decoder = msgspec.json.Decoder(_SeqProbe)
+    return msgspec.json.Decoder(SeqProbe)
 
 
 def _seq_of(line: bytes) -> int:
+    import msgspec
+
     try:
-        return _seq_decoder.decode(line).seq
+        seq: int = _seq_decoder().decode(line).seq
     except msgspec.DecodeError:
         return 0
+    return seq

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_mcpdebug import protocol
 from pytest_mcpdebug.folder import (
     PARENT_RUN_ENV,
     PARENT_WORKER_ENV,
@@ -35,10 +34,12 @@ from pytest_mcpdebug.limits import MAX_LINE_LENGTH
 from pytest_mcpdebug.options import DEFAULT_BREAK_TIMEOUT
 from pytest_mcpdebug.output.tail import TICK, OutputTail
 from pytest_mcpdebug.plugin_object import PluginObject
+from pytest_mcpdebug.protocol.versions import HELLO_VERSION
 from pytest_mcpdebug.recording import code_version
 from pytest_mcpdebug.recording import diagnosis as diagnosis_parts
 from pytest_mcpdebug.recording.colocate import Colocation
 from pytest_mcpdebug.recording.connection import CONNECT_TIMEOUT, preload, split_token
+from pytest_mcpdebug.recording.link import Identity
 from pytest_mcpdebug.recording.reporter import ControllerProgress, Reporter, Role
 from pytest_mcpdebug.recording.run_id import new_run_id
 from pytest_mcpdebug.recording.sender import Sender
@@ -96,9 +97,8 @@ class Recorder(PluginObject):
         # A replacement keeps the pid (execv): its process name must differ for the store to take it.
         suffix = f"_r{self.generation}" if self.generation else ""
         self.process = f"{worker}{suffix}-{os.getpid()}"
-        hello = protocol.Hello(protocol.HELLO_VERSION, run_id, self.process, worker, os.getpid())
         self.sender = Sender(
-            hello=hello,
+            hello=Identity(HELLO_VERSION, run_id, self.process, worker, os.getpid()),
             spool_path=spool_dir(directory) / spool_file_name(run_id, self.process),
             discover=self._discover,
             interval=TICK,
@@ -253,6 +253,8 @@ class Recorder(PluginObject):
         if self.reporter is None:
             return
         self.sender.first_attempt(CONNECT_TIMEOUT)
+        if "msgspec" in sys.modules:  # a connection's handshake loaded it: the faster encoder is free
+            self.reporter.use_msgspec()
         if self.reporter.role != "worker":
             self._say_start_warnings()
 
@@ -391,7 +393,7 @@ class Recorder(PluginObject):
 
     def _emit_code_version(self, commit: str, changes: str, note: str) -> None:
         if self.reporter is not None and not self._closed:
-            self.reporter.emit(protocol.CodeVersion, commit=commit, changes=changes, note=note)
+            self.reporter.emit_plain("code_version", commit=commit, changes=changes, note=note)
 
     def _resume(self, state: dict[str, Any], session: pytest.Session) -> None:
         """This process replaces one whose test could not be stopped: leave out what it ran."""

@@ -15,12 +15,13 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal
 
 import pytest
 
 from pytest_mcpdebug import protocol
 from pytest_mcpdebug.plugin_object import PluginObject
+from pytest_mcpdebug.protocol import plain
 from pytest_mcpdebug.recording.sender import Sender
 
 if TYPE_CHECKING:
@@ -68,6 +69,14 @@ class Reporter(PluginObject):
         self._running: tuple[str, Location, float] | None = None
         """(nodeid, location, start time) of the test running now, until its `TestFinished`."""
         self._announced: tuple[str, Location, float] | None = None
+        self.quick_line: Callable[..., bytes] = plain.quick_line
+        """Encodes a quiet pass's short record: `plain`'s, or msgspec's (`codec.quick_line`, ~8 times
+        as fast) once msgspec is loaded for other reasons (`use_msgspec`)."""
+
+    def use_msgspec(self) -> None:
+        """Encode quiet passes with msgspec from now on: worth it where it is loaded already (a
+        connection's handshake loads it), not worth its import in a quiet spooled run."""
+        self.quick_line = protocol.quick_line
 
     def emit(self, event_type: type[protocol.Event], **fields: Any) -> None:
         """Number and queue an event; safe from any thread (output is sent from a background one).
@@ -80,11 +89,20 @@ class Reporter(PluginObject):
             self._seq += 1
             self.sender.send(event_type(run_id=self.run_id, process=self.process, seq=self._seq, **fields))
 
+    def emit_plain(self, tag: str, **fields: Any) -> None:
+        """`emit` of one of `plain`'s events (``tag``: its wire type), encoded at once without msgspec."""
+        ts = fields.pop("ts", None) or time.time()
+        with self._lock:
+            self._seq += 1
+            seq = self._seq
+            line = plain.event_line(tag, self.run_id, self.process, seq, ts, fields)
+            self.sender.send(plain.Encoded(seq, line))
+
     def emit_start(self, config: pytest.Config, workers: int) -> None:
         if self.role != "worker":
             args = [str(a) for a in config.invocation_params.args]
-            self.emit(
-                protocol.RunStarted,
+            self.emit_plain(
+                "run_started",
                 args=args,
                 rootdir=str(config.rootpath),
                 cwd=str(config.invocation_params.dir),
@@ -96,21 +114,21 @@ class Reporter(PluginObject):
                 label=" ".join(["pytest", *args]),
                 workers=workers,
             )
-        self.emit(protocol.ProcessStarted, worker=self.worker, pid=os.getpid(), host=socket.gethostname())
+        self.emit_plain("process_started", worker=self.worker, pid=os.getpid(), host=socket.gethostname())
 
     # Collection -----------------------------------------------------------------------------------
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         if self.role == "main":
-            self.emit(protocol.CollectionFinished, count=len(session.items) + self.collected_before)
+            self.emit_plain("collection_finished", count=len(session.items) + self.collected_before)
         self.sender.checkpoint()  # the run is on disk before its first test can kill the process
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         if self.role == "controller" and not self._collected_sent:
             self._collected_sent = True
-            self.emit(protocol.CollectionFinished, count=len(ids))
+            self.emit_plain("collection_finished", count=len(ids))
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed and self.role != "worker":
@@ -159,18 +177,14 @@ class Reporter(PluginObject):
             self._announced = running
             nodeid, location, started = running
             self._seq += 1
-            self.sender.send(
-                protocol.TestStarted(
-                    run_id=self.run_id,
-                    process=self.process,
-                    seq=self._seq,
-                    ts=started,
-                    nodeid=nodeid,
-                    worker=self.worker,
-                    file=location[0],
-                    line=None if location[1] is None else location[1] + 1,
-                )
-            )
+            fields = {
+                "nodeid": nodeid,
+                "worker": self.worker,
+                "file": location[0],
+                "line": None if location[1] is None else location[1] + 1,
+            }
+            line = plain.event_line("test_started", self.run_id, self.process, self._seq, started, fields)
+            self.sender.send(plain.Encoded(self._seq, line))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Each phase's report. A quiet pass's (most of them) is only noted, the test's one event made
@@ -204,8 +218,8 @@ class Reporter(PluginObject):
         outcome = report.outcome
         wasxfail = getattr(report, "wasxfail", None)
         message = _message(report)
-        self.emit(
-            protocol.PhaseFinished,
+        self.emit_plain(
+            "phase_finished",
             nodeid=report.nodeid,
             worker=self.worker,
             when=when,
@@ -233,20 +247,20 @@ class Reporter(PluginObject):
                 self._running = None  # from here on the tick has nothing to announce
                 self._seq += 1
                 seq, ts = self._seq, time.time()
-                record = protocol.QuickPass(
+                record = self.quick_line(
                     self.run_id, self.process, seq, ts, nodeid, self.worker, file, line, attempt, passed
                 )
-                self.sender.send_quick(record)
+                self.sender.send_quick(seq, record)
         else:
             self._running = None
-            self.emit(
-                protocol.TestFinished,
+            self.emit_plain(
+                "test_finished",
                 nodeid=nodeid,
                 worker=self.worker,
                 outcome=final_outcome(_outcomes(passed, phases)),
                 duration=sum(p[1] for p in passed) + sum(p[3] for p in phases),
                 message=next((p[4] for p in phases if p[4]), ""),
-                passed_phases=cast("list[protocol.PassedPhase]", [(w, _finite(d), f) for w, d, f in passed]),
+                passed_phases=[(w, _finite(d), f) for w, d, f in passed],
                 attempt=attempt,
                 file=file,
                 line=None if line is None else line + 1,
@@ -298,13 +312,13 @@ class Reporter(PluginObject):
     def emit_finish(self, exitstatus: int, stats: dict[str, list[Any]] | None) -> None:
         if self.role != "worker":
             counts = {k: len(v) for k, v in (stats or {}).items() if k and k != "warnings"}
-            self.emit(
-                protocol.RunFinished,
+            self.emit_plain(
+                "run_finished",
                 exit_status=int(exitstatus),
                 duration=time.time() - self.started,
                 counts=counts,
             )
-        self.emit(protocol.ProcessFinished, events=self._seq + 1)
+        self.emit_plain("process_finished", events=self._seq + 1)
 
 
 class ControllerProgress:

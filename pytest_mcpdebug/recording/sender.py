@@ -35,16 +35,18 @@ from typing import TYPE_CHECKING, Final
 
 from pytest_mcpdebug import protocol
 from pytest_mcpdebug.folder import WAL_SUFFIX
-from pytest_mcpdebug.protocol import Event, Hello, QuickPass, Request, ServerFrame, Wire
+from pytest_mcpdebug.protocol.plain import Encoded
+from pytest_mcpdebug.protocol.versions import SHORT_RECORDS_VERSION
 from pytest_mcpdebug.recording.colocate import Colocation
 from pytest_mcpdebug.recording.connection import CONNECT_TIMEOUT, socket_has_room
-from pytest_mcpdebug.recording.link import ACK_INTERVAL, BATCH_BYTES, CLOSE_TIMEOUT, Discover, Link
+from pytest_mcpdebug.recording.link import ACK_INTERVAL, BATCH_BYTES, CLOSE_TIMEOUT, Discover, Identity, Link
 from pytest_mcpdebug.recording.spool import SpoolFile
 from pytest_mcpdebug.recording.ticker import SERVER_CHANGED
 from pytest_mcpdebug.recording.wire import FRAGMENT_BYTES, Ready, batches, fragments, packed, runs, spooled
 from pytest_mcpdebug.recording.write_ahead import WriteAhead
 
 if TYPE_CHECKING:
+    from pytest_mcpdebug.protocol import Event, Hello, Request, ServerFrame, Wire
     from pytest_mcpdebug.recording.channel import Channel
     from pytest_mcpdebug.recording.ticker import Ticker
 
@@ -76,7 +78,7 @@ class Sender(Link):
     def __init__(
         self,
         *,
-        hello: Hello,
+        hello: Hello | Identity,
         spool_path: Path,
         discover: Discover,
         reconnect: tuple[float, float] = (RECONNECT_INTERVAL, RECONNECT_INTERVAL),
@@ -99,7 +101,7 @@ class Sender(Link):
         """Bytes of the spool file already sent over a connection (to a server that could not read it)."""
         self._spool_path = spool_path
         self._discover = discover
-        self._pending: collections.deque[Event] = collections.deque()
+        self._pending: collections.deque[Event | Encoded] = collections.deque()
         self._unacked: collections.deque[tuple[int, Wire]] = collections.deque()
         self._unacked_bytes = 0
         self._pending_bytes = 0
@@ -165,9 +167,9 @@ class Sender(Link):
         """Wait (briefly) until the thread's first connection attempt is over; whether it is."""
         return self._first_attempt.wait(timeout) if timeout > 0 else self._first_attempt.is_set()
 
-    def send(self, event: Event) -> None:
+    def send(self, event: Event | Encoded) -> None:
         """Queue an event; never blocks on the network and never raises."""
-        if type(event) is protocol.Output:
+        if type(event) is not Encoded and type(event) is protocol.Output:
             with self._bytes_lock:
                 self._pending_bytes += event.size
         self._pending.append(event)
@@ -209,7 +211,7 @@ class Sender(Link):
             batch = self._drain()
             if not batch and not now:
                 return
-            items = [(e.seq, protocol.encode(e)) for e in batch]
+            items = [(e.seq, _json(e)) for e in batch]
             lines = [line for _, line in items]
             copied = not lines or self.wal.write(lines)
             if self._ws is None:
@@ -249,7 +251,7 @@ class Sender(Link):
         finally:
             self._flush_lock.release()
 
-    def send_quick(self, record: QuickPass) -> None:
+    def send_quick(self, seq: int, line: bytes) -> None:
         """A quiet pass's end, from the reporter under the lock that numbers events: its short record
         copied into the write-ahead file at once when nothing older waits (what `send` and
         `checkpoint` do, without the queue or an event built: see `protocol.quick`); else its
@@ -258,14 +260,10 @@ class Sender(Link):
         It takes no lock of the sender's: when the sender thread is delivering a batch meanwhile, that
         batch holds only older events (it took what waited), so this one goes with the next. (Waiting
         for that batch cost a test's end up to a GIL switch interval, 5 ms, a few times a run.)"""
-        if self._pending:
-            self.send(record.event())
-            return
-        line = protocol.encode_quick(record)
-        if self.wal.write_line(line):
-            self._ready.append((record.seq, line))
+        if self._pending or not self.wal.write_line(line):
+            self._pending.append(Encoded(seq, line))
         else:
-            self._pending.append(record.event())
+            self._ready.append((seq, line))
 
     def drained(self, timeout: float = 2 * FLUSH_INTERVAL) -> bool:
         """Wait (briefly) until the sender thread has taken everything queued so far."""
@@ -363,13 +361,13 @@ class Sender(Link):
             return None
         return max(self._next_connect - time.monotonic(), MIN_WAIT)
 
-    def _drain(self) -> list[Event]:
+    def _drain(self) -> list[Event | Encoded]:
         batch = []
         pending = self._pending
         size = 0
         while pending:
             event = pending.popleft()
-            if type(event) is protocol.Output:
+            if type(event) is not Encoded and type(event) is protocol.Output:
                 size += event.size
             batch.append(event)
         if size:
@@ -391,14 +389,25 @@ class Sender(Link):
             if not batch and not ready:
                 return 0
             if self._ws is not None:  # in seq order: ready came first
-                self._send_lines([*self._packed(ready), *((e.seq, protocol.pack(e)) for e in batch)])
+                self._send_lines([*self._packed(ready), *self._wired(batch)])
             else:
-                self.spool.write(spooled(ready) + [protocol.encode(e) for e in batch])  # JSON lines all
+                self.spool.write(spooled(ready) + [_json(e) for e in batch])  # JSON lines all
                 self._spool_due = time.monotonic() + SPOOL_INTERVAL
-            return sum(e.size for e in batch if type(e) is protocol.Output)
+            return sum(e.size for e in batch if type(e) is not Encoded and type(e) is protocol.Output)
 
     def _packed(self, ready: Ready) -> list[tuple[int, Wire]]:
-        return packed(ready, short_records=self.server_protocol >= protocol.SHORT_RECORDS_VERSION)
+        return packed(ready, short_records=self.server_protocol >= SHORT_RECORDS_VERSION)
+
+    def _wired(self, batch: list[Event | Encoded]) -> list[tuple[int, Wire]]:
+        """Queued events as they are sent: frames packed; `plain`'s as the JSON lines they are (a quiet
+        pass's short record as `_packed` sends it)."""
+        wired: list[tuple[int, Wire]] = []
+        for event in batch:
+            if type(event) is Encoded:
+                wired += self._packed([(event.seq, event.line)])
+            else:
+                wired.append((event.seq, protocol.pack(event)))  # type: ignore[arg-type]
+        return wired
 
     def _send_lines(self, items: Sequence[tuple[int, Wire]]) -> None:
         """Send events; whatever does not make it (the connection lost) ends in the spool."""
@@ -438,4 +447,9 @@ class Sender(Link):
         """The sender thread is not keeping up (or is wedged): the caller writes to the spool itself
         (what a checkpoint left for the thread first: the spool stays in ``seq`` order)."""
         ready, self._ready = self._ready, []
-        self.spool.write(spooled(ready) + [protocol.encode(e) for e in self._drain()])
+        self.spool.write(spooled(ready) + [_json(e) for e in self._drain()])
+
+
+def _json(event: Event | Encoded) -> bytes:
+    """An event's JSON line (a quiet pass's short record as it is)."""
+    return event.line if type(event) is Encoded else protocol.encode(event)  # type: ignore[arg-type]

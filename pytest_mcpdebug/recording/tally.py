@@ -10,21 +10,30 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
-
 WORKER_KEY = "mcpdebug"
 """The key of a worker's counts in ``workeroutput``."""
 
 
-class Tally(msgspec.Struct):
-    sent: int = 0
-    spooled: int = 0
-    dropped: int = 0
-    processes: int = 0
-    problems: list[str] = []
-    """Why events were dropped, once each."""
-    silent: list[str] = []
-    """Workers that ended without handing over their counts (crashed)."""
+class Tally:
+    __slots__ = ("dropped", "problems", "processes", "sent", "silent", "spooled")
+
+    def __init__(
+        self,
+        sent: int = 0,
+        spooled: int = 0,
+        dropped: int = 0,
+        processes: int = 0,
+        problems: list[str] | None = None,
+        silent: list[str] | None = None,
+    ) -> None:
+        self.sent = sent
+        self.spooled = spooled
+        self.dropped = dropped
+        self.processes = processes
+        self.problems: list[str] = [] if problems is None else problems
+        """Why events were dropped, once each."""
+        self.silent: list[str] = [] if silent is None else silent
+        """Workers that ended without handing over their counts (crashed)."""
 
     def add(self, *, sent: int, spooled: int, dropped: int, problem: str | None) -> None:
         self.sent += sent

@@ -11,10 +11,12 @@ the spool is nearly nothing to it.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from pytest_mcpdebug import protocol
-from pytest_mcpdebug.protocol import Wire
+
+if TYPE_CHECKING:
+    from pytest_mcpdebug.protocol import Wire
 
 FRAGMENT_BYTES: Final = 256 * 1024
 """Largest WebSocket frame of a message. websockets copies each frame twice (masking, framing): copies

@@ -8,8 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol
 
-import msgspec
-
 from pytest_mcpdebug.limits import MAX_LINE_LENGTH
 from pytest_mcpdebug.options import DEFAULT_BREAK_TIMEOUT
 from pytest_mcpdebug.recording import diagnosis as diagnosis_parts
@@ -40,9 +38,9 @@ def shared(recorder: Shared) -> dict[str, Any]:
         "max_line_length": recorder.max_line_length,
         "break": recorder.break_on_failure,
         "break_timeout": recorder.break_timeout,
-        "hangs": msgspec.structs.asdict(recorder.hangs),
+        "hangs": recorder.hangs._asdict(),
         "session_started": recorder.session_started,
-        "diagnosis": msgspec.structs.asdict(recorder.diagnosis),
+        "diagnosis": recorder.diagnosis._asdict(),
     }
 
 
