@@ -16,9 +16,14 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from json.encoder import encode_basestring as _string  # type: ignore[attr-defined]
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    Phases = Sequence[tuple[str, float, float]]
+    QuickLine = Callable[[str, str, int, float, str, str, str, int | None, int, Phases], bytes]
+    """`quick_line`'s signature."""
 
 FIELDS: Final[dict[str, tuple[str, ...]]] = {
     "run_started": (
@@ -85,6 +90,34 @@ def quick_line(
         f"[{_string(run_id)},{_string(process)},{seq},{when},{_string(nodeid)},{_string(worker)},"
         f"{_string(file)},{where},{attempt},[{phases}]]"
     ).encode("utf-8", "replace")
+
+
+def msgspec_quick_line() -> QuickLine:
+    """`quick_line` by msgspec's encoder, the same record at a fraction of the cost a test (`quick_line`
+    formats seven floats with ``repr``, ~15 us a test in a run): for a process that has msgspec loaded,
+    or a run long enough to repay its import (~7 ms)."""
+    import msgspec
+
+    encode = msgspec.json.Encoder().encode
+
+    def quick_line(
+        run_id: str,
+        process: str,
+        seq: int,
+        ts: float,
+        nodeid: str,
+        worker: str,
+        file: str,
+        line: int | None,
+        attempt: int,
+        passed: Sequence[tuple[str, float, float]],
+    ) -> bytes:
+        when = (
+            ts if math.isfinite(ts) else 0.0
+        )  # msgspec writes a NaN as null, which a record's ts may not be
+        return encode([run_id, process, seq, when, nodeid, worker, file, line, attempt, passed])
+
+    return quick_line
 
 
 def _number(value: float) -> str:

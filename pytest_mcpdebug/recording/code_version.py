@@ -25,7 +25,7 @@ _ENV = {**os.environ, "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"}  # never take th
 def code_version(root: Path) -> tuple[str, str, str]:
     """(commit, changes digest, note): the note says why the version is unknown, when it is."""
     if not _may_be_in_git(root):
-        return "", "", f"{root} is not in a git repository: runs cannot be told apart by code version"
+        return _outside(root)
     try:
         head = subprocess.run(
             ["git", "rev-parse", "--verify", "--quiet", "HEAD"],
@@ -44,7 +44,7 @@ def code_version(root: Path) -> tuple[str, str, str]:
             ["git", "rev-parse", "--git-dir"], cwd=root, capture_output=True, env=_ENV, check=False
         )
         if inside.returncode != 0:
-            return "", "", f"{root} is not in a git repository: runs cannot be told apart by code version"
+            return _outside(root)
         return "", "", "the git repository has no commit yet"
     commit = head.stdout.decode().strip()
     try:
@@ -52,6 +52,10 @@ def code_version(root: Path) -> tuple[str, str, str]:
     except (OSError, subprocess.SubprocessError) as exc:
         return commit, "", f"git diff failed ({type(exc).__name__}): uncommitted changes unknown"
     return commit, changes, ""
+
+
+def _outside(root: Path) -> tuple[str, str, str]:
+    return "", "", f"{root} is not in a git repository: runs cannot be told apart by code version"
 
 
 def _may_be_in_git(root: Path) -> bool:
@@ -82,8 +86,12 @@ def _diff_digest(root: Path) -> str:
     return digest.hexdigest()[:16] if size else ""
 
 
-def start(root: Path, emit: Callable[[str, str, str], None]) -> threading.Thread:
-    """Ask git in a daemon thread and hand the answer to ``emit(commit, changes, note)``."""
+def start(root: Path, emit: Callable[[str, str, str], None]) -> threading.Thread | None:
+    """Ask git in a daemon thread and hand the answer to ``emit(commit, changes, note)``; outside any
+    repository, answer at once (None: no thread was needed)."""
+    if not _may_be_in_git(root):
+        emit(*_outside(root))
+        return None
 
     def ask() -> None:
         try:

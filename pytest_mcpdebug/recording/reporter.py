@@ -69,14 +69,15 @@ class Reporter(PluginObject):
         self._running: tuple[str, Location, float] | None = None
         """(nodeid, location, start time) of the test running now, until its `TestFinished`."""
         self._announced: tuple[str, Location, float] | None = None
-        self.quick_line: Callable[..., bytes] = plain.quick_line
-        """Encodes a quiet pass's short record: `plain`'s, or msgspec's (`codec.quick_line`, ~8 times
-        as fast) once msgspec is loaded for other reasons (`use_msgspec`)."""
+        self.quick_line: plain.QuickLine = plain.quick_line
+        """Encodes a quiet pass's short record: `plain`'s at first; msgspec's (`use_msgspec`) where a
+        connection's handshake loaded it, or once the run is a tick old (`Recorder`), which repays its
+        import in a few hundred tests, and a run over sooner never pays it."""
 
     def use_msgspec(self) -> None:
-        """Encode quiet passes with msgspec from now on: worth it where it is loaded already (a
-        connection's handshake loads it), not worth its import in a quiet spooled run."""
-        self.quick_line = protocol.quick_line
+        """Encode quiet passes' records with msgspec from now on (loading it: from any thread)."""
+        if self.quick_line is plain.quick_line:
+            self.quick_line = plain.msgspec_quick_line()
 
     def emit(self, event_type: type[protocol.Event], **fields: Any) -> None:
         """Number and queue an event; safe from any thread (output is sent from a background one).

@@ -150,6 +150,9 @@ class Sender(Link):
         self.start_ticker: Callable[[], Ticker | None] | None = None
         """Starts `ticker`: called by the thread after its first ``interval``, so a run shorter than
         that (one quick test) never starts the helper, and no run's test thread waits for its start."""
+        self.later: Callable[[], None] | None = None
+        """Called once by the thread after its first ``interval``, like `start_ticker`: work a run that
+        is over sooner never needs (the recorder's faster encoding of quiet passes)."""
         self.colocation: Colocation | None = None
         """Keeps the thread on the CPU of the thread it serves while its work is light (a test process:
         see `colocate`); None: it runs anywhere (a process session's runner, whose reader and sender
@@ -224,7 +227,7 @@ class Sender(Link):
                 self._ws, sum(map(len, lines)) + sum(len(line) for _, line in self._ready)
             ):
                 ready, self._ready = self._ready, []
-                self._send_lines([*self._packed(ready), *items])  # in seq order: what waited came first
+                self._send_lines(self._packed([*ready, *items]))  # in seq order: what waited came first
             else:
                 self._ready += items
         finally:
@@ -346,6 +349,10 @@ class Sender(Link):
                 start, self.start_ticker = self.start_ticker, None
                 with colocation.unpinned() if colocation is not None else contextlib.nullcontext():
                     self.ticker = start()  # the helper must not inherit the test thread's CPU
+            if self.later is not None and not self._stop.is_set():
+                later, self.later = self.later, None
+                with contextlib.suppress(Exception):  # nothing here may stop the delivery
+                    later()
         if self.colocation is not None:  # the end's work runs alongside the test thread's
             self.colocation.release()
             self.colocation.close()
