@@ -232,7 +232,15 @@ def __getattr__(name: str) -> Any:
     attribute lookups)."""
     if name not in __all__:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from pytest_mcpdebug.protocol import codec, frames, payloads, quick, trace
+    import threading
+
+    from pytest_mcpdebug.quiet_import import collector_paused, own_modules
+
+    # As the recorder's own import (`quiet_import`): mid-run too (a first failure's snapshot), the
+    # collector held off and, in pytest's thread, its assertion rewriting stepped around.
+    main = threading.current_thread() is threading.main_thread()
+    with own_modules() if main else collector_paused():
+        from pytest_mcpdebug.protocol import codec, frames, payloads, quick, trace
 
     for module in (codec, frames, payloads, quick, trace):
         if name in vars(module):

@@ -1,12 +1,14 @@
 """The events of a run where nothing fails, prints or hangs, encoded with the standard library.
 
-`frames` defines every frame as a msgspec `Struct`: importing msgspec and defining them is most of what
-recording adds to a run's start (~2/3 of it, counted by callgrind). The events of a quiet run are few
+`frames` defines every frame as a msgspec `Struct`: importing msgspec and defining them was a quarter of
+what recording adds to a one-test run (callgrind: ~100M estimated cycles of extra work, ~73M without
+them). The events of a quiet run are few
 and flat (its start, each process's, its code version, its collection, each test's start and end, its
 finish), so they are written here, with ``json``, as JSON lines the server reads exactly as it reads
-`codec.encode`'s (`tests/test_plain.py` checks that for any values). A run that never builds another
-event never imports msgspec; the first one that does (a failure's snapshot, a line of output, a hang)
-loads it then.
+`codec.encode`'s (`tests/test_plain.py` checks that for any values). The first other event (a
+failure's snapshot, a line of output, a hang) loads msgspec then; and a run still going after a tick
+loads it in the sender thread to encode quiet passes' records (`msgspec_quick_line`: `quick_line`'s
+seven ``repr``s of floats cost a test ~75K instructions more), which a one-test run never does.
 
 The names of each event's fields are in `FIELDS`, checked against `frames` by the tests: msgspec
 ignores a field it does not know, so a misspelt one would be lost without a word.

@@ -39,14 +39,15 @@ def split_token(url: str) -> tuple[str, str]:
 
 
 def preload() -> None:
-    """Import the WebSocket client (`channel`, websockets' sans-I/O protocol) now, in pytest's main
-    thread before any test module is collected, past pytest's assertion rewriting
-    (`quiet_import.own_modules`): a test process that has a server to stream to would import it in the
-    sender thread's first connection attempt, which the main thread waits for anyway, paying the
-    rewriting hook's look at each of its modules."""
+    """Import the WebSocket client (`channel`, websockets' sans-I/O protocol) and the frames (msgspec:
+    the hello, the server's frames, packed events) now, in pytest's main thread before any test module
+    is collected, past pytest's assertion rewriting (`quiet_import.own_modules`): a test process that
+    has a server to stream to would import them in the sender thread's first connection attempt, which
+    the main thread waits for anyway, paying the rewriting hook's look at each of their modules."""
     from pytest_mcpdebug.quiet_import import own_modules
 
     with own_modules():
+        import pytest_mcpdebug.protocol.codec
         import pytest_mcpdebug.recording.channel  # noqa: F401
 
 
