@@ -228,8 +228,8 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """A name of `__all__`, its module imported on first use (then kept here: later uses are plain
-    attribute lookups)."""
+    """A name of `__all__`: the first use of any loads the modules and keeps every name here, so later
+    uses are plain attribute lookups."""
     if name not in __all__:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import threading
@@ -242,12 +242,12 @@ def __getattr__(name: str) -> Any:
     with own_modules() if main else collector_paused():
         from pytest_mcpdebug.protocol import codec, frames, payloads, quick, trace
 
+    found: dict[str, Any] = {}
+    # A name one of them imports from another is the same object in both.
     for module in (codec, frames, payloads, quick, trace):
-        if name in vars(module):
-            value = vars(module)[name]
-            globals()[name] = value
-            return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        found.update((n, v) for n, v in vars(module).items() if n in __all__)
+    globals().update(found)
+    return found[name]
 
 
 def __dir__() -> list[str]:

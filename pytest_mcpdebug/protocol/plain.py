@@ -2,13 +2,13 @@
 
 `frames` defines every frame as a msgspec `Struct`: importing msgspec and defining them was a quarter of
 what recording adds to a one-test run (callgrind: ~100M estimated cycles of extra work, ~73M without
-them). The events of a quiet run are few
-and flat (its start, each process's, its code version, its collection, each test's start and end, its
-finish), so they are written here, with ``json``, as JSON lines the server reads exactly as it reads
-`codec.encode`'s (`tests/test_plain.py` checks that for any values). The first other event (a
-failure's snapshot, a line of output, a hang) loads msgspec then; and a run still going after a tick
-loads it in the sender thread to encode quiet passes' records (`msgspec_quick_line`: `quick_line`'s
-seven ``repr``s of floats cost a test ~75K instructions more), which a one-test run never does.
+them). The events of a quiet run are few and flat (its start, each process's, its code version, its
+collection, each test's start and end, its finish), so they are written here, with ``json``, as JSON
+lines the server reads exactly as it reads `codec.encode`'s (`tests/test_plain.py` checks that for any
+values). The first other event (a failure's snapshot, a line of output, a hang) loads msgspec then; and
+a run still going after a tick loads it in the sender thread to encode quiet passes' records
+(`msgspec_quick_line`: `quick_line`'s seven ``repr``s of floats cost a test ~75K instructions more),
+which a one-test run never does.
 
 The names of each event's fields are in `FIELDS`, checked against `frames` by the tests: msgspec
 ignores a field it does not know, so a misspelt one would be lost without a word.
@@ -102,22 +102,9 @@ def msgspec_quick_line() -> QuickLine:
 
     encode = msgspec.json.Encoder().encode
 
-    def quick_line(
-        run_id: str,
-        process: str,
-        seq: int,
-        ts: float,
-        nodeid: str,
-        worker: str,
-        file: str,
-        line: int | None,
-        attempt: int,
-        passed: Sequence[tuple[str, float, float]],
-    ) -> bytes:
-        when = (
-            ts if math.isfinite(ts) else 0.0
-        )  # msgspec writes a NaN as null, which a record's ts may not be
-        return encode([run_id, process, seq, when, nodeid, worker, file, line, attempt, passed])
+    def quick_line(run_id: str, process: str, seq: int, ts: float, *rest: Any) -> bytes:
+        when = ts if math.isfinite(ts) else 0.0  # msgspec writes NaN as null, which no record's ts may be
+        return encode([run_id, process, seq, when, *rest])
 
     return quick_line
 
