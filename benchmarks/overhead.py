@@ -13,8 +13,14 @@ median of the per-pair differences in milliseconds). Each wall median comes with
 interval (order statistics, no assumption about the noise's shape): where a target lies inside it, the
 pairs have not resolved whether it is met.
 
-Usage: python benchmarks/overhead.py [--tests 2000] [--pairs 9] [--modes pytest-timeout,...] [--markdown FILE]
-       [--phases]
+Usage: python benchmarks/overhead.py [--tests 2000] [--pairs 9] [--startup-pairs 27]
+       [--modes pytest-timeout,...] [--markdown FILE] [--save FILE] [--phases]
+       python benchmarks/overhead.py --pool FILE [FILE ...]
+
+The one-test suite gets three times the pairs by default: its pairs are quick, and the start-up's
+target (+20 ms) is about as large as what a 45-pair median moves by from run to run on this project's
+shared 2-core VM. ``--save`` keeps every pair's timings, and ``--pool`` reads several runs' back into
+one table: the pooled median of many runs' pairs, not the best of them.
 
 ``--phases`` loads `segments.py`'s probe into every run, plain pytest's too, and adds a table of
 where each mode's extra time goes, phase by phase, in the same pairs: the whole-run ratios and the
@@ -313,39 +319,76 @@ def render_phases(results: dict[tuple[str, str], Pairs]) -> str:
 
 def benchmark(
     modes: list[str],
-    suites: dict[str, tuple[Path, int]],
-    pairs: int,
+    suites: dict[str, tuple[Path, int, int]],
     warmup: int,
     workdir: Path,
     phases: bool = False,
 ) -> dict[tuple[str, str], Pairs]:
-    """For each suite and mode, PAIRS pairs (plain, mode) in alternating order, after WARMUP rounds."""
+    """For each suite (path, tests, pairs) and mode, that many pairs (plain, mode) in alternating order,
+    after WARMUP rounds. The rounds are as many as the most pairs asked of a suite; a suite with fewer
+    has its pairs spread evenly over them, so every suite's pairs span the whole run's drift."""
     env = bytecode_env(clean_env(), workdir / "pycache")
     results = {(suite, mode): Pairs() for suite in suites for mode in modes}
+    rounds = max(pairs for _, _, pairs in suites.values())
     with contextlib.ExitStack() as stack:
         serverdir = workdir / "server"
         server: subprocess.Popen[bytes] | None = None
         if "mcpdebug-stream" in modes:
             server, _ = stack.enter_context(running_server(serverdir, workdir / "server.log"))
         run = Runner(workdir, env, serverdir, server, phases)
-        for number in range(warmup + pairs):
-            timed = number >= warmup
-            for name, (suite, n_tests) in suites.items():
-                order = modes[number % len(modes) :] + modes[: number % len(modes)]
-                for mode in order:
-                    plain_first = number % 2 == 0
-                    first, second = ("plain", mode) if plain_first else (mode, "plain")
-                    a, b = run(first, suite, n_tests), run(second, suite, n_tests)
-                    plain, other = (a, b) if plain_first else (b, a)
-                    label = f"pair {number - warmup + 1}/{pairs}" if timed else f"warm-up {number + 1}"
-                    print(
-                        f"{label:>11} {name:<8} {mode:<15} plain {plain.wall:.3f} s, it {other.wall:.3f} s,"
-                        f" ratio {other.wall / plain.wall:5.3f} (CPU {other.cpu / plain.cpu:5.3f})",
-                        file=sys.stderr,
-                    )
-                    if timed:
-                        results[name, mode].plain.append(plain)
-                        results[name, mode].mode.append(other)
+        done = dict.fromkeys(suites, -warmup)  # pairs begun per suite (negative: warm-up rounds)
+        for number in range(warmup + rounds):
+            for name, (suite, n_tests, pairs) in suites.items():
+                due = pairs * (number - warmup + 1) // rounds if number >= warmup else done[name] + 1
+                while done[name] < due:
+                    index, done[name] = done[name], done[name] + 1
+                    label = f"pair {index + 1}/{pairs}" if index >= 0 else f"warm-up {index + warmup + 1}"
+                    for mode in modes[index % len(modes) :] + modes[: index % len(modes)]:
+                        plain, other = run_pair(run, mode, suite, n_tests, plain_first=index % 2 == 0)
+                        print(
+                            f"{label:>11} {name:<8} {mode:<15} plain {plain.wall:.3f} s, "
+                            f"it {other.wall:.3f} s, ratio {other.wall / plain.wall:5.3f} "
+                            f"(CPU {other.cpu / plain.cpu:5.3f})",
+                            file=sys.stderr,
+                        )
+                        if index >= 0:
+                            results[name, mode].plain.append(plain)
+                            results[name, mode].mode.append(other)
+    return results
+
+
+def run_pair(
+    run: Runner, mode: str, suite: Path, n_tests: int, *, plain_first: bool
+) -> tuple[Timing, Timing]:
+    """One pair, back to back: (plain's timing, the mode's)."""
+    if plain_first:
+        return run("plain", suite, n_tests), run(mode, suite, n_tests)
+    other = run(mode, suite, n_tests)
+    return run("plain", suite, n_tests), other
+
+
+def save(results: dict[tuple[str, str], Pairs], path: Path) -> None:
+    """The pairs' raw timings as JSON, for `--pool` to read back with other runs'."""
+    rows = [
+        {
+            "suite": suite,
+            "mode": mode,
+            "pairs": [[p.wall, p.cpu, m.wall, m.cpu] for p, m in zip(pairs.plain, pairs.mode, strict=True)],
+        }
+        for (suite, mode), pairs in results.items()
+    ]
+    path.write_text(json.dumps(rows) + "\n")
+
+
+def load_saved(paths: list[Path]) -> dict[tuple[str, str], Pairs]:
+    """Several runs' saved pairs, pooled per suite and mode (`--pool`)."""
+    results: dict[tuple[str, str], Pairs] = {}
+    for path in paths:
+        for row in json.loads(path.read_text()):
+            pairs = results.setdefault((row["suite"], row["mode"]), Pairs())
+            for plain_wall, plain_cpu, mode_wall, mode_cpu in row["pairs"]:
+                pairs.plain.append(Timing(plain_wall, plain_cpu))
+                pairs.mode.append(Timing(mode_wall, mode_cpu))
     return results
 
 
@@ -454,7 +497,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pairs", type=int, default=9, help="timed pairs per mode and suite (9)")
     parser.add_argument("--warmup", type=int, default=1, help="untimed rounds first, to warm caches (1)")
     parser.add_argument("--modes", help=f"comma-separated subset of {','.join(MODES[1:])} (default: all)")
+    parser.add_argument(
+        "--startup-pairs",
+        type=int,
+        help="timed pairs of the one-test (start-up) suite (3 x --pairs: a pair is ~4 times quicker, and a"
+        " start-up's difference of ~20 ms is as large as a 45-pair median's noise on a shared 2-core VM)",
+    )
     parser.add_argument("--no-startup", action="store_true", help="skip the one-test (start-up) suite")
+    parser.add_argument("--save", type=Path, metavar="FILE", help="write every pair's timings to FILE (JSON)")
+    parser.add_argument(
+        "--pool",
+        type=Path,
+        nargs="+",
+        metavar="FILE",
+        help="run nothing: print the table of the pairs several --save runs wrote, pooled",
+    )
     parser.add_argument("--markdown", type=Path, metavar="FILE", help="append the results to FILE")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (suite, server log)")
     parser.add_argument(
@@ -463,20 +520,27 @@ def main(argv: list[str] | None = None) -> int:
         help="load segments.py's probe into every run (plain too) and show where each mode's extra goes",
     )
     args = parser.parse_args(argv)
-    if args.tests < 1 or args.pairs < 1 or args.warmup < 0:
-        parser.error("--tests and --pairs must be >= 1, --warmup >= 0")
+    startup_pairs = 3 * args.pairs if args.startup_pairs is None else args.startup_pairs
+    if args.tests < 1 or args.pairs < 1 or startup_pairs < 1 or args.warmup < 0:
+        parser.error("--tests, --pairs and --startup-pairs must be >= 1, --warmup >= 0")
+    if args.pool:
+        try:
+            print(render_table(load_saved(args.pool)))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            parser.error(f"--pool: cannot read the saved pairs ({exc}); give files written by --save")
+        return 0
     modes = pick_modes(args.modes)
 
     workdir = Path(tempfile.mkdtemp(prefix="mcpdebug-bench-"))
-    suites = {f"{args.tests} tests": (workdir / "suite", args.tests)}
+    suites = {f"{args.tests} tests": (workdir / "suite", args.tests, args.pairs)}
     generate(args.tests, workdir / "suite")
     if not args.no_startup:
-        suites["start-up"] = (workdir / "one", 1)
+        suites["start-up"] = (workdir / "one", 1, startup_pairs)
         generate(1, workdir / "one")
     load_before = os.getloadavg()[0]
     print(f"load average {load_before:.2f}", file=sys.stderr)
     try:
-        results = benchmark(modes, suites, args.pairs, args.warmup, workdir, args.phases)
+        results = benchmark(modes, suites, args.warmup, workdir, args.phases)
     except BenchmarkError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -486,6 +550,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             shutil.rmtree(workdir, ignore_errors=True)
 
+    if args.save:
+        save(results, args.save)
+        print(f"saved the pairs to {args.save} (pool runs with --pool)", file=sys.stderr)
     table = render_table(results)
     if args.phases:
         table += "\n\n" + render_phases(results)
