@@ -14,7 +14,9 @@ from __future__ import annotations
 import os
 import shlex
 from pathlib import Path
-from typing import Final, NamedTuple
+from typing import Final
+
+from pytest_mcpdebug.record import Record
 
 DIRNAME: Final = ".mcpdebug"
 SERVER_FILE: Final = "server.json"
@@ -126,8 +128,8 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-class ServerInfo(NamedTuple):
-    """What ``server.json`` holds (a NamedTuple: `mcpdebug run` reads it before msgspec is loaded)."""
+class ServerInfo(Record):
+    """What ``server.json`` holds (not a msgspec Struct: `mcpdebug run` reads it before msgspec is loaded)."""
 
     url: str
     token: str

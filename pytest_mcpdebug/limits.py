@@ -13,7 +13,9 @@ import re
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
+
+from pytest_mcpdebug.record import Record
 
 KB: Final = 1024
 MB: Final = 1024 * KB
@@ -34,10 +36,9 @@ MAX_LINE_LENGTH: Final = 64 * KB
 """The default of `Limits.max_line_length`."""
 
 
-class Limits(NamedTuple):
-    """(Not a dataclass: one costs ~0.4 ms of every recorded run's start-up to define; nor a msgspec
-    Struct: `mcpdebug run` reads limits before it starts its command, and msgspec's import would delay
-    that by ~10 ms.)"""
+class Limits(Record):
+    """(A `Record`: a dataclass or a NamedTuple costs ~0.3-0.4 ms of every recorded run's start-up to
+    define; a msgspec Struct, msgspec's import, which would delay `mcpdebug run`'s command by ~10 ms.)"""
 
     max_line_length: int = MAX_LINE_LENGTH
     """A longer line is cut here, with a marker saying how much was dropped."""
@@ -107,7 +108,7 @@ def _duration_text(s: float) -> str:
     return f"{int(s)}s" if s == int(s) else f"{s}s"  # not "g": 1000001 s is not "1e+06s"
 
 
-class _Spec(NamedTuple):
+class _Spec(Record):
     parse: Callable[[object], float]
     low: float
     high: float

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import NamedTuple
 
 import pytest
 
@@ -40,6 +39,7 @@ from pytest_mcpdebug.options import (
     parse_bool,
     traces,
 )
+from pytest_mcpdebug.record import Record
 
 
 def _break_timeout(config: pytest.Config) -> float:
@@ -70,7 +70,7 @@ def _seconds(config: pytest.Config, name: str, env: str, default: float | None, 
     return parse_seconds(raw, where, example=example, zero=default is None)
 
 
-class HangSettings(NamedTuple):
+class HangSettings(Record):
     timeout: float | None = None
     """The default per-test timeout (CLI > env > ini); a marker overrides it per test."""
     func_only: bool = False
@@ -114,7 +114,7 @@ def _run_id() -> str | None:
     return raw
 
 
-class DiagnosisSettings(NamedTuple):
+class DiagnosisSettings(Record):
     """What the opt-in diagnosis parts record; handed to xdist workers like the rest."""
 
     coverage: bool = False
@@ -133,7 +133,7 @@ def diagnosis_settings(config: pytest.Config) -> DiagnosisSettings:
     )
 
 
-class Settings(NamedTuple):
+class Settings(Record):
     dir: Path
     url: str | None
     """Explicit server URL (CLI, env or ini); None means look in `dir/server.json`."""

@@ -14,7 +14,9 @@ import mmap
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, NamedTuple
+from typing import TYPE_CHECKING, Final
+
+from pytest_mcpdebug.record import Record
 
 if TYPE_CHECKING:
     from pytest_mcpdebug.protocol import HangReport
@@ -33,7 +35,7 @@ _TIMEOUT = r"^Timeout \((?P<h>\d+):(?P<m>\d+):(?P<s>\d+(?:\.\d+)?)\)!"
 _FATAL = r"^Fatal Python error: (?P<what>.+)$"
 
 
-class DumpName(NamedTuple):
+class DumpName(Record):
     run_id: str
     process: str
     worker: str

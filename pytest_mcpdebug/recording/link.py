@@ -14,10 +14,11 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final
 
 from pytest_mcpdebug import protocol
 from pytest_mcpdebug.protocol.versions import MAX_MESSAGE_BYTES
+from pytest_mcpdebug.record import Record
 from pytest_mcpdebug.recording.connection import describe as _describe
 from pytest_mcpdebug.recording.connection import open_connection
 from pytest_mcpdebug.recording.spool import SpoolFile
@@ -35,7 +36,7 @@ the sender's limits) and go to the spool if the connection is lost."""
 BATCH_BYTES: Final = MAX_MESSAGE_BYTES // 4
 
 
-class Identity(NamedTuple):
+class Identity(Record):
     """What a sender's `Hello` says of it, the hello itself built when a server is found: a run that
     only spools builds no frame (see `protocol.plain`)."""
 
