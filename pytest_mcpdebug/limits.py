@@ -38,7 +38,8 @@ MAX_LINE_LENGTH: Final = 64 * KB
 
 class Limits(Record):
     """(A `Record`: a dataclass or a NamedTuple costs ~0.3-0.4 ms of every recorded run's start-up to
-    define; a msgspec Struct, msgspec's import, which would delay `mcpdebug run`'s command by ~10 ms.)"""
+    define, and a msgspec Struct needs msgspec's import, which would delay `mcpdebug run`'s command by
+    ~10 ms.)"""
 
     max_line_length: int = MAX_LINE_LENGTH
     """A longer line is cut here, with a marker saying how much was dropped."""
