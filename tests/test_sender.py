@@ -286,7 +286,7 @@ def quick_pass(seq: int) -> protocol.QuickPass:
 
 def short_record(record: protocol.QuickPass) -> tuple[int, bytes]:
     """What the reporter hands `Sender.send_quick` at a quiet pass's end: its seq and short record."""
-    return record.seq, plain.quick_line(*msgspec.structs.astuple(record))
+    return record.seq, plain.quick_line(msgspec.structs.astuple(record))
 
 
 def as_read(event: Event) -> Event:

@@ -10,9 +10,11 @@ No pytest import: the server uses it too.
 
 from __future__ import annotations
 
+import functools
 import mmap
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -74,6 +76,9 @@ class DumpFile:
         self._header = mmap.mmap(self.fd, HEADER_SIZE)
         """The header, mapped: naming the running test is a copy into the page cache, not a system call
         per test, and what is copied there outlives the process as a write would."""
+        self.clear_test: Callable[[], None] = functools.partial(self._header.__setitem__, self._test_at, 10)
+        """No test runs now: one byte, the name's line made empty (the rest of it reads as padding). A
+        call of C code only, no Python frame: every test's end makes it. ValueError once closed."""
 
     def fileno(self) -> int:
         return self.fd
@@ -88,10 +93,6 @@ class DumpFile:
         if size < last:
             self._header[at + size : at + last] = b" " * (last - size)
         self._test_len = size
-
-    def clear_test(self) -> None:
-        """No test runs now: one byte, the name's line made empty (the rest of it reads as padding)."""
-        self._header[self._test_at] = 10  # "\n"
 
     def append(self, text: str) -> None:
         os.write(self.fd, text.encode("utf-8", "replace"))

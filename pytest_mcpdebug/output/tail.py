@@ -6,9 +6,10 @@ every `TICK` seconds with ``pread`` (which does not move pytest's file position)
 is new as numbered lines; the rest is taken at the end of each phase, where pytest reads and
 empties the files: a quiet test costs no read of its own. The tail stands in front of pytest's two
 capture calls of each phase (``item_capture``: a phase starts; ``read_global_capture``: pytest reads
-its files), so it has no hook of its own per phase, and it tells the reporter when a test starts;
-the reporter tells it when a test ends. Log
-records come from a handler on the root logger and warnings from ``pytest_warning_recorded``.
+its files), so it has no hook of its own per phase: it tells the reporter when a test starts, and
+teardown's read ends the test (with ``-p no:capture``, hooks tell it of phases and the reporter of a
+test's end). Log records come from a handler on the root logger and warnings from
+``pytest_warning_recorded``.
 
 Output belongs to a *unit*: the test whose phase is running, or the process's own output outside
 tests ("" — collection, session-scoped fixtures being set up, records logged between tests). Lines
@@ -40,6 +41,11 @@ loses at most that much. A test is first looked at once it is a tick old (`Recor
 younger one wrote is all within its last tick, and pytest's read takes it if the test ends first."""
 
 
+_LAST_READS: Final = ("teardown", "fixture")
+"""The phases whose read of pytest's files is the test's last: its teardown's, or the session fixtures'
+teardown that the last test's teardown ran (`_session_teardown_begins`)."""
+
+
 class OutputTail(OutputReader, PluginObject):
     """Registered as a plugin in every process that runs tests (not the xdist controller)."""
 
@@ -50,7 +56,7 @@ class OutputTail(OutputReader, PluginObject):
         self.config = config
         self._stopped = False
         self._warnings = WarningWatch(self._live_warning)
-        self._pytest_item_capture: Callable[..., Any] | None = None
+        self._pytest_item_capture: Callable[[str, pytest.Item], Any] = _no_capture
         self._pytest_read_capture: Callable[[], Any] | None = None
         """pytest's own ``item_capture`` and ``read_global_capture``, while ours stand in front of them."""
         self._handler = RecordHandler(self)
@@ -63,6 +69,12 @@ class OutputTail(OutputReader, PluginObject):
 
     # Life cycle -----------------------------------------------------------------------------------
 
+    @property
+    def ends_tests(self) -> bool:
+        """Whether the tail sees each test's end itself (it stands in front of pytest's capture): if not,
+        the reporter tells it (`end_test`)."""
+        return self._pytest_read_capture is not None
+
     def start(self) -> None:
         level = pytest_log_level(self.config)
         if level is not None:
@@ -74,7 +86,7 @@ class OutputTail(OutputReader, PluginObject):
             # Stand in front of pytest's per-phase capture calls: no hook of our own runs per phase.
             self._pytest_item_capture = capman.item_capture
             self._pytest_read_capture = capman.read_global_capture
-            capman.item_capture, capman.read_global_capture = self._item_capture, self._read_capture
+            capman.item_capture, capman.read_global_capture = self.phase_starts, self._read_capture
         else:  # -p no:capture: nothing to read, but records and warnings still need their phase
             self.config.pluginmanager.register(PhaseHooks(self), PhaseHooks.NAME)
 
@@ -88,7 +100,7 @@ class OutputTail(OutputReader, PluginObject):
                 for name in ("item_capture", "read_global_capture"):
                     with contextlib.suppress(AttributeError):
                         delattr(self._capman, name)
-                self._pytest_item_capture = self._pytest_read_capture = None
+                self._pytest_item_capture, self._pytest_read_capture = _no_capture, None
         phases = self.config.pluginmanager.get_plugin(PhaseHooks.NAME)
         if phases is not None:
             self.config.pluginmanager.unregister(name=PhaseHooks.NAME)
@@ -111,48 +123,37 @@ class OutputTail(OutputReader, PluginObject):
 
     # Tests: pytest's capture of each phase, wrapped --------------------------------------------------
 
-    def begin_test(self, item: pytest.Item) -> None:
-        """What is written from now on is ``item``'s set-up (`on_begin` is told first)."""
-        nodeid = item.nodeid  # built anew at each read (pytest 9): read once a test
-        if self.on_begin is not None:
-            self.on_begin(nodeid, item.location)
-        with self._lock:
-            if getattr(self._capman, "_global_capturing", None) is not self._attached_to:
-                self._attach()
-            if self._records:  # filed under the unit they were logged in, before it is reused
-                self._send_records()
-            unit = self._units.get(nodeid)
-            if unit is None:  # numbered and kept (`_send`) once it has lines: a quiet test leaves none
-                unit = self._blank
-                unit.nodeid = nodeid
-            self._unit, self._phase, self._tailing = unit, "setup", True
-
     def end_test(self) -> None:
-        """From the reporter, at the test's last report: its output was taken when pytest read its files."""
+        """From the reporter, at the test's last report, where pytest's capture plugin is off (``-p
+        no:capture``; else teardown's read of pytest's files ends it, `_read_capture`)."""
         with self._lock:
             self._unit, self._phase, self._tailing = self._units[""], "", False
             if self._records:
                 self._send_records()
 
-    def phase(self, item: pytest.Item, when: str) -> None:
-        """``item``'s phase ``when`` starts."""
+    def phase_starts(self, when: str, item: pytest.Item) -> Any:
+        """pytest's ``item_capture(when, item)``, which runs each phase of each test, stood in front of;
+        or told by `PhaseHooks`. At set-up, what is written from now on is ``item``'s (`on_begin` is
+        told first). This runs three times a test: all in one frame."""
         if when == "setup":
-            self.begin_test(item)
-            return
-        self._phase = when
-        if when == "teardown" and self._session_fixtures_unmarked:
-            self._mark_session_teardown(item)
-
-    def _item_capture(self, when: str, item: pytest.Item) -> Any:
-        """pytest's ``item_capture(when, item)``, which runs each phase of each test (`phase`, inlined:
-        this runs three times a test)."""
-        if when == "setup":
-            self.begin_test(item)
+            nodeid = item.nodeid  # built anew at each read (pytest 9): read once a test
+            if self.on_begin is not None:
+                self.on_begin(nodeid, item.location)
+            with self._lock:
+                if getattr(self._capman, "_global_capturing", None) is not self._attached_to:
+                    self._attach()
+                if self._records:  # filed under the unit they were logged in, before it is reused
+                    self._send_records()
+                unit = self._units.get(nodeid)
+                if unit is None:  # numbered and kept (`_send`) once it has lines: a quiet test leaves none
+                    unit = self._blank
+                    unit.nodeid = nodeid
+                self._unit, self._phase, self._tailing = unit, "setup", True
         else:
             self._phase = when
             if when == "teardown" and self._session_fixtures_unmarked:
                 self._mark_session_teardown(item)
-        return self._pytest_item_capture(when, item)  # type: ignore[misc]  # set while we stand in
+        return self._pytest_item_capture(when, item)
 
     def _mark_session_teardown(self, item: pytest.Item) -> None:
         """Runs first when the session is torn down (finalizers run last-in, first-out), i.e. after this
@@ -174,13 +175,18 @@ class OutputTail(OutputReader, PluginObject):
         """pytest's ``read_global_capture``: pytest reads and empties its files there (at the end of
         each phase, or when --pdb shows the output), so that is where the rest of the running unit's
         output is taken. A phase of which nothing was read yet (the usual short test) costs no read
-        of its own: its text is the one pytest just read."""
+        of its own: its text is the one pytest just read. Teardown's read ends the test (what `end_test`
+        does: no call of its own at each test's end); so does the last test's, whose teardown ran
+        the session fixtures' (phase "fixture", the process's unit)."""
         with self._lock:
             if self._partial or self._records:
-                return self._read_rest()
-            result = self._pytest_read_capture()  # type: ignore[misc]  # set while we stand in
-            if result[0] or result[1]:
-                self._send_read(result)
+                result = self._read_rest()
+            else:
+                result = self._pytest_read_capture()  # type: ignore[misc]  # set while we stand in
+                if result[0] or result[1]:
+                    self._send_read(result)
+            if self._phase in _LAST_READS:
+                self._unit, self._phase, self._tailing = self._units[""], "", False
             return result
 
     def _read_rest(self) -> Any:
@@ -281,6 +287,10 @@ class OutputTail(OutputReader, PluginObject):
             self._send(unit, when, "warnings", warning_line(warning_message), time.time())
 
 
+def _no_capture(when: str, item: pytest.Item) -> None:
+    """pytest's ``item_capture`` where there is none to stand in front of (`PhaseHooks`)."""
+
+
 class PhaseHooks:
     """Without pytest's capture plugin (``-p no:capture``) there is no capture call to stand in front
     of: the phases are seen through hooks instead."""
@@ -292,12 +302,12 @@ class PhaseHooks:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        self.tail.phase(item, "setup")
+        self.tail.phase_starts("setup", item)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_call(self, item: pytest.Item) -> None:
-        self.tail.phase(item, "call")
+        self.tail.phase_starts("call", item)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_teardown(self, item: pytest.Item) -> None:
-        self.tail.phase(item, "teardown")
+        self.tail.phase_starts("teardown", item)

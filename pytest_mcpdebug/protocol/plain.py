@@ -24,7 +24,10 @@ from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     Phases = Sequence[tuple[str, float, float]]
-    QuickLine = Callable[[str, str, int, float, str, str, str, int | None, int, Phases], bytes]
+    QuickRecord = tuple[str, str, int, float, str, str, str, int | None, int, Phases]
+    """A quiet pass's short record: run id, process, seq, ts, nodeid, worker, file, 0-based line,
+    attempt, passed phases (`quick.QuickPass`'s fields)."""
+    QuickLine = Callable[[QuickRecord], bytes]
     """`quick_line`'s signature."""
 
 FIELDS: Final[dict[str, tuple[str, ...]]] = {
@@ -71,20 +74,10 @@ def event_line(tag: str, run_id: str, process: str, seq: int, ts: float, fields:
     return text.encode("utf-8", "replace")  # "replace": a lone surrogate (an undecodable argument)
 
 
-def quick_line(
-    run_id: str,
-    process: str,
-    seq: int,
-    ts: float,
-    nodeid: str,
-    worker: str,
-    file: str,
-    line: int | None,
-    attempt: int,
-    passed: Sequence[tuple[str, float, float]],
-) -> bytes:
+def quick_line(record: QuickRecord) -> bytes:
     """A quiet pass's short record (`quick.QuickPass`'s array) as `codec.encode_quick` writes it: what a
     passing test's end leaves in the write-ahead copy. ``line`` is 0-based, as pytest gives it."""
+    run_id, process, seq, ts, nodeid, worker, file, line, attempt, passed = record
     phases = ",".join([f"[{_string(when)},{_number(took)},{_number(at)}]" for when, took, at in passed])
     where = "null" if line is None else line
     when = repr(float(ts)) if math.isfinite(ts) else "0.0"  # the record's ts may not be null
@@ -97,16 +90,13 @@ def quick_line(
 def msgspec_quick_line() -> QuickLine:
     """`quick_line` by msgspec's encoder, the same record at a fraction of the cost a test (`quick_line`
     formats seven floats with ``repr``, ~15 us a test in a run): for a process that has msgspec loaded,
-    or a run long enough to repay its import (~7 ms)."""
+    or a run long enough to repay its import (~7 ms). The encoder itself, no Python frame around it:
+    the record's ts must be finite (the reporter's is `time.time`'s), as msgspec writes NaN as null;
+    a phase's NaN becomes null, read back as 0, as `quick_line` writes it."""
     import msgspec
 
-    encode = msgspec.json.Encoder().encode
-
-    def quick_line(run_id: str, process: str, seq: int, ts: float, *rest: Any) -> bytes:
-        when = ts if math.isfinite(ts) else 0.0  # msgspec writes NaN as null, which no record's ts may be
-        return encode([run_id, process, seq, when, *rest])
-
-    return quick_line
+    encode: QuickLine = msgspec.json.Encoder().encode
+    return encode
 
 
 def _number(value: float) -> str:

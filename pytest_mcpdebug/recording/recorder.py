@@ -209,7 +209,8 @@ class Recorder(PluginObject):
             )
             self.config.pluginmanager.register(self.tail, _TAIL)
             self.tail.start()
-            self.reporter.tail, self.tail.on_begin = self.tail, self.reporter.begin
+            self.reporter.tail = None if self.tail.ends_tests else self.tail
+            self.tail.on_begin = self.reporter.begin
             self.sender.on_tick = self._tick
         # Every process, the controller too: it keeps the session timeout and records kills.
         dump = (

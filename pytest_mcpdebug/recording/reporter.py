@@ -62,7 +62,8 @@ class Reporter(PluginObject):
         self.dump: DumpFile | None = None
         """The crash dump file whose header names the running test (`hangs.gil_dump`), if any."""
         self.tail: OutputTail | None = None
-        """The output tail, told here when a test ends (it learns of phases from pytest's capture calls)."""
+        """The output tail, told here when a test ends if it cannot see that itself (`OutputTail.ends_tests`:
+        it learns of phases from pytest's capture calls)."""
         self.report_listeners: list[Callable[[pytest.TestReport], None]] = []
         """Told of each report of this process's tests (the hang machinery's): a call from here costs a
         fraction of a hook implementation of their own, which pluggy dispatches for every report."""
@@ -247,12 +248,11 @@ class Reporter(PluginObject):
             with self._lock:
                 self._running = None  # from here on the tick has nothing to announce
                 self._seq += 1
-                seq, ts = self._seq, time.time()
-                record = self.quick_line(
-                    self.run_id, self.process, seq, ts, nodeid, self.worker, file, line, attempt, passed
-                )
-                self.sender.send_quick(seq, record)
+                seq = self._seq
+                fields = (self.run_id, self.process, seq, time.time(), nodeid, self.worker, file, line)
+                settled = self.sender.send_quick(seq, self.quick_line((*fields, attempt, passed)))
         else:
+            settled = False
             self._running = None
             self.emit_plain(
                 "test_finished",
@@ -274,9 +274,10 @@ class Reporter(PluginObject):
         if dump is not None:
             try:
                 dump.clear_test()
-            except (OSError, ValueError):
+            except ValueError:  # closed
                 self.dump = None
-        self.sender.checkpoint()
+        if not settled:
+            self.sender.checkpoint()
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_exception_interact(self, node: Any, call: Any, report: Any) -> None:

@@ -254,19 +254,22 @@ class Sender(Link):
         finally:
             self._flush_lock.release()
 
-    def send_quick(self, seq: int, line: bytes) -> None:
+    def send_quick(self, seq: int, line: bytes) -> bool:
         """A quiet pass's end, from the reporter under the lock that numbers events: its short record
         copied into the write-ahead file at once when nothing older waits (what `send` and
         `checkpoint` do, without the queue or an event built: see `protocol.quick`); else its
-        `TestFinished`, queued for the checkpoint.
+        `TestFinished`, queued for the checkpoint. Returns whether the test's end is settled: True
+        when the copy was made and no delivery is due, so a `checkpoint` now would do nothing (one
+        call fewer at the end of almost every test); else the caller makes one, outside its lock.
 
         It takes no lock of the sender's: when the sender thread is delivering a batch meanwhile, that
         batch holds only older events (it took what waited), so this one goes with the next. (Waiting
         for that batch cost a test's end up to a GIL switch interval, 5 ms, a few times a run.)"""
         if self._pending or not self.wal.write_line(line):
             self._pending.append(Encoded(seq, line))
-        else:
-            self._ready.append((seq, line))
+            return False
+        self._ready.append((seq, line))
+        return self.ticker is None or time.monotonic() < self._deliver_at
 
     def drained(self, timeout: float = 2 * FLUSH_INTERVAL) -> bool:
         """Wait (briefly) until the sender thread has taken everything queued so far."""
