@@ -4,12 +4,12 @@ pytest's fd capture sends fds 1 and 2 of the whole process (print, C code, subpr
 temporary files and reads them only when a phase ends. A background thread reads the same files
 every `TICK` seconds with ``pread`` (which does not move pytest's file position) and sends what
 is new as numbered lines; the rest is taken at the end of each phase, where pytest reads and
-empties the files: a quiet test costs no read of its own. The tail stands in front of pytest's two
-capture calls of each phase (``item_capture``: a phase starts; ``read_global_capture``: pytest reads
-its files), so it has no hook of its own per phase: it tells the reporter when a test starts, and
-teardown's read ends the test (with ``-p no:capture``, hooks tell it of phases and the reporter of a
-test's end). Log records come from a handler on the root logger and warnings from
-``pytest_warning_recorded``.
+empties the files: a quiet test costs no read of its own. The tail does pytest's capture call of each
+phase itself (``item_capture``: a phase starts, and its end reads the files) and stands in front of
+pytest's read (``read_global_capture``, which --pdb calls too), so it has no hook of its own per phase:
+it tells the reporter when a test starts, and teardown's read ends the test (with ``-p no:capture``,
+hooks tell it of phases and the reporter of a test's end). Log records come from a handler on the root
+logger and warnings from ``pytest_warning_recorded``.
 
 Output belongs to a *unit*: the test whose phase is running, or the process's own output outside
 tests ("" — collection, session-scoped fixtures being set up, records logged between tests). Lines
@@ -41,6 +41,14 @@ loses at most that much. A test is first looked at once it is a tick old (`Recor
 younger one wrote is all within its last tick, and pytest's read takes it if the test ends first."""
 
 
+_CAPTURE_CALLS: Final = (
+    "resume_global_capture",
+    "activate_fixture",
+    "deactivate_fixture",
+    "suspend_global_capture",
+    "read_global_capture",
+)
+"""What pytest's ``CaptureManager.item_capture`` calls, which `OutputTail.phase_starts` calls instead."""
 _LAST_READS: Final = ("teardown", "fixture")
 """The phases whose read of pytest's files is the test's last: its teardown's, or the session fixtures'
 teardown that the last test's teardown ran (`_session_teardown_begins`)."""
@@ -56,9 +64,13 @@ class OutputTail(OutputReader, PluginObject):
         self.config = config
         self._stopped = False
         self._warnings = WarningWatch(self._live_warning)
-        self._pytest_item_capture: Callable[[str, pytest.Item], Any] = _no_capture
         self._pytest_read_capture: Callable[[], Any] | None = None
-        """pytest's own ``item_capture`` and ``read_global_capture``, while ours stand in front of them."""
+        """pytest's own ``read_global_capture``, while ours stands in front of it (and `phase_starts` does
+        pytest's ``item_capture``)."""
+        self._capturing: Any = None
+        """pytest's capture manager while the tail does its ``item_capture`` (None: ``-p no:capture``)."""
+        self._phase_item: tuple[str, pytest.Item] | None = None
+        """(when, item) of the phase running now, for its end (`__exit__`)."""
         self._handler = RecordHandler(self)
         self._warnings_sent: set[int] = set()
         self._capman = config.pluginmanager.getplugin("capturemanager")
@@ -71,7 +83,7 @@ class OutputTail(OutputReader, PluginObject):
 
     @property
     def ends_tests(self) -> bool:
-        """Whether the tail sees each test's end itself (it stands in front of pytest's capture): if not,
+        """Whether the tail sees each test's end itself (it does pytest's capture of each phase): if not,
         the reporter tells it (`end_test`)."""
         return self._pytest_read_capture is not None
 
@@ -82,10 +94,9 @@ class OutputTail(OutputReader, PluginObject):
         logging.getLogger().addHandler(self._handler)
         self._warnings.start()
         capman = self._capman
-        if hasattr(capman, "item_capture") and hasattr(capman, "read_global_capture"):
-            # Stand in front of pytest's per-phase capture calls: no hook of our own runs per phase.
-            self._pytest_item_capture = capman.item_capture
-            self._pytest_read_capture = capman.read_global_capture
+        if all(hasattr(capman, name) for name in _CAPTURE_CALLS):
+            # Do pytest's per-phase capture and stand in front of its reads: no hook of our own per phase.
+            self._capturing, self._pytest_read_capture = capman, capman.read_global_capture
             capman.item_capture, capman.read_global_capture = self.phase_starts, self._read_capture
         else:  # -p no:capture: nothing to read, but records and warnings still need their phase
             self.config.pluginmanager.register(PhaseHooks(self), PhaseHooks.NAME)
@@ -100,7 +111,7 @@ class OutputTail(OutputReader, PluginObject):
                 for name in ("item_capture", "read_global_capture"):
                     with contextlib.suppress(AttributeError):
                         delattr(self._capman, name)
-                self._pytest_item_capture, self._pytest_read_capture = _no_capture, None
+                self._capturing = self._pytest_read_capture = None
         phases = self.config.pluginmanager.get_plugin(PhaseHooks.NAME)
         if phases is not None:
             self.config.pluginmanager.unregister(name=PhaseHooks.NAME)
@@ -131,10 +142,12 @@ class OutputTail(OutputReader, PluginObject):
             if self._records:
                 self._send_records()
 
-    def phase_starts(self, when: str, item: pytest.Item) -> Any:
-        """pytest's ``item_capture(when, item)``, which runs each phase of each test, stood in front of;
-        or told by `PhaseHooks`. At set-up, what is written from now on is ``item``'s (`on_begin` is
-        told first). This runs three times a test: all in one frame."""
+    def phase_starts(self, when: str, item: pytest.Item) -> OutputTail:
+        """``item``'s phase ``when`` starts: pytest's ``item_capture(when, item)`` done here (its capture
+        resumed; the tail is the context whose end, `__exit__`, ends it), or told by `PhaseHooks`. At
+        set-up, what is written from now on is ``item``'s (`on_begin` is told first). Three times a
+        test, so in as few frames as can be: pytest's own ``item_capture`` (a generator's context
+        manager) and a stand-in in front of it cost a test ~9 calls more."""
         if when == "setup":
             nodeid = item.nodeid  # built anew at each read (pytest 9): read once a test
             if self.on_begin is not None:
@@ -153,7 +166,28 @@ class OutputTail(OutputReader, PluginObject):
             self._phase = when
             if when == "teardown" and self._session_fixtures_unmarked:
                 self._mark_session_teardown(item)
-        return self._pytest_item_capture(when, item)
+        capman = self._capturing
+        if capman is not None:
+            self._phase_item = (when, item)
+            capman.resume_global_capture()
+            capman.activate_fixture()
+        return self
+
+    def __enter__(self) -> None:
+        """The phase runs (`phase_starts` did what pytest's ``item_capture`` does on entering)."""
+
+    def __exit__(self, *exc_info: object) -> None:
+        """The phase ends, as pytest's ``item_capture`` ends it: its capture suspended, its files read
+        (`_read_capture`: teardown's read ends the test) and what they held added to the report."""
+        capman, phase = self._capturing, self._phase_item
+        if capman is None or phase is None:  # stopped meanwhile (the session ended in a phase)
+            return
+        when, item = phase
+        capman.deactivate_fixture()
+        capman.suspend_global_capture(in_=False)
+        out, err = self._read_capture()
+        item.add_report_section(when, "stdout", out)
+        item.add_report_section(when, "stderr", err)
 
     def _mark_session_teardown(self, item: pytest.Item) -> None:
         """Runs first when the session is torn down (finalizers run last-in, first-out), i.e. after this
@@ -285,10 +319,6 @@ class OutputTail(OutputReader, PluginObject):
             unit = self._units.get(nodeid) or self._units.setdefault(nodeid, Unit(nodeid))
             self._send_records()
             self._send(unit, when, "warnings", warning_line(warning_message), time.time())
-
-
-def _no_capture(when: str, item: pytest.Item) -> None:
-    """pytest's ``item_capture`` where there is none to stand in front of (`PhaseHooks`)."""
 
 
 class PhaseHooks:
