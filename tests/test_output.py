@@ -934,3 +934,30 @@ def test_quiet_tests_between_others_leave_each_its_own_lines(pytester: pytest.Py
             assert "test_logs: 1 lines" in reply and "test_prints: 1 lines" in reply
     finally:
         store.close()
+
+
+def test_a_tail_stopped_during_a_phase_still_ends_it_as_pytest_would(pytester: pytest.Pytester) -> None:
+    """The tail does pytest's capture of each phase: stopped in the middle of one, it still suspends
+    pytest's capture and reads its files at the phase's end, so the report keeps the phase's output
+    and what runs after is pytest's capture as usual."""
+    pytester.makepyfile(
+        test_stop="""
+        import sys
+
+        def test_stops_the_tail(request):
+            print("before the stop")
+            request.config.pluginmanager.get_plugin("mcpdebug-output").stop()
+            print("after the stop")
+            assert 0
+
+        def test_after():
+            print("the next test's")
+            assert 0
+        """
+    )
+    result = run_inner(pytester, "--mcp-debug", "-p", "no:randomly")
+    result.assert_outcomes(failed=2)
+    out = result.stdout.str()
+    assert "before the stop\nafter the stop" in out  # the first test's call section, whole
+    assert "the next test's" in out
+    assert out.count("Captured stdout call") == 2

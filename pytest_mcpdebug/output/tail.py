@@ -69,8 +69,8 @@ class OutputTail(OutputReader, PluginObject):
         pytest's ``item_capture``)."""
         self._capturing: Any = None
         """pytest's capture manager while the tail does its ``item_capture`` (None: ``-p no:capture``)."""
-        self._phase_item: tuple[str, pytest.Item] | None = None
-        """(when, item) of the phase running now, for its end (`__exit__`)."""
+        self._phase_item: tuple[str, pytest.Item, Any] | None = None
+        """(when, item, capture manager) of the phase running now, for its end (`__exit__`)."""
         self._handler = RecordHandler(self)
         self._warnings_sent: set[int] = set()
         self._capman = config.pluginmanager.getplugin("capturemanager")
@@ -168,7 +168,7 @@ class OutputTail(OutputReader, PluginObject):
                 self._mark_session_teardown(item)
         capman = self._capturing
         if capman is not None:
-            self._phase_item = (when, item)
+            self._phase_item = (when, item, capman)
             capman.resume_global_capture()
             capman.activate_fixture()
         return self
@@ -178,14 +178,15 @@ class OutputTail(OutputReader, PluginObject):
 
     def __exit__(self, *exc_info: object) -> None:
         """The phase ends, as pytest's ``item_capture`` ends it: its capture suspended, its files read
-        (`_read_capture`: teardown's read ends the test) and what they held added to the report."""
-        capman, phase = self._capturing, self._phase_item
-        if capman is None or phase is None:  # stopped meanwhile (the session ended in a phase)
+        (our `_read_capture`, standing in: teardown's read ends the test; pytest's own if the tail was
+        stopped during the phase) and what they held added to the report."""
+        phase = self._phase_item
+        if phase is None:
             return
-        when, item = phase
+        when, item, capman = phase
         capman.deactivate_fixture()
         capman.suspend_global_capture(in_=False)
-        out, err = self._read_capture()
+        out, err = capman.read_global_capture()
         item.add_report_section(when, "stdout", out)
         item.add_report_section(when, "stderr", err)
 
