@@ -152,11 +152,19 @@ def test_bad_text_is_replaced_not_raised() -> None:
 
 PROBE = """
 import sys
+import threading
 
-seen = {}
+seen = {"thread": "-"}
+
+class WhoImports:
+    def find_spec(self, name, path=None, target=None):
+        if name == "msgspec" and seen["thread"] == "-":
+            seen["thread"] = threading.current_thread().name
+        return None
 
 def pytest_configure(config):
     seen["config"] = config
+    sys.meta_path.insert(0, WhoImports())
 
 def pytest_runtest_logfinish(nodeid, location):
     reporter = seen["config"].pluginmanager.get_plugin("mcpdebug-reporter")
@@ -164,39 +172,42 @@ def pytest_runtest_logfinish(nodeid, location):
 
 def pytest_unconfigure(config):
     with open("loaded.txt", "w") as out:
-        out.write(f"{'msgspec' in sys.modules} {seen['encoder']}")
+        out.write(f"{'msgspec' in sys.modules} {seen['encoder']} {seen['thread']}")
 """
 MSGSPEC = "Encoder.encode"
 
 
 @pytest.mark.parametrize(
-    ("tests", "loaded", "encoder", "counts"),
+    ("tests", "loaded", "counts"),
     [
         (
             "import pytest\ndef test_a(): pass\ndef test_b(): pass\n@pytest.mark.skip\ndef test_c(): pass",
-            "False",
-            "quick_line",
+            ["False", "quick_line", "-"],
             {"passed": 2, "skipped": 1},
         ),
-        ("def test_a(): pass\ndef test_b(): assert 1 == 2", "True", "quick_line", {"passed": 1, "failed": 1}),
+        (
+            "def test_a(): pass\ndef test_b(): assert 1 == 2",
+            ["True", "quick_line", "MainThread"],
+            {"passed": 1, "failed": 1},
+        ),
         (
             "import time\ndef test_a(): pass\ndef test_b(): time.sleep(0.5)\ndef test_c(): pass",
-            "True",
-            MSGSPEC,
+            ["True", MSGSPEC, "MainThread"],
             {"passed": 3},
         ),
     ],
     ids=["quiet", "failing", "a tick long"],
 )
 def test_only_a_run_that_needs_msgspec_loads_it(
-    pytester: pytest.Pytester, tests: str, loaded: str, encoder: str, counts: dict[str, int]
+    pytester: pytest.Pytester, tests: str, loaded: list[str], counts: dict[str, int]
 ) -> None:
     """A short quiet run never imports msgspec; a failure's snapshot does; a run a tick long loads it
-    in the sender thread and encodes quiet passes with it from then on (repaid in a few hundred)."""
+    at its next quiet pass and encodes quiet passes with it from then on (repaid in a few hundred),
+    always in the test thread (an import in the sender thread would hand the GIL to and fro)."""
     pytester.makeconftest(PROBE)
     pytester.makepyfile(test_plain_run=tests)
     result = run_inner(pytester, "--mcp-debug")
-    assert (pytester.path / "loaded.txt").read_text().split() == [loaded, encoder]
+    assert (pytester.path / "loaded.txt").read_text().split() == loaded
     store = recorded(pytester.path / ".mcpdebug")
     (run,) = store.runs()
     assert run["status"] == "finished" and run["collected"] == tests.count("def test_")
@@ -204,4 +215,28 @@ def test_only_a_run_that_needs_msgspec_loads_it(
     assert store.test(
         run["run_id"], "test_plain_run.py::test_c" if "test_c" in tests else "test_plain_run.py::test_a"
     )
+    assert "mcpdebug: warning" not in result.stdout.str()
+
+
+def test_a_run_that_cannot_load_msgspec_records_its_quiet_passes_without_it(
+    pytester: pytest.Pytester,
+) -> None:
+    """Where msgspec cannot be imported (here a finder refuses it), a run a tick long keeps the standard
+    library's encoding of quiet passes: every test recorded, no error in the run."""
+    pytester.makeconftest(
+        PROBE.replace(
+            "        return None",
+            '        if name == "msgspec":\n            raise ImportError("no msgspec here")\n        return None',
+        )
+    )
+    pytester.makepyfile(
+        test_plain_run="import time\ndef test_a(): pass\ndef test_b(): time.sleep(0.5)\ndef test_c(): pass"
+    )
+    result = run_inner(pytester, "--mcp-debug")
+    result.assert_outcomes(passed=3)
+    assert (pytester.path / "loaded.txt").read_text().split() == ["False", "quick_line", "MainThread"]
+    store = recorded(pytester.path / ".mcpdebug")
+    (run,) = store.runs()
+    assert run["status"] == "finished" and run["counts"] == {"passed": 3}
+    assert store.test(run["run_id"], "test_plain_run.py::test_c")
     assert "mcpdebug: warning" not in result.stdout.str()

@@ -6,9 +6,9 @@ them). The events of a quiet run are few and flat (its start, each process's, it
 collection, each test's start and end, its finish), so they are written here, with ``json``, as JSON
 lines the server reads exactly as it reads `codec.encode`'s (`tests/test_plain.py` checks that for any
 values). The first other event (a failure's snapshot, a line of output, a hang) loads msgspec then; and
-a run still going after a tick loads it in the sender thread to encode quiet passes' records
-(`msgspec_quick_line`: `quick_line`'s seven ``repr``s of floats cost a test ~75K instructions more),
-which a one-test run never does.
+a run still going after a tick loads it at its next quiet pass, in the test thread, to encode quiet
+passes' records (`msgspec_quick_line`: `quick_line`'s seven ``repr``s of floats cost a test ~75K
+instructions more), which a one-test run never does.
 
 The names of each event's fields are in `FIELDS`, checked against `frames` by the tests: msgspec
 ignores a field it does not know, so a misspelt one would be lost without a word.

@@ -235,7 +235,7 @@ class Recorder(PluginObject):
                 Ticker.start, self.reporter.dump.path, self.dir / SERVER_FILE, TICK
             )
         if role != "controller":  # the controller of xdist workers runs no test
-            self.sender.later = self.reporter.use_msgspec
+            self.sender.later = self.reporter.use_msgspec_soon
         if role == "controller":
             self.config.pluginmanager.register(ControllerProgress(self.reporter), ControllerProgress.NAME)
         if self.resumed is not None and role == "main":

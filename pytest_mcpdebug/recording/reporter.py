@@ -22,6 +22,7 @@ import pytest
 from pytest_mcpdebug import protocol
 from pytest_mcpdebug.plugin_object import PluginObject
 from pytest_mcpdebug.protocol import plain
+from pytest_mcpdebug.quiet_import import own_modules
 from pytest_mcpdebug.recording.sender import Sender
 
 if TYPE_CHECKING:
@@ -72,13 +73,29 @@ class Reporter(PluginObject):
         self._announced: tuple[str, Location, float] | None = None
         self.quick_line: plain.QuickLine = plain.quick_line
         """Encodes a quiet pass's short record: `plain`'s at first; msgspec's (`use_msgspec`) where a
-        connection's handshake loaded it, or once the run is a tick old (`Recorder`), which repays its
-        import in a few hundred tests, and a run over sooner never pays it."""
+        connection's handshake loaded it, or once the run is a tick old (`use_msgspec_soon`), which
+        repays its import in a few hundred tests, and a run over sooner never pays it."""
 
     def use_msgspec(self) -> None:
-        """Encode quiet passes' records with msgspec from now on (loading it: from any thread)."""
-        if self.quick_line is plain.quick_line:
+        """Encode quiet passes' records with msgspec from now on (loading it now: for the test thread)."""
+        if self.quick_line == plain.quick_line or self.quick_line == self._load_msgspec:
             self.quick_line = plain.msgspec_quick_line()
+
+    def use_msgspec_soon(self) -> None:
+        """`use_msgspec` at the next quiet pass, in the test thread: for the sender thread. An import in
+        another thread hands the GIL to and fro at each of its ~60 file system calls (the test thread
+        is stopped for ~12 ms where the same import in it takes ~7: `benchmarks/RESULTS.md`)."""
+        if self.quick_line == plain.quick_line:
+            self.quick_line = self._load_msgspec
+
+    def _load_msgspec(self, record: plain.QuickRecord) -> bytes:
+        """`quick_line` for one record, loading msgspec for the next ones (`use_msgspec_soon`)."""
+        try:
+            with own_modules():  # its definitions would set off a full collection here, mid-run
+                self.quick_line = plain.msgspec_quick_line()
+        except Exception:  # msgspec unusable: the standard library's encoding serves as well
+            self.quick_line = plain.quick_line
+        return self.quick_line(record)
 
     def emit(self, event_type: type[protocol.Event], **fields: Any) -> None:
         """Number and queue an event; safe from any thread (output is sent from a background one).

@@ -152,7 +152,8 @@ class Sender(Link):
         that (one quick test) never starts the helper, and no run's test thread waits for its start."""
         self.later: Callable[[], None] | None = None
         """Called once by the thread after its first ``interval``, like `start_ticker`: work a run that
-        is over sooner never needs (the recorder's faster encoding of quiet passes)."""
+        is over sooner never needs (the recorder's faster encoding of quiet passes, which it leaves
+        for the test thread to load: `Reporter.use_msgspec_soon`)."""
         self.colocation: Colocation | None = None
         """Keeps the thread on the CPU of the thread it serves while its work is light (a test process:
         see `colocate`); None: it runs anywhere (a process session's runner, whose reader and sender
