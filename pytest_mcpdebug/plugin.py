@@ -86,7 +86,9 @@ def _register(config: pytest.Config, make: Callable[[], object]) -> None:
             file=sys.stderr,
         )
         return
-    config.pluginmanager.register(recorder, _RECORDER)
+    from pytest_mcpdebug.plugin_object import register  # loaded with the recorder
+
+    register(config, recorder, _RECORDER)
 
 
 @pytest.hookimpl(trylast=True)

@@ -31,6 +31,7 @@ import pytest
 from pytest_mcpdebug import protocol
 from pytest_mcpdebug.folder import RESUME_ENV
 from pytest_mcpdebug.hangs.leaks import Leak
+from pytest_mcpdebug.plugin_object import register
 from pytest_mcpdebug.recording.reporter import Reporter, final_outcome
 
 if TYPE_CHECKING:
@@ -91,7 +92,7 @@ def resume_into(
     """Register the `Resumed` plugin of a replacement process; returns the reports, leaks and hangs
     handed on, for the timeouts plugin and the hang summary."""
     resumed = Resumed(config, state)
-    config.pluginmanager.register(resumed, "mcpdebug-resumed")
+    register(config, resumed, "mcpdebug-resumed")
     resumed.start(session)
     reporter.started = float(state.get("started") or reporter.started)
     reporter.collected_before = len(resumed.done)

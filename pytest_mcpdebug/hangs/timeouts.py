@@ -27,7 +27,7 @@ from pytest_mcpdebug import protocol
 from pytest_mcpdebug.hangs import gil_dump
 from pytest_mcpdebug.hangs.leaks import Leaks
 from pytest_mcpdebug.hangs.markers import marked, timeout_of
-from pytest_mcpdebug.plugin_object import PluginObject
+from pytest_mcpdebug.plugin_object import PluginObject, register
 from pytest_mcpdebug.recording.reporter import Reporter
 from pytest_mcpdebug.recording.sender import Sender
 from pytest_mcpdebug.settings import HangSettings
@@ -183,10 +183,10 @@ class Timeouts(PluginObject):
             # A run with no timed test pays for none of these hooks (nor for the call's, without one
             # timed by its call alone).
             self._timer = TestTimer(self)
-            self.config.pluginmanager.register(self._timer, "mcpdebug-test-timer")
+            register(self.config, self._timer, "mcpdebug-test-timer")
             if call_only:
                 self._call_timer = CallTimer(self)
-                self.config.pluginmanager.register(self._call_timer, "mcpdebug-call-timer")
+                register(self.config, self._call_timer, "mcpdebug-call-timer")
             if self.reporter.role == "main" and self.directory is not None:
                 self.finished = resume.Finished(self.config)
                 self.finished.reports.extend(self.carried)

@@ -31,7 +31,7 @@ from pytest_mcpdebug.output.lines import Unit
 from pytest_mcpdebug.output.reading import TICK_BYTES, Emit, OutputReader, WaitForRoom
 from pytest_mcpdebug.output.records import RecordHandler, WarningWatch, pytest_log_level, warning_line
 from pytest_mcpdebug.output.sources import source
-from pytest_mcpdebug.plugin_object import PluginObject
+from pytest_mcpdebug.plugin_object import PluginObject, register
 
 # Timeouts
 TICK: Final = 0.1
@@ -99,7 +99,7 @@ class OutputTail(OutputReader, PluginObject):
             self._capturing, self._pytest_read_capture = capman, capman.read_global_capture
             capman.item_capture, capman.read_global_capture = self.phase_starts, self._read_capture
         else:  # -p no:capture: nothing to read, but records and warnings still need their phase
-            self.config.pluginmanager.register(PhaseHooks(self), PhaseHooks.NAME)
+            register(self.config, PhaseHooks(self), PhaseHooks.NAME)
 
     def stop(self) -> None:
         logging.getLogger().removeHandler(self._handler)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_mcpdebug.plugin_object import register
 from pytest_mcpdebug.settings import DiagnosisSettings
 
 if TYPE_CHECKING:
@@ -39,13 +40,13 @@ def start(
         except Exception as exc:  # e.g. another tracer in the way: the run goes on, measured or not
             warn(f"mcpdebug: warning: --mcp-debug-coverage: {type(exc).__name__}: {exc}")
         else:
-            config.pluginmanager.register(collector, COVERAGE)
+            register(config, collector, COVERAGE)
             parts.append((collector, COVERAGE))
     if settings.trace and reporter.role != "controller":
         from pytest_mcpdebug.tracing.plugin import TracePlugin
 
         tracer = TracePlugin(config, reporter=reporter, watch=settings.trace_watch)
-        config.pluginmanager.register(tracer, TRACER)
+        register(config, tracer, TRACER)
         parts.append((tracer, TRACER))
     return parts
 

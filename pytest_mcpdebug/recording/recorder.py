@@ -33,7 +33,7 @@ from pytest_mcpdebug.hangs.timeouts import Timeouts
 from pytest_mcpdebug.limits import MAX_LINE_LENGTH
 from pytest_mcpdebug.options import DEFAULT_BREAK_TIMEOUT
 from pytest_mcpdebug.output.tail import TICK, OutputTail
-from pytest_mcpdebug.plugin_object import PluginObject
+from pytest_mcpdebug.plugin_object import PluginObject, register
 from pytest_mcpdebug.protocol.versions import HELLO_VERSION
 from pytest_mcpdebug.recording import code_version
 from pytest_mcpdebug.recording import diagnosis as diagnosis_parts
@@ -191,7 +191,7 @@ class Recorder(PluginObject):
         self.reporter = Reporter(
             sender=self.sender, run_id=self.run_id, process=self.process, worker=self.worker, role=role
         )
-        self.config.pluginmanager.register(self.reporter, _REPORTER)
+        register(self.config, self.reporter, _REPORTER)
         numprocesses = getattr(self.config.option, "numprocesses", None)
         self.reporter.emit_start(self.config, numprocesses if isinstance(numprocesses, int) else 0)
         if role != "worker":
@@ -207,7 +207,7 @@ class Recorder(PluginObject):
                 worker=self.worker,
                 max_line=self.max_line_length,
             )
-            self.config.pluginmanager.register(self.tail, _TAIL)
+            register(self.config, self.tail, _TAIL)
             self.tail.start()
             self.reporter.tail = None if self.tail.ends_tests else self.tail
             self.tail.on_begin = self.reporter.begin
@@ -229,7 +229,7 @@ class Recorder(PluginObject):
             directory=self.dir,
             generation=self.generation,
         )
-        self.config.pluginmanager.register(self.timeouts, _TIMEOUTS)
+        register(self.config, self.timeouts, _TIMEOUTS)
         if self.reporter.dump is not None:  # the sender thread sleeps until a test is a tick old
             self.sender.start_ticker = functools.partial(
                 Ticker.start, self.reporter.dump.path, self.dir / SERVER_FILE, TICK
@@ -237,7 +237,7 @@ class Recorder(PluginObject):
         if role != "controller":  # the controller of xdist workers runs no test
             self.sender.later = self.reporter.use_msgspec_soon
         if role == "controller":
-            self.config.pluginmanager.register(ControllerProgress(self.reporter), ControllerProgress.NAME)
+            register(self.config, ControllerProgress(self.reporter), ControllerProgress.NAME)
         if self.resumed is not None and role == "main":
             self._resume(self.resumed, session)
         if role == "controller" or self.resumed is not None:  # crashed xdist workers; earlier hangs
@@ -276,7 +276,7 @@ class Recorder(PluginObject):
         self.inspector.breaks = self.break_on_failure
         self.inspector.session = session
         self.timeouts.watchdog.on_pause = self.inspector.hold_target
-        self.config.pluginmanager.register(self.inspector, _INSPECTOR)
+        register(self.config, self.inspector, _INSPECTOR)
 
     def _say_start_warnings(self) -> None:
         self._warned = len(self.sender.warnings)
@@ -299,7 +299,7 @@ class Recorder(PluginObject):
             summary = ControllerHangSummary if self.reporter.role == "controller" else HangSummary
             self.hang_summary = summary(reporter=self.reporter, directory=self.dir, leaks=self.timeouts.leaks)
             self.hang_summary.hangs.extend(self._carried_hangs)
-            self.config.pluginmanager.register(self.hang_summary, _HANG_SUMMARY)
+            register(self.config, self.hang_summary, _HANG_SUMMARY)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
