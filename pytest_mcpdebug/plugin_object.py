@@ -40,6 +40,9 @@ class PluginObject:
 
 def register(config: pytest.Config, plugin: object, name: str) -> None:
     """Register ``plugin`` under ``name``, then give it an ordinary ``__dict__`` (see the module's
-    docstring): the same attributes, in a dict that specialised attribute reads can use."""
+    docstring): the same attributes, in a dict that specialised attribute reads can use. An object
+    with ``__slots__`` only has no dict to split, and is left as it is."""
     config.pluginmanager.register(plugin, name)
-    plugin.__dict__ = dict(plugin.__dict__)
+    attributes = getattr(plugin, "__dict__", None)
+    if type(attributes) is dict:
+        plugin.__dict__ = dict(attributes)
