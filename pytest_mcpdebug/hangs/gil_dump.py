@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
+from pytest_mcpdebug import forks
 from pytest_mcpdebug.record import Record
 
 if TYPE_CHECKING:
@@ -66,6 +67,7 @@ class DumpFile:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self.fd = os.open(path, os.O_CREAT | os.O_TRUNC | os.O_RDWR, 0o644)
+        forks.own(self.fd)
         first = f"{HEADER}{thread:#018x}\n".encode()
         self._test_at = len(first)
         self._test_len = 0
@@ -102,6 +104,7 @@ class DumpFile:
         try:
             self._header.close()
             dumped = os.fstat(self.fd).st_size > HEADER_SIZE
+            forks.disown(self.fd)
             os.close(self.fd)
         except OSError:
             return

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_mcpdebug import forks
 from pytest_mcpdebug.folder import (
     PARENT_RUN_ENV,
     PARENT_WORKER_ENV,
@@ -35,7 +36,7 @@ from pytest_mcpdebug.options import DEFAULT_BREAK_TIMEOUT
 from pytest_mcpdebug.output.tail import TICK, OutputTail
 from pytest_mcpdebug.plugin_object import PluginObject, register
 from pytest_mcpdebug.protocol.versions import HELLO_VERSION
-from pytest_mcpdebug.recording import code_version
+from pytest_mcpdebug.recording import code_version, in_child
 from pytest_mcpdebug.recording import diagnosis as diagnosis_parts
 from pytest_mcpdebug.recording.colocate import Colocation
 from pytest_mcpdebug.recording.connection import CONNECT_TIMEOUT, preload, split_token
@@ -124,6 +125,7 @@ class Recorder(PluginObject):
         # A service a test starts with `mcpdebug run` (or mcpdebug_process) is linked to this run.
         self._environ = {name: os.environ.get(name) for name in (PARENT_RUN_ENV, PARENT_WORKER_ENV)}
         os.environ[PARENT_RUN_ENV], os.environ[PARENT_WORKER_ENV] = run_id, worker
+        forks.in_child(self, functools.partial(in_child.forget, self))  # a forked child: nothing of it acts
 
     @classmethod
     def for_controller(cls, config: pytest.Config, settings: Settings) -> Recorder:
@@ -344,6 +346,7 @@ class Recorder(PluginObject):
         if self._closed:
             return
         self._closed = True
+        forks.forget(self)
         self._stop_recording()
         self._last_url = self.sender.connected_url
         sender = self.sender
