@@ -37,10 +37,14 @@ REDACTED: Final = "<redacted>"
 _LIBRARY_PREFIXES = tuple(
     {
         os.path.realpath(p) + os.sep
-        for p in (sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"])
+        for paths in (sysconfig.get_paths(), sysconfig.get_paths(vars={"base": sys.base_prefix}))
+        for key in ("stdlib", "platstdlib", "purelib", "platlib", "scripts")
+        if (p := paths.get(key))
     }
     | {os.path.realpath(p) + os.sep for p in sys.path if "site-packages" in p}
 )
+"""The interpreter's library, installed packages, and the environment's scripts (a virtualenv's
+``bin/pytest``, nox's and tox's): never the project's code, however pytest was launched."""
 
 
 def is_secret(name: str) -> bool:

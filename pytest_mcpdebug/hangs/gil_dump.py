@@ -204,6 +204,7 @@ def parse(text: str, *, timeout: float = 0.0) -> HangReport | None:
         return HangReport(
             kind="gil", summary="the process held the GIL; no Python frame was running", threads=out_threads
         )
+    stack = classifier.in_session(stack)
     user_index = next((i for i, f in enumerate(stack) if not is_library(f[0])), 0)
     file, lineno, function = stack[user_index]
     call = ""

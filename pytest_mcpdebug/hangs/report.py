@@ -35,11 +35,14 @@ OWN_THREADS: Final = "mcpdebug-"
 
 
 def stack_of(frame: FrameType | None, limit: int = MAX_FRAMES) -> tuple[classifier.Frame, ...]:
-    """A frame and its callers as (file, line, function), innermost first."""
+    """A frame and its callers as (file, line, function), innermost first, down to pytest's session
+    (what launched pytest is no part of a hang: `classify.is_session_entry`)."""
     out: list[classifier.Frame] = []
     while frame is not None and len(out) < limit:
         code = frame.f_code
         out.append((code.co_filename, frame.f_lineno, code.co_name))
+        if classifier.is_session_entry(code.co_filename, code.co_name):
+            break
         frame = frame.f_back
     return tuple(out)
 
@@ -233,6 +236,8 @@ def _locals(
             break
         if chosen is None and not is_library(code.co_filename):
             chosen = walk
+        if classifier.is_session_entry(code.co_filename, code.co_name):
+            break  # below it: the launcher's frames (a script calling pytest.main()), not the test's
         walk = walk.f_back
     if chosen is None:
         return [], {}, ""
