@@ -27,6 +27,7 @@ prefix or shape, is shown (entropy rules flag hashes, ids and test data by the d
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from collections.abc import Callable
 from typing import Any, Final, NamedTuple
@@ -48,7 +49,8 @@ _SECRET_HEADS: Final = frozenset({"auth", "pass", "pwd", "cookie", "cookies", "a
 _SECRET_PAIRS: Final = frozenset(
     {
         ("api", "key"), ("api", "keys"), ("private", "key"), ("signing", "key"), ("encryption", "key"),
-        ("access", "key"), ("session", "key"), ("master", "key"),
+        ("access", "key"), ("session", "key"), ("master", "key"), ("auth", "header"),
+        ("auth", "headers"), ("authorization", "header"), ("auth", "key"),
     }
 )  # fmt: skip
 """Neighbouring parts that together make a name secret: ``api_key``, ``apiKey``, ``private_key``."""
@@ -63,7 +65,9 @@ _ABOUT_A_SECRET: Final = frozenset(
     }
 )  # fmt: skip
 """A last part that says the name holds something about a secret, not the secret: ``token_count``."""
-_ABOUT_A_SECRET_FIRST: Final = frozenset({"is", "has", "have", "use", "uses", "should", "needs", "no", "num", "n"})
+_ABOUT_A_SECRET_FIRST: Final = frozenset(
+    {"is", "has", "have", "use", "uses", "should", "needs", "no", "num", "n"}
+)
 """A first part that makes the name a question or a count: ``has_password``, ``n_tokens``."""
 _PART: Final = r"[A-Z]{2,}(?=[A-Z][a-z]|[^A-Za-z]|$)|[A-Z]?[a-z]+|[A-Z]+|[0-9]+"
 
@@ -80,7 +84,7 @@ def is_secret_name(name: str) -> bool:
         return True
     if any(p in _SECRET_PARTS for p in parts):
         return True
-    return any(pair in _SECRET_PAIRS for pair in zip(parts, parts[1:], strict=False))
+    return any(pair in _SECRET_PAIRS for pair in itertools.pairwise(parts))
 
 
 _EXPRESSION: Final = r"""[A-Za-z_]\w*(?:\s*(?:\.\s*[A-Za-z_]\w*|\[\s*(?:'[^']*'|"[^"]*")\s*\]))*"""
@@ -178,7 +182,19 @@ _RULES: Final = (
         "-cicd-job-token, -ptt, -oauth-app-secret, -kubernetes-agent-token, -incoming-mail-token, "
         "-feature-flag-client-token",
         _GITLEAKS,
-        ("glpat-", "gldt-", "glft-", "glsoat-", "glrt-", "glcbt-", "glptt-", "gloas-", "glagent-", "glimt-", "glffct-"),
+        (
+            "glpat-",
+            "gldt-",
+            "glft-",
+            "glsoat-",
+            "glrt-",
+            "glcbt-",
+            "glptt-",
+            "gloas-",
+            "glagent-",
+            "glimt-",
+            "glffct-",
+        ),
         r"\bgl(?:pat|dt|ft|soat|rt|cbt|ptt|oas|agent|imt|ffct)-(?P<s>[\w-]{20,})",
     ),
     Rule("gitlab-rrt", _GITLEAKS, ("gr1348941",), r"\bGR1348941(?P<s>[\w-]{20,})"),
@@ -248,21 +264,23 @@ _Replace = Callable[["re.Match[str]"], str]
 
 
 @functools.lru_cache(maxsize=1)
-def _compiled() -> tuple[re.Pattern[str], dict[str, list[int]], list[tuple[re.Pattern[str], _Replace]]]:
-    """The rules compiled on first use (importing this module compiles nothing): one regex finding
-    every keyword, which rules each keyword calls for, and each rule's regex and replacement; the
-    ``name=value`` rule is the last, run after the shapes."""
-    compiled: list[tuple[re.Pattern[str], _Replace]] = [
-        (re.compile(r.pattern, r.flags), _replace_secret(r.check)) for r in _RULES
-    ]
+def _gate() -> tuple[re.Pattern[str], dict[str, list[int]]]:
+    """One regex finding every keyword (compiled on first use: importing this module compiles
+    nothing), and which rules each keyword calls for; the ``name=value`` rule is the last."""
     called: dict[str, list[int]] = {}
     for number, rule in enumerate(_RULES):
         for keyword in rule.keywords:
             called.setdefault(keyword, []).append(number)
     for word in _NAMED_WORDS:
         called.setdefault(word, []).append(len(_RULES))
-    gate = re.compile("|".join(re.escape(k) for k in sorted(called, key=len, reverse=True)))
-    return gate, called, compiled
+    return re.compile("|".join(re.escape(k) for k in sorted(called, key=len, reverse=True))), called
+
+
+@functools.lru_cache(maxsize=len(_RULES))
+def _rule(number: int) -> tuple[re.Pattern[str], _Replace]:
+    """Rule ``number``'s regex and replacement, compiled when a text first calls for it."""
+    rule = _RULES[number]
+    return re.compile(rule.pattern, rule.flags), _replace_secret(rule.check)
 
 
 @functools.lru_cache(maxsize=1)
@@ -312,13 +330,13 @@ def redact(text: str, *, code: bool = False) -> str:
     (a line of source), only a string literal counts as such a value. Idempotent."""
     if not text:
         return text
-    gate, called, compiled = _compiled()
+    gate, called = _gate()
     found = gate.findall(text.lower())
     if not found:
         return text
     for number in sorted({n for keyword in set(found) for n in called[keyword]}):
-        if number < len(compiled):
-            pattern, replace = compiled[number]
+        if number < len(_RULES):
+            pattern, replace = _rule(number)
             text = pattern.sub(replace, text)
         elif "=" in text or ":" in text:
             text = _named_re(code).sub(_replace_named, text)

@@ -121,6 +121,10 @@ class Reporter(PluginObject):
     def emit_start(self, config: pytest.Config, workers: int) -> None:
         if self.role != "worker":
             args = [str(a) for a in config.invocation_params.args]
+            if any("=" in a or "@" in a for a in args):  # --db-url=postgres://u:pw@db: no password shown
+                from pytest_mcpdebug.redaction import redact
+
+                args = [redact(a) for a in args]
             self.emit_plain(
                 "run_started",
                 args=args,
@@ -157,7 +161,7 @@ class Reporter(PluginObject):
                 protocol.CollectionError,
                 nodeid=report.nodeid,
                 message=_message(report),
-                longrepr=protocol.clip(text),
+                longrepr=_redact(protocol.clip(text)),
             )
 
     # Tests ----------------------------------------------------------------------------------------
@@ -246,7 +250,7 @@ class Reporter(PluginObject):
             outcome=outcome,
             duration=report.duration,
             message=message,
-            longrepr=protocol.clip(str(report.longrepr)) if outcome in ("failed", "rerun") else "",
+            longrepr=_redact(protocol.clip(str(report.longrepr))) if outcome in ("failed", "rerun") else "",
             wasxfail=wasxfail,
         )
         phases.append((when, outcome, wasxfail is not None, report.duration, message))
@@ -384,7 +388,19 @@ def _finite(duration: float) -> float:
     return duration if math.isfinite(duration) else 0.0
 
 
+def _redact(text: str) -> str:
+    """``text`` without secrets (`pytest_mcpdebug.redaction`), imported on a run's first problem."""
+    from pytest_mcpdebug.redaction import redact
+
+    return redact(text)
+
+
 def _message(report: pytest.TestReport | pytest.CollectReport) -> str:
+    """The one line that says why a phase did not pass, secrets redacted."""
+    return _redact(_message_text(report))
+
+
+def _message_text(report: pytest.TestReport | pytest.CollectReport) -> str:
     longrepr = report.longrepr
     if isinstance(longrepr, tuple) and len(longrepr) == 3:  # a skip: (path, lineno, reason)
         return str(longrepr[2]).removeprefix("Skipped: ")
