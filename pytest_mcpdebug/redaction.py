@@ -17,7 +17,8 @@ Two kinds of rule:
   container) is shown as it is, and an ``Authorization`` value keeps its scheme (``Bearer <redacted>``).
 - **Shapes.** Provider key formats and credentials inside any text, each replaced alone and the
   rest kept (``postgres://admin:<redacted>@db``, ``ghp_<redacted>``): a port of gitleaks' rules
-  and two of detect-secrets' plugins, named by rule id in `_RULES`. As in gitleaks, a rule's regex
+  and two of detect-secrets' plugins, named by rule id in `_RULES` (a distinctive prefix such as
+  ``ghp_`` or ``sk_live_`` is matched glued to a word too: a redactor would rather hide than miss). As in gitleaks, a rule's regex
   runs only when one of its keywords is in the text, so ordinary text costs a few substring tests.
 
 Nothing here is an entropy test: a random-looking value under an ordinary name, with no known
@@ -174,9 +175,9 @@ _RULES: Final = (
         "github-pat, github-oauth, github-app-token, github-refresh-token",
         _GITLEAKS + "; from 20 characters on",
         ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
-        r"\bgh[pousr]_(?P<s>[0-9A-Za-z]{20,})",
+        r"gh[pousr]_(?P<s>[0-9A-Za-z]{20,})",
     ),
-    Rule("github-fine-grained-pat", _GITLEAKS, ("github_pat_",), r"\bgithub_pat_(?P<s>\w{22,})"),
+    Rule("github-fine-grained-pat", _GITLEAKS, ("github_pat_",), r"github_pat_(?P<s>\w{22,})"),
     Rule(
         "gitlab-pat, -deploy-token, -feed-token, -scim-token, -runner-authentication-token, "
         "-cicd-job-token, -ptt, -oauth-app-secret, -kubernetes-agent-token, -incoming-mail-token, "
@@ -195,14 +196,14 @@ _RULES: Final = (
             "glimt-",
             "glffct-",
         ),
-        r"\bgl(?:pat|dt|ft|soat|rt|cbt|ptt|oas|agent|imt|ffct)-(?P<s>[\w-]{20,})",
+        r"gl(?:pat|dt|ft|soat|rt|cbt|ptt|oas|agent|imt|ffct)-(?P<s>[\w-]{20,})",
     ),
     Rule("gitlab-rrt", _GITLEAKS, ("gr1348941",), r"\bGR1348941(?P<s>[\w-]{20,})"),
     Rule(
         "slack-bot-token, slack-user-token, slack-legacy-*-token, slack-config-*-token",
         _GITLEAKS,
         ("xoxa-", "xoxb-", "xoxp-", "xoxo-", "xoxs-", "xoxr-", "xoxe-", "xoxe."),
-        r"\bxox[abposre][.-](?P<s>[0-9A-Za-z.-]{8,})",
+        r"xox[abposre][.-](?P<s>[0-9A-Za-z.-]{8,})",
     ),
     Rule("slack-app-token", _GITLEAKS, ("xapp-",), r"(?i)\bxapp-\d-(?P<s>[A-Z0-9]+-\d+-[a-z0-9]+)"),
     Rule(
@@ -215,9 +216,9 @@ _RULES: Final = (
         "stripe-access-token",
         _GITLEAKS,
         ("sk_test", "sk_live", "sk_prod", "rk_test", "rk_live", "rk_prod"),
-        r"\b[rs]k_(?:test|live|prod)_(?P<s>[a-zA-Z0-9]{10,99})\b",
+        r"[rs]k_(?:test|live|prod)_(?P<s>[a-zA-Z0-9]{10,99})(?![a-zA-Z0-9])",
     ),
-    Rule("gcp-api-key", _GITLEAKS + "; from 30 characters on", ("aiza",), r"\bAIza(?P<s>[\w-]{30,})"),
+    Rule("gcp-api-key", _GITLEAKS + "; from 30 characters on", ("aiza",), r"AIza(?P<s>[\w-]{30,})"),
     Rule(
         "private-key (PEM; also a GCP service account's private_key)",
         _GITLEAKS + "; the body up to END, or to the end of a cut text",
@@ -245,15 +246,19 @@ _NAMED_WORDS: Final = (
     "pass", "pwd", "secret", "token", "cred", "key", "auth", "cookie", "session",
 )  # fmt: skip
 """A word of every secret name part (lower case): text without one holds no ``name=value`` secret."""
+_KEY: Final = (
+    r"""(?P<k>(?<!\w)(?=[\w.-]*?(?i:pass|pwd|secret|token|cred|key|auth|cookie|session))[A-Za-z_][\w.-]*)"""
+)
+"""A name that may be a secret's: one holding a word of `_NAMED_WORDS` (`is_secret_name` decides)."""
 _NAMED_VALUE: Final = (
-    r"""(?P<k>(?<!\w)[A-Za-z_][\w.-]*)(?P<q>['"]?)(?P<sep>[ \t]*(?<![=!<>])[:=](?![=/])[ \t]*)"""
+    _KEY + r"""(?P<q>['"]?)(?P<sep>[ \t]*(?<![=!<>])[:=](?![=/])[ \t]*)"""
     r"""(?!(?i:bearer|basic|token|bot|digest|negotiate|ntlm|apikey)[ \t]+<)"""
     r"""(?P<v>(?:(?i:bearer|basic|token|bot|digest|negotiate|ntlm|apikey)[ \t]+)?"""
     r"""(?:'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*"|[^\s,;)}\]&'"<>]+))"""
 )
 """``name=value``, ``name: value``, ``'name': 'value'``, ``Authorization: Bearer value`` in a text."""
 _NAMED_LITERAL: Final = (
-    r"""(?P<k>(?<!\w)[A-Za-z_][\w.-]*)(?P<q>['"]?)"""
+    _KEY + r"""(?P<q>['"]?)"""
     r"""(?P<sep>[ \t]*(?::[ \t]*[\w.\[\]|, ]+?[ \t]*)?(?<![=!<>])[:=](?!=)[ \t]*)"""
     r"""(?P<v>[bBrRuUfF]{0,2}(?:'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*"))"""
 )
@@ -324,6 +329,21 @@ def _replace_named(match: re.Match[str]) -> str:
     return match["k"] + match["q"] + match["sep"] + shown
 
 
+def _named_sub(pattern: re.Pattern[str], text: str) -> str:
+    """`_replace_named` on every ``name=value`` of ``text``; a pair whose name is no secret's is
+    stepped over to its value, not past it: the value may start a pair (``a=token=s3cr3t``)."""
+    out: list[str] = []
+    done = pos = 0
+    while (match := pattern.search(text, pos)) is not None:
+        shown = _replace_named(match)
+        if shown != match[0]:
+            out += (text[done : match.start()], shown)
+            done = pos = match.end()
+        else:
+            pos = match.end("sep")
+    return "".join(out) + text[done:] if out else text
+
+
 def redact(text: str, *, code: bool = False) -> str:
     """``text`` with every secret in it replaced by `REDACTED`: credentials by their shape (`_RULES`),
     and the value of every ``name=value`` whose name is a secret's (`is_secret_name`). With ``code``
@@ -339,7 +359,7 @@ def redact(text: str, *, code: bool = False) -> str:
             pattern, replace = _rule(number)
             text = pattern.sub(replace, text)
         elif "=" in text or ":" in text:
-            text = _named_re(code).sub(_replace_named, text)
+            text = _named_sub(_named_re(code), text)
     return text
 
 
