@@ -18,8 +18,9 @@ Two kinds of rule:
 - **Shapes.** Provider key formats and credentials inside any text, each replaced alone and the
   rest kept (``postgres://admin:<redacted>@db``, ``ghp_<redacted>``): a port of gitleaks' rules
   and two of detect-secrets' plugins, named by rule id in `_RULES` (a distinctive prefix such as
-  ``ghp_`` or ``sk_live_`` is matched glued to a word too: a redactor would rather hide than miss). As in gitleaks, a rule's regex
-  runs only when one of its keywords is in the text, so ordinary text costs a few substring tests.
+  ``ghp_`` or ``sk_live_`` is matched glued to a word too: a redactor would rather hide than miss).
+  As in gitleaks, a rule's regex runs only when one of its keywords is in the text: ordinary text
+  costs one search for the keywords.
 
 Nothing here is an entropy test: a random-looking value under an ordinary name, with no known
 prefix or shape, is shown (entropy rules flag hashes, ids and test data by the dozen).
@@ -31,7 +32,7 @@ import functools
 import itertools
 import re
 from collections.abc import Callable
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 REDACTED: Final = "<redacted>"
 
@@ -129,16 +130,25 @@ def hidden(text: str) -> str:
 # Shapes ----------------------------------------------------------------------------------------------
 
 
-class Rule(NamedTuple):
+class Rule:
     """A value shape: its regex runs on a text holding one of ``keywords`` (lower case); the group
-    ``s`` of each match is replaced, the rest kept. ``source`` names the rule it was ported from."""
+    ``s`` of each match is replaced, the rest kept. ``source`` names the rule it was ported from.
+    (A plain class: a NamedTuple costs a millisecond to define, and this module is imported by every
+    run with a timeout.)"""
 
-    id: str
-    source: str
-    keywords: tuple[str, ...]
-    pattern: str
-    flags: int = 0
-    check: Callable[[str], bool] | None = None
+    __slots__ = ("check", "flags", "id", "keywords", "pattern", "source")
+
+    def __init__(
+        self,
+        id: str,
+        source: str,
+        keywords: tuple[str, ...],
+        pattern: str,
+        flags: int = 0,
+        check: Callable[[str], bool] | None = None,
+    ) -> None:
+        self.id, self.source, self.keywords = id, source, keywords
+        self.pattern, self.flags, self.check = pattern, flags, check
 
 
 def _random_looking(secret: str) -> bool:
