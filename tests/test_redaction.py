@@ -80,6 +80,15 @@ def test_every_rule_names_its_source() -> None:
         assert rule_id and ("gitleaks" in source or "detect-secrets" in source)
 
 
+def test_the_keyword_search_finds_each_keyword_whole() -> None:
+    """The rules run only on a text holding one of their keywords, found by one search (`_gate`)."""
+    from pytest_mcpdebug.redaction import _gate
+
+    gate, called = _gate()
+    for word in called:
+        assert gate.findall(f"x {word} y") == [word]
+
+
 @pytest.mark.parametrize(
     "name",
     ["password", "passwd", "db_password", "DB_PASSWORD", "apiKey", "api_key", "APIKey", "x-api-key", "secret",
