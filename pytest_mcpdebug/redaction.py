@@ -256,20 +256,17 @@ _NAMED_WORDS: Final = (
     "pass", "pwd", "secret", "token", "cred", "key", "auth", "cookie", "session",
 )  # fmt: skip
 """A word of every secret name part (lower case): text without one holds no ``name=value`` secret."""
-_KEY: Final = (
-    r"""(?P<k>(?<!\w)(?=[\w.-]*?(?i:pass|pwd|secret|token|cred|key|auth|cookie|session))[A-Za-z_][\w.-]*)"""
-)
-"""A name that may be a secret's: one holding a word of `_NAMED_WORDS` (`is_secret_name` decides)."""
-_NAMED_VALUE: Final = (
-    _KEY + r"""(?P<q>['"]?)(?P<sep>[ \t]*(?<![=!<>])[:=](?![=/])[ \t]*)"""
+_NAME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+_AFTER_NAME: Final = (
+    r"""(?P<q>['"]?)(?P<sep>[ \t]*[:=](?![=/])[ \t]*)"""
     r"""(?!(?i:bearer|basic|token|bot|digest|negotiate|ntlm|apikey)[ \t]+<)"""
     r"""(?P<v>(?:(?i:bearer|basic|token|bot|digest|negotiate|ntlm|apikey)[ \t]+)?"""
     r"""(?:'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*"|[^\s,;)}\]&'"<>]+))"""
 )
-"""``name=value``, ``name: value``, ``'name': 'value'``, ``Authorization: Bearer value`` in a text."""
-_NAMED_LITERAL: Final = (
-    _KEY + r"""(?P<q>['"]?)"""
-    r"""(?P<sep>[ \t]*(?::[ \t]*[\w.\[\]|, ]+?[ \t]*)?(?<![=!<>])[:=](?!=)[ \t]*)"""
+"""What follows a secret's name in ``name=value``, ``name: value``, ``'name': 'value'``,
+``Authorization: Bearer value``: the quote closing the name, the separator and the value."""
+_AFTER_NAME_IN_CODE: Final = (
+    r"""(?P<q>['"]?)(?P<sep>[ \t]*(?::[ \t]*[\w.\[\]|, ]+?[ \t]*)?[:=](?!=)[ \t]*)"""
     r"""(?P<v>[bBrRuUfF]{0,2}(?:'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*"))"""
 )
 """The same in source code, where only a string literal is a value (``password: str = "..."``)."""
@@ -325,8 +322,16 @@ def _expression_re() -> re.Pattern[str]:
 
 
 @functools.lru_cache(maxsize=2)
-def _named_re(code: bool) -> re.Pattern[str]:
-    return re.compile(_NAMED_LITERAL if code else _NAMED_VALUE)
+def _named_word_re(lowered: bool) -> re.Pattern[str]:
+    """Where a secret's name may be (a word of `_NAMED_WORDS`): in the lower-cased text (6x faster
+    than a case-insensitive search), or in the text itself when lowering changed its length."""
+    words = _trie(sorted(_NAMED_WORDS))
+    return re.compile(words) if lowered else re.compile(words, re.IGNORECASE)
+
+
+@functools.lru_cache(maxsize=2)
+def _after_name_re(code: bool) -> re.Pattern[str]:
+    return re.compile(_AFTER_NAME_IN_CODE if code else _AFTER_NAME)
 
 
 def _replace_secret(check: Callable[[str], bool] | None) -> _Replace:
@@ -341,32 +346,46 @@ def _replace_secret(check: Callable[[str], bool] | None) -> _Replace:
     return replace
 
 
-def _replace_named(match: re.Match[str]) -> str:
-    if not is_secret_name(match["k"]):
-        return match[0]
-    value = match["v"]
+def _shown_value(value: str) -> str | None:
+    """What a secret's value ``value`` (as written after its name) is shown as; None to keep it."""
     if value[:1] not in ("'", '"') and value[-1:] in ("'", '"'):  # b"...": a literal's prefix
         value = value.lstrip("bBrRuUfF")
     if not any(c.isalnum() for c in value):
-        return match[0]  # punctuation is no credential: "unexpected token: ')'"
+        return None  # punctuation is no credential: "unexpected token: ')'"
     shown = hidden(value)
-    if shown == value:
-        return match[0]
-    return match["k"] + match["q"] + match["sep"] + shown
+    return None if shown == value else shown
 
 
-def _named_sub(pattern: re.Pattern[str], text: str) -> str:
-    """`_replace_named` on every ``name=value`` of ``text``; a pair whose name is no secret's is
-    stepped over to its value, not past it: the value may start a pair (``a=token=s3cr3t``)."""
+def _named_sub(text: str, lowered: str, code: bool) -> str:
+    """Every ``name=value`` of ``text`` whose name is a secret's, its value hidden (`hidden`). The
+    names are found from the words they must hold (`_NAMED_WORDS`), so a text costs one search and
+    a few steps a match, not a regex match at every word."""
+    after = _after_name_re(code)
     out: list[str] = []
-    done = pos = 0
-    while (match := pattern.search(text, pos)) is not None:
-        shown = _replace_named(match)
-        if shown != match[0]:
-            out += (text[done : match.start()], shown)
-            done = pos = match.end()
-        else:
-            pos = match.end("sep")
+    done = checked = 0
+    same = len(lowered) == len(text)  # lower() keeps ASCII's length, not every letter's ("İ")
+    for word in _named_word_re(same).finditer(lowered if same else text):
+        if word.start() < checked:
+            continue  # a word of a name read already (auth_token)
+        start, end = word.start(), word.end()
+        while start > done and text[start - 1] in _NAME_CHARS:
+            start -= 1
+        while start < word.start() and not (text[start].isalpha() or text[start] == "_"):
+            start += 1  # "--password": the name starts at its first letter
+        while end < len(text) and text[end] in _NAME_CHARS:
+            end += 1
+        checked = end
+        if start > 0 and (text[start - 1].isalnum() or text[start - 1] == "_"):
+            continue
+        name = text[start:end]
+        if not is_secret_name(name):
+            continue
+        pair = after.match(text, end)
+        shown = None if pair is None else _shown_value(pair["v"])
+        if pair is None or shown is None:
+            continue
+        out += (text[done:start], name, pair["q"], pair["sep"], shown)
+        done = checked = pair.end()
     return "".join(out) + text[done:] if out else text
 
 
@@ -377,15 +396,18 @@ def redact(text: str, *, code: bool = False) -> str:
     if not text:
         return text
     gate, called = _gate()
-    found = gate.findall(text.lower())
+    lowered = text.lower()
+    found = gate.findall(lowered)
     if not found:
         return text
     for number in sorted({n for keyword in set(found) for n in called[keyword]}):
         if number < len(_RULES):
             pattern, replace = _rule(number)
-            text = pattern.sub(replace, text)
+            replaced = pattern.sub(replace, text)
+            if replaced != text:
+                text, lowered = replaced, replaced.lower()
         elif "=" in text or ":" in text:
-            text = _named_sub(_named_re(code), text)
+            text = _named_sub(text, lowered, code)
     return text
 
 
