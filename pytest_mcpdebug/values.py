@@ -29,6 +29,7 @@ DEPTH: Final = 2
 MAX_VARS: Final = 2_000
 """Variables in one snapshot, all frames together."""
 
+_NUMBERS: Final = frozenset({int, float, complex, bool})
 _WINDOW: Final = 512
 """Characters past a cut that are redacted with what is kept: a secret across the cut is whole."""
 _LIBRARY_PREFIXES = tuple(
@@ -48,6 +49,10 @@ def is_secret(name: str) -> bool:
 def render(value: Any) -> str:
     """A value as seed 000 shows it: bounded, secrets inside it redacted, and never raising."""
     try:
+        if value is None or type(value) in _NUMBERS:
+            # No secret has a number's shape (render_named hides one under a secret's name).
+            text = repr(value)
+            return text if len(text) <= STRING_CHARS else text[:STRING_CHARS] + "... (truncated)"
         if isinstance(value, str):
             if len(value) <= STRING_CHARS:
                 return repr(redact(value))
