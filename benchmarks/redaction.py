@@ -67,7 +67,8 @@ def import_ms(repeats: int) -> float:
 
 def first_use_ms() -> tuple[float, float]:
     code = (
-        "import time, re; import pytest_mcpdebug.redaction as r; t = time.perf_counter(); "
+        "import time, re; re.compile(r'warm(?:ed)? up [a-z]+$'); "  # the regex compiler's own first use
+        "import pytest_mcpdebug.redaction as r; t = time.perf_counter(); "
         "r.redact('x=1 -q'); "
         "a = time.perf_counter(); r.redact('postgres://a:b@c'); b = time.perf_counter(); "
         "print((a - t) * 1000, (b - a) * 1000)"
