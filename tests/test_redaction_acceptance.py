@@ -16,7 +16,8 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from conftest import MCPDEBUG
-from helpers import FAST
+from helpers import FAST, recorded, run_inner
+from mcpdebug.app import build_server
 
 pytestmark = pytest.mark.anyio
 
@@ -152,3 +153,32 @@ async def test_a_failing_tests_secrets_are_shown_nowhere_and_its_ordinary_names_
     entries = read_log(log)
     closed = [e for e in entries if e["message"] == "session:closed" and "counts" in e]
     assert closed and closed[-1]["counts"] == {"passed": 1, "failed": 1}, closed  # counts, not <redacted>
+
+
+HANGING = f'''
+import threading
+
+
+def test_stuck():
+    db_url = "postgres://admin:{DB_PASSWORD}@db.example.com:5432/app"
+    github = "{GITHUB}"
+    author = "ada"
+    print(f"waiting for {{db_url}} with {{github}}", flush=True)
+    threading.Event().wait(60)
+'''
+
+
+async def test_a_hang_reports_locals_source_and_output_without_secrets(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_stuck=HANGING)
+    result = run_inner(pytester, "--mcp-debug", "--mcp-debug-timeout=1", "--mcp-debug-hang-grace=1")
+    result.assert_outcomes(failed=1)
+    async with Client(build_server(recorded(pytester.path / ".mcpdebug"))) as client:
+        reply = await call(client, "get_hang", test="test_stuck")
+    no_secret(reply, "get_hang")
+    for shown in (
+        "author (str) = 'ada'",
+        "db_url (str) = 'postgres://admin:<redacted>@db.example.com:5432/app'",  # a local
+        '    db_url = "postgres://admin:<redacted>@db.example.com:5432/app"',  # the source
+        "waiting for postgres://admin:<redacted>@db.example.com:5432/app with ghp_<redacted>",  # the output
+    ):
+        assert shown in reply, (shown, reply)
