@@ -411,9 +411,14 @@ def redact(text: str, *, code: bool = False) -> str:
     return text
 
 
-def redact_lines(lines: list[str]) -> list[str]:
-    """Each line redacted (`redact`): output lines as they are shown."""
-    return [redact(line) for line in lines]
+def redact_args(args: list[str]) -> list[str]:
+    """A command line as it is shown: ``--db-url=postgres://u:<redacted>@db``, and the value of a
+    secret's option given apart, ``--token <redacted>``."""
+    shown = [redact(arg) for arg in args]
+    for i, arg in enumerate(args[:-1]):
+        if arg.startswith("-") and "=" not in arg and is_secret_name(arg.lstrip("-")):
+            shown[i + 1] = REDACTED
+    return shown
 
 
 def rules() -> list[tuple[str, str]]:

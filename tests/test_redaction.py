@@ -9,11 +9,13 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from pytest_mcpdebug.recording.reporter import _shown_args
 from pytest_mcpdebug.redaction import (
     REDACTED,
     is_secret_expression,
     is_secret_name,
     redact,
+    redact_args,
     reveals_nothing,
     rules,
 )
@@ -140,6 +142,15 @@ def test_a_long_value_is_redacted_before_it_is_cut() -> None:
     shown = render(text)
     assert GITHUB[:10] not in shown and "ghp_" + GITHUB[4:8] not in shown
     assert shown.endswith("... (truncated)")
+
+
+def test_a_runs_command_line() -> None:
+    args = ["-q", "--db-url=postgres://u:pw-9f8e7d@db/x", "--api-token", "t0k3n42", "-k", "auth or passed"]
+    assert redact_args(args) == ["-q", f"--db-url=postgres://u:{REDACTED}@db/x", "--api-token", REDACTED, "-k",
+                                 "auth or passed"]  # fmt: skip
+    assert _shown_args(args) == redact_args(args)
+    plain = ["-q", "tests/", "-x"]
+    assert _shown_args(plain) is plain  # nothing that may hold a secret: the rule set is not even loaded
 
 
 def test_expressions_naming_a_secret() -> None:

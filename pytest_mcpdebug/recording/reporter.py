@@ -15,7 +15,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import pytest
 
@@ -120,11 +120,7 @@ class Reporter(PluginObject):
 
     def emit_start(self, config: pytest.Config, workers: int) -> None:
         if self.role != "worker":
-            args = [str(a) for a in config.invocation_params.args]
-            if any("=" in a or "@" in a for a in args):  # --db-url=postgres://u:pw@db: no password shown
-                from pytest_mcpdebug.redaction import redact
-
-                args = [redact(a) for a in args]
+            args = _shown_args([str(a) for a in config.invocation_params.args])
             self.emit_plain(
                 "run_started",
                 args=args,
@@ -386,6 +382,19 @@ def _outcomes(passed: list[Passed], phases: list[Phase]) -> list[tuple[str, str,
 
 def _finite(duration: float) -> float:
     return duration if math.isfinite(duration) else 0.0
+
+
+_SECRET_WORDS: Final = ("pass", "pwd", "secret", "token", "key", "auth", "cred", "cookie", "@")
+
+
+def _shown_args(args: list[str]) -> list[str]:
+    """The run's arguments without secrets (`redaction.redact_args`), loaded only for arguments
+    that may hold one: most runs' (``-q tests/``) hold none of these words."""
+    if not any(word in arg.lower() for arg in args for word in _SECRET_WORDS):
+        return args
+    from pytest_mcpdebug.redaction import redact_args
+
+    return redact_args(args)
 
 
 def _redact(text: str) -> str:

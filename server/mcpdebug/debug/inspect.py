@@ -166,12 +166,13 @@ async def _evaluate(session: Paused, frame: dict[str, Any], expression: str) -> 
         kind = "Name not found" if "NameError" in text else "Error"
         raise DebugError(f"{kind}: {text[-4000:]}") from None
     result = str(body.get("result", ""))
+    ref = int(body.get("variablesReference") or 0)
     if is_secret_expression(expression) and result not in _REVEALS_NOTHING:
-        result = REDACTED
+        result, ref = REDACTED, 0
     return {
         "result": _cut(redact(result[: RESULT_CHARS + 512]), RESULT_CHARS),
         "type": str(body.get("type", "")),
-        "variablesReference": int(body.get("variablesReference") or 0),
+        "variablesReference": ref,
         "frame": _describe(frame),
     }
 
@@ -218,11 +219,11 @@ def _describe(frame: dict[str, Any]) -> dict[str, Any]:
 def _variable(v: dict[str, Any]) -> dict[str, Any]:
     name = str(v.get("name", ""))
     text = str(v.get("value", ""))
+    ref = int(v.get("variablesReference") or 0)
     if is_secret_name(name) and text not in _REVEALS_NOTHING:
-        value = hidden(redact(text))
+        value, ref = hidden(redact(text)), 0  # a secret is not expanded either (as in a snapshot)
     else:
         value = _cut(redact(text[: VALUE_CHARS + 512]), VALUE_CHARS)
-    ref = int(v.get("variablesReference") or 0)
     return {"name": name, "value": value, "type": str(v.get("type", "")), "variablesReference": ref}
 
 
