@@ -248,3 +248,26 @@ def test_redaction_is_idempotent_and_never_raises(text: str) -> None:
     once = redact(text)
     assert redact(once) == once
     assert once == text or REDACTED in once  # it only ever puts the marker in a secret's place
+
+
+def test_a_debug_sessions_values_from_debugpy_go_through_the_same_rules() -> None:
+    """debugpy renders a debugged script's values itself; the server redacts its text the same way."""
+    from mcpdebug.debug.inspect import _variable
+
+    def shown(name: str, value: str, ref: int = 0) -> tuple[str, int]:
+        var = _variable({"name": name, "value": value, "type": "x", "variablesReference": ref})
+        return var["value"], var["variablesReference"]
+
+    assert shown("password", "'hunter2'") == (REDACTED, 0)
+    assert shown("credentials", "<Creds object at 0x7f>", 7) == (REDACTED, 0)  # not expandable either
+    assert shown("password", "None") == ("None", 0)
+    assert shown("headers", "{'Authorization': 'Bearer abc.def.ghi'}", 3) == (
+        f"{{'Authorization': 'Bearer {REDACTED}'}}",
+        3,
+    )
+    assert shown("db_url", "'postgres://admin:S3cretPassw0rd@db/app'") == (
+        f"'postgres://admin:{REDACTED}@db/app'",
+        0,
+    )
+    assert shown("author", "'ada'") == ("'ada'", 0)
+    assert shown("passed", "3") == ("3", 0)
