@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from pytest_mcpdebug.recording.reporter import _shown_args
 from pytest_mcpdebug.redaction import (
+    _SECRET_PAIRS,
     REDACTED,
     is_secret_expression,
     is_secret_name,
@@ -184,11 +185,11 @@ def test_prose_is_not_taken_for_credentials() -> None:
 
 # Properties -------------------------------------------------------------------------------------------
 
-SECRET_PARTS = ("password", "passwd", "secret", "token", "credential", "credentials", "apikey", "auth",
-                "cookie", "passphrase", "creds", "authorization", "pass", "pwd", "sessionid")  # fmt: skip
+PAIRED = {word for pair in _SECRET_PAIRS for word in pair}  # api (key), private (key), auth (header)
 words = st.from_regex(r"[a-z]{2,9}", fullmatch=True).filter(
-    lambda w: w not in SECRET_PARTS and w not in ("api", "private", "key", "keys")
+    lambda w: not is_secret_name(w) and w not in PAIRED
 )
+"""Words that are no secret's name alone (``author``, ``compass``, ``tokens``) nor half of one."""
 
 
 def _joined(parts: list[str], style: str) -> str:
