@@ -22,6 +22,7 @@ from pytest_mcpdebug.hangs import classify as classifier
 from pytest_mcpdebug.hangs import processes as outside
 from pytest_mcpdebug.hangs import tasks as async_tasks
 from pytest_mcpdebug.hangs import waits
+from pytest_mcpdebug.hangs.redacted import without_secrets
 from pytest_mcpdebug.protocol import HangFrame, HangProcess, HangReport, HangTask, HangThread
 from pytest_mcpdebug.values import VarBuilder, is_library
 
@@ -86,7 +87,7 @@ def build(
         found, test_frame, test, frames, threads, descendants
     )
     variables, children, whose = _locals(locals_from, found, chosen)
-    return HangReport(
+    report = HangReport(
         kind=found.kind,
         summary=summary,
         file=os.path.abspath(found.file) if found.file else "",
@@ -112,6 +113,7 @@ def build(
         output=_output(output),
         source=_source(found.file, found.line),
     )
+    return without_secrets(report)
 
 
 def _followed(

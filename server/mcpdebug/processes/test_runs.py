@@ -27,6 +27,7 @@ from mcpdebug.store import Store
 from mcpdebug.views import lookup
 from mcpdebug.views.lookup import quoted
 from pytest_mcpdebug.recording.run_id import new_run_id
+from pytest_mcpdebug.redaction import redact
 
 # Timeouts
 PROGRESS_INTERVAL: Final = 2.0
@@ -156,7 +157,7 @@ class Runner:
                     break
                 log.write(line)
                 log.flush()
-                run.terminal.append(line.decode(errors="replace").rstrip("\n"))
+                run.terminal.append(redact(line.decode(errors="replace").rstrip("\n")))
         await run.process.wait()
         self.sessions.notify()
 
