@@ -29,7 +29,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"mcpdebug {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for add in (_serve, _runs, _show, _logs, _failure, _report, _tui, _hang, _tail, _run, _forward):
+    for add in (
+        _serve,
+        _runs,
+        _show,
+        _logs,
+        _failure,
+        _suspects,
+        _report,
+        _tui,
+        _hang,
+        _tail,
+        _run,
+        _forward,
+    ):
         add(sub)
     return parser
 
@@ -223,6 +236,21 @@ def _failure(sub: Subparsers) -> None:
         "test", nargs="?", help="node id or a unique part (default: the run's first failure)"
     )
     failure.add_argument("--dir", help=DIR_HELP)
+
+
+def _suspects(sub: Subparsers) -> None:
+    suspects = sub.add_parser(
+        "suspects", help="the lines most likely to hold the bug, from per-test coverage (as get_suspects)"
+    )
+    suspects.add_argument("run", nargs="?", default="latest", help=RUN_HELP)
+    suspects.add_argument("--top", type=int, default=10, help="how many suspects to list (default: 10)")
+    suspects.add_argument(
+        "--level",
+        choices=["statement", "function"],
+        default="statement",
+        help="rank lines (statement, the default) or whole functions",
+    )
+    suspects.add_argument("--dir", help=DIR_HELP)
 
 
 def _report(sub: Subparsers) -> None:
