@@ -54,7 +54,9 @@ def demo(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
     return project
 
 
-def test_the_inspect_hint_works_pasted_into_a_shell_without_the_venv(pytester: pytest.Pytester, demo: Path) -> None:
+def test_the_inspect_hint_works_pasted_into_a_shell_without_the_venv(
+    pytester: pytest.Pytester, demo: Path
+) -> None:
     out = pytester.path.joinpath("closing-line.txt").read_text()
     inspect = re.search(r"inspect it with `([^`]*)`, or serve it to an agent with `([^`]*)`", out)
     assert inspect, out
@@ -67,7 +69,9 @@ def test_the_inspect_hint_works_pasted_into_a_shell_without_the_venv(pytester: p
     assert "FAILED test_demo.py::test_total (call): assert 3 == 4" in shown.stdout
 
 
-def test_every_next_hint_of_the_cli_works_pasted_from_the_same_folder(pytester: pytest.Pytester, demo: Path) -> None:
+def test_every_next_hint_of_the_cli_works_pasted_from_the_same_folder(
+    pytester: pytest.Pytester, demo: Path
+) -> None:
     shown = pasted(f"{MCPDEBUG} show --dir demo", pytester.path)
     assert shown.returncode == 0, shown.stderr
     next_line = next(line for line in shown.stdout.splitlines() if line.startswith("Next: "))
@@ -102,7 +106,9 @@ def test_a_venv_on_path_is_named_bare_and_another_mcpdebug_on_path_is_not_truste
 
 
 def subprocess_program(cwd: Path, path: str) -> str:
-    code = "from pathlib import Path; from pytest_mcpdebug.commands import program; print(program('mcpdebug'))"
+    code = (
+        "from pathlib import Path; from pytest_mcpdebug.commands import program; print(program('mcpdebug'))"
+    )
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=cwd, env={"PATH": path}, capture_output=True, text=True, timeout=60
     )
