@@ -33,6 +33,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "serve":
             return _serve(args)
+        if args.command == "init":
+            from mcpdebug.project_init.command import main as init
+
+            return init(args)
         if args.command == "hang":
             return _hang(args)
         if args.command in ("run", "forward"):
