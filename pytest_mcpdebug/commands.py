@@ -14,7 +14,6 @@ import os
 import shlex
 import shutil
 import sys
-import sysconfig
 from pathlib import Path
 
 
@@ -30,14 +29,15 @@ def script(name: str) -> Path | None:
     """This environment's console script ``name``: beside the interpreter (a venv's `bin/`), or in
     its scripts folder; None when neither has it."""
     exe = ".exe" if os.name == "nt" else ""
-    folders = [Path(sys.executable).parent]
+    beside = Path(sys.executable).parent / f"{name}{exe}"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return beside
+    import sysconfig  # ~1 ms of imports: only when the usual place (a venv's bin/) has no script
+
     scripts = sysconfig.get_path("scripts")
-    if scripts:
-        folders.append(Path(scripts))
-    for folder in folders:
-        candidate = folder / f"{name}{exe}"
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return candidate
+    candidate = Path(scripts) / f"{name}{exe}" if scripts else None
+    if candidate is not None and candidate.is_file() and os.access(candidate, os.X_OK):
+        return candidate
     return None
 
 
