@@ -104,8 +104,10 @@ def test_errors_are_one_line_with_what_to_do(project: Path, tmp_path: Path) -> N
     assert nothing.stderr.startswith(
         f"mcpdebug: no recorded runs: looked for {tmp_path.resolve() / '.mcpdebug'}"
     )
+    pytest_here = Path(MCPDEBUG).with_name("pytest")  # the venv is not on this PATH: its pytest, by path
     assert (
-        "Record a run with `pytest --mcp-debug` in the project first, or pass --dir PROJECT" in nothing.stderr
+        f"Record a run with `{pytest_here} --mcp-debug` in the project first (or set it up once with "
+        f"`{MCPDEBUG} init`), or pass --dir PROJECT" in nothing.stderr
     )
     assert "Traceback" not in nothing.stderr + unknown.stderr
 
@@ -187,5 +189,6 @@ def test_a_project_folder_is_read_through_its_store_and_never_written(
     empty = tmp_path / "empty-project"
     empty.mkdir()
     nothing = cli(tmp_path, "show", "--dir", str(empty))
-    assert nothing.returncode == 2 and "Record a run with `pytest --mcp-debug`" in nothing.stderr
+    assert nothing.returncode == 2 and "Record a run with `" in nothing.stderr
+    assert "pytest --mcp-debug`" in nothing.stderr and "mcpdebug init" in nothing.stderr
     assert sorted(p.name for p in project.iterdir()) == before and list(empty.iterdir()) == []
