@@ -345,6 +345,8 @@ async def test_acceptance_the_written_server_answers_and_a_plain_pytest_run_is_r
     listed = json.loads(runs.stdout)
     assert [r["label"] for r in listed][:2] == ["pytest -p no:randomly", "pytest --mcp-debug -p no:randomly"]
     assert all(r["counts"] == {"passed": 1} for r in listed[:2])
+    shown = subprocess.run([MCPDEBUG, "show"], cwd=project, capture_output=True, text=True, timeout=60)
+    assert "Command: pytest -p no:randomly" in shown.stdout and "1 passed" in shown.stdout, shown.stdout
 
 
 def on_a_terminal(project: Path, answer: bytes, *args: str) -> str:
