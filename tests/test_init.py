@@ -134,6 +134,40 @@ def test_a_flat_project_without_config_gets_a_pytest_ini_and_no_pythonpath(tmp_p
     assert "over 20 s" in (project / "AGENTS.md").read_text()
 
 
+def test_the_pythonpath_the_tests_need_and_only_that(tmp_path: Path) -> None:
+    project = src_project(tmp_path / "shop")
+    (project / "pyproject.toml").write_text(PYPROJECT + '\n[tool.pytest.ini_options]\npythonpath = ["src"]\n')
+    assert init(project, "--clients", "claude").returncode == 0
+    assert "env" not in server_of(project / ".mcp.json")  # pytest puts src/ on sys.path itself
+    libs = tmp_path / "libs"
+    libs.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    env.update(PATH=BARE_PATH, PYTHONPATH=f"../libs{os.pathsep}{libs}")  # as the user's shell has it
+    done = subprocess.run(
+        [MCPDEBUG, "init", "--clients", "claude"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert server_of(project / ".mcp.json")["env"] == {"PYTHONPATH": str(libs)}  # absolute, once
+    assert "PYTHONPATH is set here" in done.stdout
+
+
+def test_an_inline_table_is_merged_into(tmp_path: Path) -> None:
+    project = flat_project(tmp_path / "p")
+    inline = '[tool.pytest]\nini_options = { addopts = "-q" }\n'
+    (project / "pyproject.toml").write_text(inline)
+    assert init(project, "--clients", "none", "--no-agents-md").returncode == 0
+    assert tomllib.loads((project / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"] == {
+        "addopts": "-q",
+        "mcpdebug": True,
+        "mcpdebug_timeout": 60,
+    }
+
+
 def test_dry_run_and_check_write_nothing(tmp_path: Path) -> None:
     project = src_project(tmp_path / "shop")
     before = snapshot(project)

@@ -18,7 +18,7 @@ from mcpdebug.command_line import DEFAULT_TIMEOUT
 from mcpdebug.project_init import agents_md, clients, environment, pytest_config
 from mcpdebug.project_init.changes import Change, read_if_any
 from pytest_mcpdebug.commands import program, shortest
-from pytest_mcpdebug.folder import DIRNAME
+from pytest_mcpdebug.folder import DIRNAME, store_in
 
 EXIT_USAGE = 2
 EXIT_PENDING = 1
@@ -39,8 +39,10 @@ def main(args: argparse.Namespace) -> int:
     except pytest_config.ConfigError as exc:
         return _usage(str(exc))
     root = config.path.parent if config.exists else project
-    store = root / DIRNAME
-    server = environment.server_command(project, store, config.pythonpath())
+    custom = str(config.values.get("mcpdebug_dir", "")).strip()
+    store = store_in(root / Path(custom).expanduser()) if custom else root / DIRNAME
+    pythonpath = [str(root / p) for p in config.pythonpath()]  # pytest reads them from the config's folder
+    server = environment.server_command(project, store, pythonpath)
     planned, problems = _plan(args, project, config, server, chosen)
     return _carry_out(args, project, server, planned, problems)
 
@@ -57,8 +59,12 @@ def _plan(
     timeout = float(settings.get("mcpdebug_timeout", configured))
     before = read_if_any(config.path)
     what = "record every run" + (f", hang timeout {timeout:g} s" if timeout else ", no hang timeout")
-    planned = [Change(config.path, before, pytest_config.render(config, settings), f"pytest: {what}")]
+    planned: list[Change] = []
     problems: list[str] = []
+    try:
+        planned.append(Change(config.path, before, pytest_config.render(config, settings), f"pytest: {what}"))
+    except pytest_config.ConfigError as exc:
+        problems.append(str(exc))
     written: list[str] = []
     for name in chosen:
         client = clients.CLIENTS[name]

@@ -41,8 +41,8 @@ class ServerCommand:
 def server_command(project: Path, store: Path, pythonpath_config: list[str]) -> ServerCommand:
     """The command that serves ``store`` for ``project`` from any folder, whatever is on PATH.
 
-    ``pythonpath_config``: the `pythonpath` entries of the project's pytest configuration (pytest
-    puts them on sys.path itself, so they need no PYTHONPATH)."""
+    ``pythonpath_config``: the `pythonpath` entries of the project's pytest configuration, absolute
+    (pytest puts them on sys.path itself, so they need no PYTHONPATH)."""
     python, mcpdebug, notes, warnings = _environment(project)
     serve = ["serve", "--dir", str(store)]
     if mcpdebug is not None:
@@ -116,7 +116,7 @@ def _pythonpath(project: Path, python: Path, configured: list[str]) -> tuple[lis
     why: list[str] = []
     src = project / "src"
     names = src_packages(project)
-    on_path = any(Path(project, p).resolve() == src.resolve() for p in configured)
+    on_path = any(Path(p).resolve() == src.resolve() for p in configured)
     if names and not on_path:
         missing = [n for n, ok in importable(python, project, names).items() if not ok]
         if missing:

@@ -93,6 +93,11 @@ def _read(path: Path) -> PytestConfig:
         text = read_text(path)
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read {path}: {exc}") from None
+    return parse(path, text)
+
+
+def parse(path: Path, text: str) -> PytestConfig:
+    """The pytest settings ``text`` holds, read as pytest reads a file of that name."""
     if path.suffix == ".toml":
         try:
             data = tomllib.loads(text)
@@ -140,15 +145,28 @@ def same_value(current: Any, value: Any) -> bool:
 
 
 def render(config: PytestConfig, settings: dict[str, Any]) -> str:
-    """The file's text with ``settings`` set (the text it has when they are empty)."""
+    """The file's text with ``settings`` set (the text it has when they are empty), read back as
+    pytest would read it: a layout the edit cannot handle is an error that says what to add."""
     before = read_if_any(config.path) or ""
     if not settings:
         return before
     comment = None if any(k in config.values for k in OUR_KEYS) else COMMENT  # said once, when first set
     if config.style == "ini":
         section = INI_SECTIONS[config.path.name]
-        return ini_file.set_keys(before, section, {k: _ini(v) for k, v in settings.items()}, comment)
-    return _toml(before, config, settings, comment)
+        text = ini_file.set_keys(before, section, {k: _ini(v) for k, v in settings.items()}, comment)
+    else:
+        text = _toml(before, config, settings, comment)
+    try:
+        after = parse(config.path, text)
+    except ConfigError:
+        after = None
+    if after is None or any(not same_value(after.values.get(k), v) for k, v in settings.items()):
+        lines = ", ".join(f"{k} = {_ini(v)}" for k, v in settings.items())
+        raise ConfigError(
+            f"{config.path} could not be merged into as it is laid out, so it was left as it is: add "
+            f"{lines} to its {config.where} yourself"
+        )
+    return text
 
 
 def _ini(value: Any) -> str:
@@ -162,12 +180,13 @@ def _toml(before: str, config: PytestConfig, settings: dict[str, Any], comment: 
 
     doc = tomlkit.parse(before)
     table, new = _table(doc, config)
+    inline = isinstance(table, tomlkit.items.InlineTable)  # `ini_options = {...}`: no comment fits
     body = table.value.body
     # blank lines and comments after the last key lead into the next table: they stay last
     trailing: list[Any] = []
-    while body and body[-1][0] is None:
+    while body and body[-1][0] is None and not inline:
         trailing.insert(0, body.pop())
-    if comment:
+    if comment and not inline:
         table.add(tomlkit.comment(comment))
     for key, value in settings.items():
         if key == "mcpdebug_timeout":
