@@ -286,9 +286,10 @@ class Recorder(PluginObject):
             fallback = "" if self.sender.spool.problem else f"; recording to {self._spool_display()}"
             self._write_line(f"mcpdebug: warning: {warning}{fallback}")
         if self.break_on_failure and not self.sender.connected:
+            serve = f"{self._program()} serve{self._dir_arg()}"
             self._write_line(
                 "mcpdebug: --mcp-debug-break: no mcpdebug server is connected, so failing tests will not "
-                "be held (start `mcpdebug serve` first, or let an agent call run_tests)"
+                f"be held (start `{serve}` first, or let an agent call run_tests)"
             )
         elif self.break_on_failure and self.config.getvalue("usepdb"):
             self._write_line("mcpdebug: --mcp-debug-break: --pdb takes the failures; none will be held")
@@ -336,7 +337,8 @@ class Recorder(PluginObject):
             emptied=self._emptied,
             url=self.sender.connected_url or self._last_url,
             spool=self._spool_display(),
-            dir_arg=dir_arg(self.dir, Path(self.config.invocation_params.dir)),
+            dir_arg=self._dir_arg(),
+            program=self._program(),
         ):
             terminalreporter.write_line(line, yellow=warn)
 
@@ -423,6 +425,16 @@ class Recorder(PluginObject):
 
     def _spool_display(self) -> str:
         return display(spool_dir(self.dir), Path(self.config.invocation_params.dir)) + "/"
+
+    def _dir_arg(self) -> str:
+        """`` --dir X`` when a `mcpdebug` command started where pytest was would not find the store."""
+        return dir_arg(self.dir, Path(self.config.invocation_params.dir))
+
+    def _program(self) -> str:
+        """`mcpdebug`, or the path that runs it from where pytest was started (a `.venv/` not on PATH)."""
+        from pytest_mcpdebug.commands import program
+
+        return program("mcpdebug", Path(self.config.invocation_params.dir))
 
     def _write_line(self, text: str) -> None:
         terminal = self.config.pluginmanager.get_plugin("terminalreporter")
