@@ -243,7 +243,8 @@ def test_search_sort_rows_and_folding_with_javascript(
     headers["duration"].click()
     assert shown_tests(browser)[0] == BUSY
     durations = [
-        float(r.text.split(" s")[0]) for r in browser.find_elements("css selector", "#tests-table td:nth-child(2)")
+        float(r.text.split(" s")[0])
+        for r in browser.find_elements("css selector", "#tests-table td:nth-child(2)")
     ]
     assert durations == sorted(durations, reverse=True)
     headers["duration"].click()
