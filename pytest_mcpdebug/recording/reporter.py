@@ -28,6 +28,7 @@ from pytest_mcpdebug.recording.sender import Sender
 if TYPE_CHECKING:
     from pytest_mcpdebug.hangs.gil_dump import DumpFile
     from pytest_mcpdebug.output.tail import OutputTail
+    from pytest_mcpdebug.recording.brief import Brief
 
 Role = Literal["main", "controller", "worker"]
 Passed = tuple[str, float, float]
@@ -65,6 +66,8 @@ class Reporter(PluginObject):
         self.tail: OutputTail | None = None
         """The output tail, told here when a test ends if it cannot see that itself (`OutputTail.ends_tests`:
         it learns of phases from pytest's capture calls)."""
+        self.brief: Brief | None = None
+        """What a failure adds to pytest's own output (`brief`): told of each snapshot."""
         self.report_listeners: list[Callable[[pytest.TestReport], None]] = []
         """Told of each report of this process's tests (the hang machinery's): a call from here costs a
         fraction of a hook implementation of their own, which pluggy dispatches for every report."""
@@ -328,6 +331,8 @@ class Reporter(PluginObject):
             snapshot=snapshot,
         )
         self.sender.checkpoint(now=True)  # an agent may be waiting for this failure: no tick's delay
+        if self.brief is not None:
+            self.brief.from_snapshot(node.nodeid, snapshot)
 
     def emit_finish(self, exitstatus: int, stats: dict[str, list[Any]] | None) -> None:
         if self.role != "worker":
