@@ -72,7 +72,7 @@ def tmux_tui(folder: Path) -> Iterator[str | None]:
         yield None
         return
     name = f"mcpdebug-tui-{time.monotonic_ns()}"
-    command = f"cd {folder} && {MCPDEBUG} tui --dir .mcpdebug"
+    command = f"cd {folder} && {MCPDEBUG} tui --dir .mcpdebug --view log"
     subprocess.run(
         ["tmux", "new-session", "-d", "-s", name, "-x", "200", "-y", "50", command],
         check=True,
