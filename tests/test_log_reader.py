@@ -123,7 +123,7 @@ def test_an_entry_in_full() -> None:
     assert "Session: test_a.py::test_sum (held-1)" in text
     assert '"expression": "x"' in text
     assert "Answer: tool:response at 2026-11-19T12:00:01.000Z after 2.5 ms" in text
-    assert '"result": "41\\n42"' in text
+    assert '"result": "(its 2 lines below)"' in text and text.endswith("response.result:\n41\n42")
 
 
 JSON = st.recursive(

@@ -342,22 +342,36 @@ def detail(entry: dict[str, Any], session_name: str = "") -> str:
     ]
     fields = {k: v for k, v in entry.items() if k not in _COMMON and not k.startswith("_")}
     if fields:
-        lines += ["", "Fields:", _pretty(fields)]
+        lines += ["", "Fields:", *_pretty(fields)]
     answer = entry.get("_answer")
     if isinstance(answer, dict):
         took = _ms_text(answer.get("durationMs"))
         lines += [
             "",
             f"Answer: {answer['message']} at {answer['time'] or '?'} after {took}",
-            _pretty({k: v for k, v in answer.items() if k not in _COMMON and not k.startswith("_")}),
+            *_pretty({k: v for k, v in answer.items() if k not in _COMMON and not k.startswith("_")}),
         ]
     elif entry.get("_orphan"):
         lines += ["", f"Answer: {entry['_orphan']}"]
     return "\n".join(lines)
 
 
-def _pretty(value: Any) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+def _pretty(fields: dict[str, Any]) -> list[str]:
+    """The fields as JSON, but a text of several lines (a report's ``text``) as its lines below."""
+    texts: list[tuple[str, str]] = []
+
+    def lift(value: Any, path: str, depth: int) -> Any:
+        if isinstance(value, str) and "\n" in value:
+            texts.append((path, value))
+            return f"(its {value.count(chr(10)) + 1} lines below)"
+        if isinstance(value, dict) and depth < 4:
+            return {k: lift(v, f"{path}.{k}" if path else str(k), depth + 1) for k, v in value.items()}
+        return value
+
+    lines = [json.dumps(lift(fields, "", 0), indent=2, ensure_ascii=False, default=str)]
+    for path, text in texts:
+        lines += ["", f"{path}:", text]
+    return lines
 
 
 def _ms_text(value: Any) -> str:

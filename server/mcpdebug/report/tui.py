@@ -36,8 +36,8 @@ class DebugTUI(App[None]):
     TITLE = "mcpdebug"
     AUTO_FOCUS = None  # the first view's table is focused once mounted (`_focus_view`), not the tabs
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("1", "view('runs')", "Runs"),
-        Binding("2", "view('log')", "Server log"),
+        Binding("1", "view('runs')", "Runs", show=False),  # the tabs say (1) and (2)
+        Binding("2", "view('log')", "Server log", show=False),
         # the runs view's keys
         Binding("p", "runs('problems')", "Problems only"),
         Binding("i", "runs('summary')", "Run summary"),
@@ -48,7 +48,7 @@ class DebugTUI(App[None]):
         Binding("b", "log('kind', 'breakpoints')", "Breakpoints"),
         Binding("v", "log('kind', 'variables')", "Variables"),
         Binding("o", "log('kind', 'output')", "Output"),
-        Binding("l", "log('kind', 'server')", "Server log"),
+        Binding("l", "log('kind', 'server')", "Server's own"),
         Binding("a", "log('all_sessions')", "All sessions"),
         Binding("f", "log('follow')", "Follow"),
         Binding("q", "quit", "Quit"),

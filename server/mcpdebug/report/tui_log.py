@@ -55,7 +55,7 @@ CALL_LINES: Final = 2
 
 class LogPane(Vertical):
     DEFAULT_CSS = """
-    LogPane #sessions { width: 30%; min-width: 30; max-width: 56; border-right: solid $primary-background; }
+    LogPane #sessions { width: 24%; min-width: 26; max-width: 48; border-right: solid $primary-background; }
     LogPane #events { width: 1fr; }
     LogPane #log-status { height: 1; background: $boost; color: $text-muted; padding: 0 1; }
     """
@@ -71,6 +71,7 @@ class LogPane(Vertical):
         self.session: str | None = None
         self.following = True
         self._widths: tuple[int, ...] = ()
+        self._columns: tuple[str, ...] = ()
         self._outputs = 0
 
     def compose(self) -> ComposeResult:
@@ -90,19 +91,20 @@ class LogPane(Vertical):
         if not self.is_attached:
             return
         events = self.query_one("#events", DataTable)
-        if self._layout():
-            self.rebuild()
         added, changed = self.timeline.add(self.follower.read())
         self._outputs += sum(e["message"] == "debug:output" for e in added)
-        for entry in added:
-            if self._wanted(entry):
-                self._put(events, entry)
-        resized = False
-        for call in changed:
-            if self._wanted(call) and _key(call) in events.rows:
-                resized |= not self._put(events, call)
-        if resized:  # an answer that needs more lines than the call had
+        if self._layout():  # the first look, a new width, a longer session name
             self.rebuild()
+        else:
+            for entry in added:
+                if self._wanted(entry):
+                    self._put(events, entry)
+            resized = False
+            for call in changed:
+                if self._wanted(call) and _key(call) in events.rows:
+                    resized |= not self._put(events, call)
+            if resized:  # an answer that needs more lines than the call had
+                self.rebuild()
         if added or changed:
             self.show_sessions()
             if self.following and events.row_count:
@@ -110,22 +112,32 @@ class LogPane(Vertical):
         self.show_status()
 
     def _layout(self) -> bool:
-        """(Re)make the tables' columns for their width; True if the entries must be laid out anew."""
+        """(Re)make the tables' columns for their width; True if the entries must be laid out anew.
+
+        The entries' session column is as wide as the longest name (up to a third of the table, a
+        longer name wraps), and left out while one session is shown."""
         events = self.query_one("#events", DataTable)
         sessions = self.query_one("#sessions", DataTable)
+        total = events.size.width or 100
+        name = 0
+        if self.session is None:
+            longest = max((len(s.name or s.id) for s in self.timeline.sessions.values()), default=7)
+            name = min(max(longest, 7), total // 3)
+        fixed = (12, 10, name) if name else (12, 10)
         widths = (
-            *tui_cells.widths(events.size.width or 100, (12, 10), (0.28, 0.72), least=16),
+            *tui_cells.widths(total, fixed, (1,), least=20),
             *tui_cells.widths(sessions.size.width or 40, (), (0.6, 0.4), least=10),
         )
         if widths == self._widths:
             return False
         self._widths = widths
+        self._columns = ("time", "type", "session", "what") if name else ("time", "type", "what")
         events.clear(columns=True)
-        for name, width in zip(("time", "type", "session", "what"), widths[:4], strict=True):
-            events.add_column(name, key=name, width=width)
+        for column, width in zip(self._columns, widths, strict=False):
+            events.add_column(column, key=column, width=width)
         sessions.clear(columns=True)
-        sessions.add_column("session", key="name", width=widths[4])
-        sessions.add_column("state", key="state", width=widths[5])
+        sessions.add_column("session", key="name", width=widths[-2])
+        sessions.add_column("state", key="state", width=widths[-1])
         self.show_sessions()
         return True
 
@@ -142,8 +154,8 @@ class LogPane(Vertical):
         console = self.app.console
         rows = {
             key: [
-                tui_cells.clip(console, name, self._widths[4], 2, breaks=tui_cells.ID_BREAKS),
-                tui_cells.clip(console, state, self._widths[5], 2),
+                tui_cells.clip(console, name, self._widths[-2], 2, breaks=tui_cells.ID_BREAKS),
+                tui_cells.clip(console, state, self._widths[-1], 2),
             ]
             for key, name, state in wanted
         }
@@ -159,6 +171,7 @@ class LogPane(Vertical):
 
     def rebuild(self) -> None:
         events = self.query_one("#events", DataTable)
+        self._layout()
         events.clear()
         for entry in [e for e in self.timeline.rows if self._wanted(e)][-SHOWN:]:
             self._put(events, entry)
@@ -226,16 +239,15 @@ class LogPane(Vertical):
         lines = ENTRY_LINES if entry["message"] in MULTI_LINE else CALL_LINES
         style = "red" if _failed(entry) else ""
         name = self._session_name(sid) if sid else ""
-        return tui_cells.put(
-            events,
-            _key(entry),
-            [  # Text: a value's brackets are not markup
-                Text(log_reader.time_of(entry), style="dim"),
-                Text(kind, style=STYLES.get(kind, "")),
-                tui_cells.clip(console, name, self._widths[2], 2, breaks=tui_cells.ID_BREAKS),
-                tui_cells.clip(console, log_reader.describe(entry), self._widths[3], lines, style),
-            ],
-        )
+        cells = [  # Text: a value's brackets are not markup
+            Text(log_reader.time_of(entry), style="dim"),
+            Text(kind, style=STYLES.get(kind, "")),
+        ]
+        if "session" in self._columns:
+            cells.append(tui_cells.clip(console, name, self._widths[2], 2, breaks=tui_cells.ID_BREAKS))
+        what = self._widths[len(self._columns) - 1]
+        cells.append(tui_cells.clip(console, log_reader.describe(entry), what, lines, style))
+        return tui_cells.put(events, _key(entry), cells)
 
     def _session_name(self, sid: str) -> str:
         session = self.timeline.sessions.get(sid)

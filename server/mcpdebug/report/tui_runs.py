@@ -57,7 +57,11 @@ class RunsPane(Vertical):
         self.last: Look | None = None
         self._shown: tuple[str, tuple[int, ...], bool] | None = None
         """(run, column widths, filter) the tests table was built for."""
+        self._rows: dict[str, TestRow] = {}
+        """What each row of the tests table shows."""
         self._looking = False
+        self._live_run: str | None = None
+        """The run shown while it was running at the last look."""
         self.announced: list[str] = []
         """What was announced (failures and hangs as they happened), oldest first."""
 
@@ -141,17 +145,20 @@ class RunsPane(Vertical):
             for name, width in zip(("outcome", "time", "test", "message"), widths, strict=True):
                 table.add_column(name, key=name, width=width)
             self._shown = shown
-        was_last = table.row_count > 0 and table.cursor_row == table.row_count - 1
+            self._rows = {}
+        following = fresh or table.row_count == 0 or table.cursor_row == table.row_count - 1
         for test in tests:
-            tui_cells.put(table, test.nodeid, self._cells(test, widths))
-        if fresh:
-            first = next((i for i, t in enumerate(tests) if t.problem), None)
-            if first is not None:
-                table.move_cursor(row=first, animate=False)
-            elif chosen.run["status"] == "running" and tests:
-                table.move_cursor(row=len(tests) - 1, animate=False)
-        elif was_last and chosen.run["status"] == "running":  # following the run as it goes
-            table.move_cursor(row=table.row_count - 1, animate=False)
+            if self._rows.get(test.nodeid) != test:  # a running run: only what changed is drawn again
+                tui_cells.put(table, test.nodeid, self._cells(test, widths))
+                self._rows[test.nodeid] = test
+        running = chosen.run["status"] == "running"
+        ended = self._live_run == chosen.run_id and not running  # it ended while shown
+        self._live_run = chosen.run_id if running else None
+        first = next((i for i, t in enumerate(tests) if t.problem), None)
+        if (fresh or (ended and following)) and first is not None:  # its first failure
+            table.move_cursor(row=first, animate=False)
+        elif following and running and tests:  # following the run as it goes: its newest test
+            table.move_cursor(row=len(tests) - 1, animate=False)
 
     def _cells(self, test: TestRow, widths: tuple[int, ...]) -> list[Text]:
         console = self.app.console
