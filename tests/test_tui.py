@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from textual.pilot import Pilot
-from textual.widgets import DataTable
+from textual.widgets import DataTable, TabbedContent
 
 from conftest import MCPDEBUG
 from helpers import Events, recorded, run_inner, start_inner
@@ -241,8 +241,13 @@ async def test_a_run_is_watched_live_failures_and_hangs_as_they_happen(pytester:
                 "test_3_waits": "RUNNING",
             }
             assert "running" in rows(app, "#run-list")[0][0]
+            await pilot.press("2")  # over the server log, the runs' tab counts what happens
             gate.touch()
-            await until(pilot, lambda: outcomes().get("test_4_hangs") in ("HUNG",), timeout=60)
+            tab = app.query_one("#views", TabbedContent).get_tab("runs")
+            await until(pilot, lambda: tab.label_text == "Runs (1) · 1 new failed or hung", timeout=60)
+            await pilot.press("1")
+            assert tab.label_text == "Runs (1)"
+            await until(pilot, lambda: outcomes().get("test_4_hangs") == "HUNG", timeout=60)
             await until(pilot, lambda: "finished" in rows(app, "#run-list")[0][0], timeout=60)
             # announced as it happened (test_2 may have failed before the TUI's first look)
             assert any(n.startswith("HUNG test_live.py::test_4_hangs: ") for n in app.runs.announced)

@@ -30,6 +30,7 @@ from mcpdebug.report.tui_runs import RunsPane
 EXIT_CRASH: Final = 1
 EXIT_USAGE: Final = 2
 VIEWS: Final = ("runs", "log")
+RUNS_LABEL: Final = "Runs (1)"
 
 
 class DebugTUI(App[None]):
@@ -69,13 +70,15 @@ class DebugTUI(App[None]):
         self.interval = interval
         self.view = view if view in VIEWS else "runs"
         self.reader = Reader()
+        self.unseen = 0
+        """Failures and hangs announced while the runs view was not shown."""
         self.crash: BaseException | None = None
         self.crash_file: Path | None = None
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
         with TabbedContent(initial=self.view, id="views"):
-            with TabPane("Runs (1)", id="runs"):
+            with TabPane(RUNS_LABEL, id="runs"):
                 yield RunsPane(RunWatch(self.store_dir), self.reader, interval=max(self.interval, 0.5))
             with TabPane("Server log (2)", id="log"):
                 yield LogPane(self.log_path, self.reader, interval=self.interval)
@@ -117,6 +120,21 @@ class DebugTUI(App[None]):
     def on_tabbed_content_tab_activated(self, _: TabbedContent.TabActivated) -> None:
         self.refresh_bindings()
         self.call_after_refresh(self._focus_view)
+        if self.query_one("#views", TabbedContent).active == "runs" and self.unseen:
+            self.unseen = 0
+            self.query_one("#views", TabbedContent).get_tab("runs").label = RUNS_LABEL
+
+    def on_runs_pane_news(self, message: RunsPane.News) -> None:
+        """Said at once in the runs view; over the server log (toasts would cover its lines), the
+        runs' tab counts them until it is opened."""
+        views = self.query_one("#views", TabbedContent)
+        if views.active == "runs" and len(self.screen_stack) == 1:
+            for severity, text in message.news:
+                self.notify(text, severity=severity, timeout=8)  # type: ignore[arg-type]
+            return
+        self.unseen += sum(severity != "information" for severity, _ in message.news)
+        if self.unseen:
+            views.get_tab("runs").label = f"{RUNS_LABEL} · {self.unseen} new failed or hung"
 
     def _focus_view(self) -> None:
         active = self.query_one("#views", TabbedContent).active

@@ -114,7 +114,7 @@ class LogPane(Vertical):
     def _layout(self) -> bool:
         """(Re)make the tables' columns for their width; True if the entries must be laid out anew.
 
-        The entries' session column is as wide as the longest name (up to a third of the table, a
+        The entries' session column is as wide as the longest name (up to a quarter of the table, a
         longer name wraps), and left out while one session is shown."""
         events = self.query_one("#events", DataTable)
         sessions = self.query_one("#sessions", DataTable)
@@ -122,7 +122,7 @@ class LogPane(Vertical):
         name = 0
         if self.session is None:
             longest = max((len(s.name or s.id) for s in self.timeline.sessions.values()), default=7)
-            name = min(max(longest, 7), total // 3)
+            name = min(max(longest, 7), total // 4, 40)
         fixed = (12, 10, name) if name else (12, 10)
         widths = (
             *tui_cells.widths(total, fixed, (1,), least=20),

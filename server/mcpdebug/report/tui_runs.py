@@ -15,6 +15,7 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
+from textual.message import Message
 from textual.widgets import DataTable, Static
 
 from mcpdebug.report import tui_cells
@@ -38,6 +39,13 @@ TEST_LINES: Final = 3
 
 
 class RunsPane(Vertical):
+    class News(Message):
+        """Failures, hangs and runs that happened since the last look: (severity, text)."""
+
+        def __init__(self, news: list[tuple[str, str]]) -> None:
+            super().__init__()
+            self.news = news
+
     DEFAULT_CSS = """
     RunsPane #run-list { width: 34; border-right: solid $primary-background; }
     RunsPane #run-side { width: 1fr; }
@@ -98,9 +106,9 @@ class RunsPane(Vertical):
         self.last = look
         self._show_runs(look)
         self._show_tests(look.chosen)
-        for severity, text in look.news:
-            self.announced.append(text)
-            self.notify(text, severity=severity, timeout=8)  # type: ignore[arg-type]
+        if look.news:
+            self.announced += [text for _, text in look.news]
+            self.post_message(self.News(look.news))
         self._show_status(look)
 
     def _show_runs(self, look: Look) -> None:
