@@ -34,6 +34,10 @@ STYLES: Final = {
 }
 RUN_ID: Final = 24
 """A run id (22 characters) and the mark of the chosen run: the least width of the runs' column."""
+LIST: Final = 34
+NARROW_LIST: Final = RUN_ID + 4
+NARROW: Final = 110
+"""A terminal narrower than this gets the narrow list of runs (its commands cut shorter)."""
 TEST_LINES: Final = 3
 """Lines a test's node id may take in the table; the detail has all of it."""
 
@@ -239,6 +243,7 @@ class RunsPane(Vertical):
         self.refresh_now()
 
     def on_resize(self) -> None:
+        self.query_one("#run-list").styles.width = NARROW_LIST if self.size.width < NARROW else LIST
         if self.last is not None:
             self.call_after_refresh(self.show, Look(self.last.runs, self.last.chosen, [], self.last.note))
 
