@@ -406,6 +406,9 @@ async def test_after_two_server_starts_the_tui_still_starts(tmp_path: Path) -> N
         entries.tool_call(1, "list_sessions", {})
         entries.tool_response(1, "list_sessions", {}, {"result": f"{start} start"}, 0.002)
         written.close()
+    with server_log.log_path(folder).open("ab") as log:  # and what no server writes
+        log.write(b'not json\n{"message": 7}\n{"message": "tool:call", "callId": [1], "timestamp": "x"}\n')
+        log.write(b'{"message": "tool:resp')
     app = DebugTUI(server_log.log_path(folder), folder, interval=0.05)
     async with app.run_test(size=(150, 30)) as pilot:
         await until(pilot, lambda: rows(app, "#tests"))  # the runs view first
@@ -413,9 +416,11 @@ async def test_after_two_server_starts_the_tui_still_starts(tmp_path: Path) -> N
         calls = await until(
             pilot, lambda: [r[3].replace("\n", " ") for r in rows(app, "#events") if r[1] == "call"]
         )
-        assert len(calls) == 2
-        assert "first start" in calls[0] and "second start" in calls[1]
-        assert "2 server starts" in str(app.query_one("#log-status").render())
+        assert len(calls) == 3
+        assert "first start" in calls[0] and "second start" in calls[1] and calls[2] == "?()  … waiting"
+        status = str(app.query_one("#log-status").render())
+        assert "2 unreadable lines" in status and "its last line is unfinished" in status
+        assert "2 server starts" in status
     assert app.crash is None
 
 

@@ -268,7 +268,7 @@ def _describe(entry: dict[str, Any]) -> str:
     if message == "tool:call":
         request = entry.get("request") or {}
         args = ", ".join(f"{k}={_short(v)}" for k, v in request.items()) if isinstance(request, dict) else ""
-        text = f"{entry['tool']}({args})"
+        text = f"{entry['tool'] or '?'}({args})"
         answer = entry.get("_answer")
         if answer is None:
             return f"{text}  … {entry.get('_orphan') or 'waiting'}"
@@ -278,7 +278,7 @@ def _describe(entry: dict[str, Any]) -> str:
         return f"{text}  ✓ {took}: {_short(answer.get('response'), 160)}"
     if message in ("tool:response", "tool:error"):  # its call was not in the log (rotated away)
         what = entry.get("response") if message == "tool:response" else entry.get("error")
-        return f"{entry['tool']} answered {_short(what, 160)}"
+        return f"{entry['tool'] or '?'} answered {_short(what, 160)}"
     if message == "debug:state":
         where = entry.get("location")
         at = ""
