@@ -37,9 +37,13 @@ class DetailScreen(Screen[None]):
     def __init__(
         self, reader: Reader, title: str, load: Loader, other: tuple[str, Loader] | None = None
     ) -> None:
+        """``title``: what is shown, then `` · `` and which view of it; ``other``: another view of the
+        same thing (its name and its text), one key away."""
         super().__init__()
         self.reader = reader
-        self.views: list[tuple[str, Loader]] = [(title, load), *([other] if other else [])]
+        head, _, first = title.rpartition(" · ")
+        self.head = head
+        self.views: list[tuple[str, Loader]] = [(first, load), *([other] if other else [])]
         self.shown = 0
         self.text = ""
 
@@ -54,8 +58,9 @@ class DetailScreen(Screen[None]):
         self.show()
 
     def show(self) -> None:
-        title, load = self.views[self.shown]
+        name, load = self.views[self.shown]
         switch = f"   (s: {self.views[1 - self.shown][0]})" if len(self.views) > 1 else ""
+        title = f"{self.head} · {name}" if self.head else name
         self.query_one("#detail-title", Static).update(Text(title + switch))
         self.query_one("#detail-text", Static).update(Text("reading…", style="dim"))
         self.run_worker(self.load(load), group="detail", exclusive=True)

@@ -180,7 +180,8 @@ class LogPane(Vertical):
         self.show_status()
 
     def show_status(self) -> None:
-        filters = " ".join(k if k in self.kinds else f"-{k}" for k in KINDS)
+        hidden = [k for k in KINDS if k not in self.kinds]
+        filters = f" · hidden: {' '.join(hidden)}" if hidden else ""
         who = "all sessions" if self.session is None else self._session_name(self.session)
         bad = f" · {self.follower.bad_lines} unreadable lines" if self.follower.bad_lines else ""
         torn = " · its last line is unfinished" if self.follower.unfinished else ""
@@ -191,8 +192,8 @@ class LogPane(Vertical):
             hint = " · output: logged at --log-level debug (1: Runs shows it)"
         self.query_one("#log-status", Static).update(
             Text(
-                f"{who} · {filters} · {follow} · {self.log_path.name} "
-                f"{log_reader.size_text(self.log_path)}{bad}{torn}{starts}{hint}"
+                f"{who}{filters} · {follow}{starts}{bad}{torn} · {self.log_path.name} "
+                f"{log_reader.size_text(self.log_path)}{hint}"
             )
         )
 

@@ -214,16 +214,13 @@ class RunsPane(Vertical):
         nodeid = str(message.row_key.value)
         test = next((t for t in chosen.tests if t.nodeid == nodeid), None)
         rid, source = chosen.run_id, self.run_watch
-        name = f"{test.label} {nodeid}" if test else nodeid
-        record = (
-            f"{name} · run {rid} · its record (mcpdebug show)",
-            lambda: source.test_text(rid, nodeid, failure=False),
-        )
+        name = f"{test.label} {nodeid} · run {rid}" if test else f"{nodeid} · run {rid}"
+        record = ("its record (mcpdebug show)", lambda: source.test_text(rid, nodeid, failure=False))
         if test is not None and test.problem:
-            failure = f"{name} · run {rid} · its failure (mcpdebug failure)"
+            failure = f"{name} · its failure (mcpdebug failure)"
             screen = DetailScreen(self.reader, failure, lambda: source.test_text(rid, nodeid), record)
         else:
-            screen = DetailScreen(self.reader, *record)
+            screen = DetailScreen(self.reader, f"{name} · {record[0]}", record[1])
         self.app.push_screen(screen)
 
     def action_summary(self) -> None:
