@@ -14,7 +14,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mcpdebug.report import entries, log_reader, server_log
+from mcpdebug.report import entries, log_reader, log_text, server_log
 
 T0 = 1_795_000_000_000
 
@@ -53,7 +53,7 @@ def test_two_server_starts_pair_each_answer_with_its_own_call(tmp_path: Path) ->
     follower = log_reader.LogFollower(server_log.log_path(folder))
     timeline = log_reader.Timeline()
     added, changed = timeline.add(follower.read())
-    texts = [log_reader.describe(e) for e in added]
+    texts = [log_text.describe(e) for e in added]
     assert texts[0].startswith("list_sessions()  ✓ 3.0 ms") and "first start" in texts[0]
     assert texts[1] == "get_failure(run_id=r-1)  … no answer: the server stopped or restarted"
     assert texts[2].startswith("list_sessions()  ✓ 3.0 ms") and "second start" in texts[2]
@@ -92,7 +92,7 @@ def test_garbage_lines_are_counted_and_a_torn_last_line_waits(tmp_path: Path) ->
     assert follower.bad_lines == 5 and follower.unfinished
     timeline = log_reader.Timeline()
     added, _ = timeline.add(found)
-    assert log_reader.describe(added[0]) == "run_tests()  ✓ ? ms: null"  # a duration that is no number
+    assert log_text.describe(added[0]) == "run_tests()  ✓ ? ms: null"  # a duration that is no number
 
 
 def test_a_huge_line_without_end_is_dropped(tmp_path: Path) -> None:
@@ -110,7 +110,7 @@ def test_a_run_closes_with_its_exit_status_and_outcomes() -> None:
     timeline = log_reader.Timeline()
     timeline.add([line(0, "session:created", "run-1", kind="run"), closed])
     expected = "closed (finished) after 6.2 s: exit status 1; 1 failed, 1 error, 3 passed"
-    assert log_reader.describe(closed) == expected
+    assert log_text.describe(closed) == expected
     assert timeline.sessions["run-1"].state == "closed (finished): exit status 1; 1 failed, 1 error, 3 passed"
 
 
@@ -119,7 +119,7 @@ def test_an_entry_in_full() -> None:
     answer = line(1, "tool:response", "held-1", tool="evaluate_expression", callId=4, durationMs=2.5)
     answer["response"] = {"result": "41\n42"}
     log_reader.Timeline().add([call, answer])
-    text = log_reader.detail(call, "test_a.py::test_sum")
+    text = log_text.detail(call, "test_a.py::test_sum")
     assert "Session: test_a.py::test_sum (held-1)" in text
     assert '"expression": "x"' in text
     assert "Answer: tool:response at 2026-11-19T12:00:01.000Z after 2.5 ms" in text
@@ -147,9 +147,9 @@ def test_any_lines_are_read_without_an_exception(lines: list[bytes]) -> None:
     timeline = log_reader.Timeline()
     added, changed = timeline.add(follower.parse(lines))
     for entry in [*added, *changed]:
-        assert isinstance(log_reader.describe(entry), str)
-        assert isinstance(log_reader.detail(entry), str)
-        assert isinstance(log_reader.time_of(entry), str)
+        assert isinstance(log_text.describe(entry), str)
+        assert isinstance(log_text.detail(entry), str)
+        assert isinstance(log_text.time_of(entry), str)
         assert log_reader.matches(entry, None, set(log_reader.KINDS)) in (True, False)
     assert len({e["_row"] for e in timeline.rows}) == len(timeline.rows)
     for session in timeline.sessions.values():

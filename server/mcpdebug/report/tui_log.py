@@ -18,7 +18,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Static
 
-from mcpdebug.report import log_reader, tui_cells
+from mcpdebug.report import log_reader, log_text, tui_cells
 from mcpdebug.report.log_reader import KINDS, LogFollower, Timeline
 from mcpdebug.report.run_watch import Reader
 from mcpdebug.report.tui_detail import DetailScreen
@@ -225,8 +225,8 @@ class LogPane(Vertical):
         if entry is None:
             return
         name = self._session_name(entry["sessionId"]) if entry["sessionId"] else ""
-        title = f"{TYPE_NAMES.get(entry['message'], entry['message'])} at {log_reader.time_of(entry)}"
-        self.app.push_screen(DetailScreen(self.reader, title, lambda: log_reader.detail(entry, name)))
+        title = f"{TYPE_NAMES.get(entry['message'], entry['message'])} at {log_text.time_of(entry)}"
+        self.app.push_screen(DetailScreen(self.reader, title, lambda: log_text.detail(entry, name)))
 
     # Helpers ----------------------------------------------------------------------------------------
 
@@ -241,13 +241,13 @@ class LogPane(Vertical):
         style = "red" if _failed(entry) else ""
         name = self._session_name(sid) if sid else ""
         cells = [  # Text: a value's brackets are not markup
-            Text(log_reader.time_of(entry), style="dim"),
+            Text(log_text.time_of(entry), style="dim"),
             Text(kind, style=STYLES.get(kind, "")),
         ]
         if "session" in self._columns:
             cells.append(tui_cells.clip(console, name, self._widths[2], 2, breaks=tui_cells.ID_BREAKS))
         what = self._widths[len(self._columns) - 1]
-        cells.append(tui_cells.clip(console, log_reader.describe(entry), what, lines, style))
+        cells.append(tui_cells.clip(console, log_text.describe(entry), what, lines, style))
         return tui_cells.put(events, _key(entry), cells)
 
     def _session_name(self, sid: str) -> str:
