@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from rich.console import Console
 from rich.text import Text
-from textual.widgets import DataTable
+from textual.widgets import DataTable, Static
 
 PADDING: Final = 2
 """A DataTable column's cell padding, both sides."""
@@ -92,6 +92,19 @@ def widths(total: int, fixed: Sequence[int], shares: Sequence[float], least: int
     return [*fixed, *out]
 
 
+def say(widget: Static, text: Text) -> None:
+    """Show ``text`` in ``widget`` unless it shows it already (each look would draw it again)."""
+    said = getattr(widget, "_said", None)
+    if not isinstance(said, Text) or not same(said, text):
+        widget._said = text  # type: ignore[attr-defined]
+        widget.update(text)
+
+
+def same(one: object, other: Text) -> bool:
+    """Whether two texts show the same (rich's ``==`` leaves out the text's own style)."""
+    return isinstance(one, Text) and one == other and one.style == other.style
+
+
 def put(table: DataTable[Any], key: str, cells: Sequence[Text]) -> bool:
     """Add a row under ``key``, or update the row that has it, in place; False if that row's height
     is not what its new cells need (they are shown cut: the caller lays the table out anew)."""
@@ -100,5 +113,6 @@ def put(table: DataTable[Any], key: str, cells: Sequence[Text]) -> bool:
         table.add_row(*cells, key=key, height=height(cells))
         return True
     for column, cell in zip(table.ordered_columns, cells, strict=False):
-        table.update_cell(key, column.key, cell)
+        if not same(table.get_cell(key, column.key), cell):  # an unchanged cell is not drawn again
+            table.update_cell(key, column.key, cell)
     return bool(row.height == height(cells))

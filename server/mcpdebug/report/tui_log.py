@@ -190,11 +190,12 @@ class LogPane(Vertical):
         hint = ""
         if "output" in self.kinds and self.timeline.rows and not self._outputs:
             hint = " · output: logged at --log-level debug (1: Runs shows it)"
-        self.query_one("#log-status", Static).update(
+        tui_cells.say(
+            self.query_one("#log-status", Static),
             Text(
                 f"{who}{filters} · {follow}{starts}{bad}{torn} · {self.log_path.name} "
                 f"{log_reader.size_text(self.log_path)}{hint}"
-            )
+            ),
         )
 
     # Keys -------------------------------------------------------------------------------------------

@@ -141,11 +141,11 @@ class RunsPane(Vertical):
         head = self.query_one("#run-head", Static)
         table = self.query_one("#tests", DataTable)
         if chosen is None:
-            head.update(Text(self.last.note if self.last else "", style="dim"))
+            tui_cells.say(head, Text(self.last.note if self.last else "", style="dim"))
             table.clear(columns=True)
             self._shown = None
             return
-        head.update(Text(chosen.head))
+        tui_cells.say(head, Text(chosen.head))
         widths = tuple(tui_cells.widths(table.size.width or 80, (8, 7), (0.6, 0.4), least=10))
         tests = [t for t in chosen.tests if t.problem or not self.problems_only]
         shown = (chosen.run_id, widths, self.problems_only)
@@ -194,7 +194,7 @@ class RunsPane(Vertical):
         if look.note and look.runs:
             parts.append(look.note)
         parts.append("Enter opens a test's failure")
-        self.query_one("#runs-status", Static).update(Text(" · ".join(parts)))
+        tui_cells.say(self.query_one("#runs-status", Static), Text(" · ".join(parts)))
 
     # Keys -------------------------------------------------------------------------------------------
 
