@@ -488,3 +488,21 @@ def run_in_pty(pty: Any, command: list[str], timeout: float = 60.0) -> tuple[int
     finally:
         os.close(primary)
     return process.wait(timeout=10), out.decode("utf-8", "replace")
+
+
+async def test_a_process_session_shows_its_output_on_i(tmp_path: Path) -> None:
+    """`mcpdebug run` recorded with no server: its session is listed; it has no tests, and `i` shows
+    its summary with its output, as `mcpdebug show` does for a process session."""
+    command = [MCPDEBUG, "run", "--label", "svc", "--dir", str(tmp_path), "--", "sh", "-c", "echo service up"]
+    subprocess.run(command, capture_output=True, timeout=60, check=True)
+    folder = tmp_path / ".mcpdebug"
+    app = DebugTUI(folder / "logs" / "debug-mcp-server.log", folder, interval=0.05)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await until(
+            pilot, lambda: "[process] svc" in rows(app, "#run-list")[0][0] if rows(app, "#run-list") else 0
+        )
+        head = await until(pilot, lambda: str(app.query_one("#run-head").render()))
+        assert "i shows its output" in head and not rows(app, "#tests")
+        await pilot.press("i")
+        summary = await until(pilot, lambda: detail_text(app))
+        assert summary.startswith("Process session svc") and "1: service up" in summary

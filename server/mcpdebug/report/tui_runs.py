@@ -145,7 +145,9 @@ class RunsPane(Vertical):
             table.clear(columns=True)
             self._shown = None
             return
-        tui_cells.say(head, Text(chosen.head))
+        process = chosen.run["kind"] == "process"
+        hint = "\nA process session has no tests: i shows its output." if process else ""
+        tui_cells.say(head, Text(chosen.head + hint))
         widths = tuple(tui_cells.widths(table.size.width or 80, (8, 7), (0.6, 0.4), least=10))
         tests = [t for t in chosen.tests if t.problem or not self.problems_only]
         shown = (chosen.run_id, widths, self.problems_only)
