@@ -490,19 +490,28 @@ def run_in_pty(pty: Any, command: list[str], timeout: float = 60.0) -> tuple[int
     return process.wait(timeout=10), out.decode("utf-8", "replace")
 
 
-async def test_a_process_session_shows_its_output_on_i(tmp_path: Path) -> None:
-    """`mcpdebug run` recorded with no server: its session is listed; it has no tests, and `i` shows
-    its summary with its output, as `mcpdebug show` does for a process session."""
+async def test_choosing_a_run_and_a_process_session(tmp_path: Path) -> None:
+    """A test run and, newer, a process session (`mcpdebug run`, no server): the newest test run is
+    shown first; Enter on the session shows it (no tests: `i` has its output); `n` goes back."""
+    folder = tmp_path / ".mcpdebug"
+    fixed_run(folder)
     command = [MCPDEBUG, "run", "--label", "svc", "--dir", str(tmp_path), "--", "sh", "-c", "echo service up"]
     subprocess.run(command, capture_output=True, timeout=60, check=True)
-    folder = tmp_path / ".mcpdebug"
     app = DebugTUI(folder / "logs" / "debug-mcp-server.log", folder, interval=0.05)
     async with app.run_test(size=(120, 30)) as pilot:
-        await until(
-            pilot, lambda: "[process] svc" in rows(app, "#run-list")[0][0] if rows(app, "#run-list") else 0
+        listed = await until(pilot, lambda: len(rows(app, "#run-list")) == 2 and rows(app, "#run-list"))
+        assert "[process] svc" in listed[0][0] and listed[1][0].startswith("▶ 20261119-120000-5e1f00")
+        assert len(rows(app, "#tests")) == 3
+        runs = app.query_one("#run-list", DataTable)
+        runs.focus()
+        runs.move_cursor(row=0)
+        await pilot.press("enter")
+        head = await until(
+            pilot, lambda: "(process)" in (text := str(app.query_one("#run-head").render())) and text
         )
-        head = await until(pilot, lambda: str(app.query_one("#run-head").render()))
         assert "i shows its output" in head and not rows(app, "#tests")
         await pilot.press("i")
         summary = await until(pilot, lambda: detail_text(app))
         assert summary.startswith("Process session svc") and "1: service up" in summary
+        await pilot.press("escape", "n")
+        await until(pilot, lambda: len(rows(app, "#tests")) == 3)

@@ -203,7 +203,8 @@ class RunsPane(Vertical):
     @on(DataTable.RowSelected, "#run-list")
     def choose_run(self, message: DataTable.RowSelected) -> None:
         rid = str(message.row_key.value)
-        newest = self.last.runs[0]["run_id"] if self.last and self.last.runs else None
+        runs = self.last.runs if self.last else []
+        newest = next((r["run_id"] for r in runs if r["kind"] != "process"), None)  # what `n` shows
         self.chosen = None if rid == newest else rid
         self.query_one("#tests", DataTable).focus()
         self.refresh_now()
