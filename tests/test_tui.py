@@ -139,14 +139,23 @@ def screen_text(svg: str) -> str:
     return "\n".join("".join(lines[n]).rstrip() for n in sorted(lines))
 
 
-def check_snapshot(name: str, svg: str) -> str:
-    text = screen_text(svg)
+async def check_snapshot(pilot: Pilot[Any], name: str, settle: float = 10.0) -> str:
+    """The screen's text matches the snapshot ``name``: looked at until it does (a resize or a look
+    still being drawn on a loaded machine) for at most ``settle`` seconds, then compared."""
     expected = SNAPSHOTS / f"{name}.txt"
     if UPDATE or not expected.exists():
+        await pilot.pause(0.5)
+        svg = pilot.app.export_screenshot()
         SNAPSHOTS.mkdir(exist_ok=True)
-        expected.write_text(text + "\n", encoding="utf-8")
+        expected.write_text(screen_text(svg) + "\n", encoding="utf-8")
         (SNAPSHOTS / f"{name}.svg").write_text(svg, encoding="utf-8")
-    assert text + "\n" == expected.read_text(encoding="utf-8"), f"screen differs from {expected}"
+    wanted = expected.read_text(encoding="utf-8")
+    for _ in range(int(settle / 0.1)):
+        text = screen_text(pilot.app.export_screenshot()) + "\n"
+        if text == wanted:
+            break
+        await pilot.pause(0.1)
+    assert text == wanted, f"screen differs from {expected}"
     return text
 
 
@@ -324,7 +333,7 @@ async def test_runs_view_screen(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     async with app.run_test(size=(130, 16)) as pilot:
         await until(pilot, lambda: len(rows(app, "#tests")) == 3)
         await pilot.pause()
-        check_snapshot("tui_runs_view", app.export_screenshot())
+        await check_snapshot(pilot, "tui_runs_view")
         failing = next(r for r in rows(app, "#tests") if r[0] == "FAILED")
         assert failing[2].replace("\n", "") == LONG_ID  # a long node id wraps in its column, whole
         await pilot.press("p")
@@ -388,7 +397,7 @@ async def test_keys_filter_by_type_and_by_session(tmp_path: Path, monkeypatch: p
         shown = rows(app, "#events")  # one session's: no session column
         assert [r[1] for r in shown] == ["created", "state", "call", "variables", "call", "output", "closed"]
         assert "run_tests" not in " ".join(r[2] for r in shown)
-        check_snapshot("tui_held_session", app.export_screenshot())
+        await check_snapshot(pilot, "tui_held_session")
         await pilot.press("a")
         assert any("run_tests" in r[3] for r in rows(app, "#events"))
         await pilot.press("f")
