@@ -125,6 +125,12 @@ async def until(pilot: Pilot[Any], check: Callable[[], Any], timeout: float = 30
     raise AssertionError(f"not seen within {timeout} s")
 
 
+async def focus(pilot: Pilot[Any], widget: Any) -> None:
+    """Focus ``widget`` and wait until it has it (textual sets focus after the current message)."""
+    widget.focus()
+    await until(pilot, lambda: pilot.app.focused is widget)
+
+
 def screen_text(svg: str) -> str:
     """The screen's lines of text from textual's SVG screenshot (each span placed at its column)."""
     width = 12.2  # textual's SVG: a cell is 12.2 units wide (its ``textLength`` per character)
@@ -261,6 +267,7 @@ async def test_a_run_is_watched_live_failures_and_hangs_as_they_happen(pytester:
             # announced as it happened (test_2 may have failed before the TUI's first look)
             assert any(n.startswith("HUNG test_live.py::test_4_hangs: ") for n in app.runs.announced)
             table = app.query_one("#tests", DataTable)
+            await focus(pilot, table)
             table.move_cursor(row=3)
             await pilot.press("enter")
             hang = await until(pilot, lambda: detail_text(app))
@@ -390,7 +397,7 @@ async def test_keys_filter_by_type_and_by_session(tmp_path: Path, monkeypatch: p
         assert {r[1] for r in rows(app, "#events")} == {"call"}
         await pilot.press("s", "o", "v")
         sessions = app.query_one("#sessions", DataTable)
-        sessions.focus()
+        await focus(pilot, sessions)
         held = next(i for i, r in enumerate(rows(app, "#sessions")) if "test_sum" in r[0])
         sessions.move_cursor(row=held)
         await pilot.press("enter")
@@ -512,7 +519,7 @@ async def test_choosing_a_run_and_a_process_session(tmp_path: Path) -> None:
         assert "[process] svc" in listed[0][0] and listed[1][0].startswith("▶ 20261119-120000-5e1f00")
         assert len(rows(app, "#tests")) == 3
         runs = app.query_one("#run-list", DataTable)
-        runs.focus()
+        await focus(pilot, runs)
         runs.move_cursor(row=0)
         await pilot.press("enter")
         head = await until(
@@ -522,5 +529,7 @@ async def test_choosing_a_run_and_a_process_session(tmp_path: Path) -> None:
         await pilot.press("i")
         summary = await until(pilot, lambda: detail_text(app))
         assert summary.startswith("Process session svc") and "1: service up" in summary
-        await pilot.press("escape", "n")
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, DetailScreen))
+        await pilot.press("n")
         await until(pilot, lambda: len(rows(app, "#tests")) == 3)

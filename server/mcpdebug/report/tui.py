@@ -137,8 +137,12 @@ class DebugTUI(App[None]):
             views.get_tab("runs").label = f"{RUNS_LABEL} · {self.unseen} new failed or hung"
 
     def _focus_view(self) -> None:
-        active = self.query_one("#views", TabbedContent).active
-        self.query_one("#tests" if active == "runs" else "#events").focus()
+        """The shown view's main table gets the focus, unless the focus is in that view already."""
+        views = self.query_one("#views", TabbedContent)
+        pane = views.active_pane
+        if pane is None or (self.focused is not None and pane in self.focused.ancestors_with_self):
+            return
+        self.query_one("#tests" if views.active == "runs" else "#events").focus()
 
     # Crashes ----------------------------------------------------------------------------------------
 

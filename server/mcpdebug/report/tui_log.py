@@ -55,8 +55,9 @@ CALL_LINES: Final = 2
 
 class LogPane(Vertical):
     DEFAULT_CSS = """
-    LogPane #sessions { width: 24%; min-width: 22; max-width: 48; border-right: solid $primary-background; }
-    LogPane #events { width: 1fr; }
+    LogPane #sessions { width: 24%; min-width: 22; max-width: 48; height: 1fr; }
+    LogPane #sessions { border-right: solid $primary-background; }
+    LogPane #events { width: 1fr; height: 1fr; }
     LogPane #log-status { height: 1; background: $boost; color: $text-muted; padding: 0 1; }
     """
 

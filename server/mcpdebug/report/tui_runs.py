@@ -51,7 +51,7 @@ class RunsPane(Vertical):
             self.news = news
 
     DEFAULT_CSS = """
-    RunsPane #run-list { width: 34; border-right: solid $primary-background; }
+    RunsPane #run-list { width: 34; height: 1fr; border-right: solid $primary-background; }
     RunsPane #run-side { width: 1fr; }
     RunsPane #run-head { height: auto; padding: 0 1; background: $boost; }
     RunsPane #tests { height: 1fr; }
@@ -123,7 +123,9 @@ class RunsPane(Vertical):
             table.clear(columns=True)
             table.add_column("runs, newest first", key="run", width=width)
         wanted = [r["run_id"] for r in look.runs]
-        if [str(k.value) for k in table.rows] != wanted:
+        keys = [str(k.value) for k in table.rows]
+        at = keys[table.cursor_row] if keys and 0 <= table.cursor_row < len(keys) else None
+        if keys != wanted:  # a new run (newest first), one evicted: the list anew, its cursor kept
             table.clear()
         chosen = look.chosen.run_id if look.chosen else None
         console = self.app.console
@@ -136,6 +138,8 @@ class RunsPane(Vertical):
             state = [_state(run), runs_view.counts_text(run["counts"])]
             cell.append_text(tui_cells.each_line(console, state, width, _run_style(run)))
             tui_cells.put(table, run["run_id"], [cell])
+        if keys != wanted and at in wanted:
+            table.move_cursor(row=wanted.index(at), animate=False)
 
     def _show_tests(self, chosen: RunLook | None) -> None:
         head = self.query_one("#run-head", Static)
