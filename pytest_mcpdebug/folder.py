@@ -191,7 +191,13 @@ def display(path: Path, base: Path) -> str:
 
 def dir_arg(directory: Path, base: Path) -> str:
     """`` --dir X`` when the CLI, started in ``base``, would not find this store by itself."""
+    args = dir_args(directory, base)
+    return f" {shlex.join(args)}" if args else ""
+
+
+def dir_args(directory: Path, base: Path) -> list[str]:
+    """``["--dir", X]`` when the CLI, started in ``base``, would not find this store by itself."""
     if find_store(base) == directory.resolve():
-        return ""
+        return []
     target = directory.parent if directory.name == DIRNAME else directory
-    return f" --dir {shlex.quote(display(target, base) or '.')}"
+    return ["--dir", display(target, base) or "."]

@@ -1,22 +1,22 @@
 """How a value is shown to an agent: bounded, with secrets redacted, and library frames told apart.
 
-Seed 000's rules: strings cut at 200 characters, a few items of a collection with ``+N more``; names
-that look secret are redacted, in values too. Containers and objects can be expanded to a bounded
-depth through ``ref`` numbers (DAP's variablesReference). Used by failure snapshots, live holds and
-hang reports alike.
+Seed 000's rules: strings cut at 200 characters, a few items of a collection with ``+N more``;
+secrets redacted by `pytest_mcpdebug.redaction` (a value under a secret's name, and credentials
+inside any value by their shape). Containers and objects can be expanded to a bounded depth through
+``ref`` numbers (DAP's variablesReference). Used by failure snapshots, live holds and hang reports alike.
 """
 
 from __future__ import annotations
 
 import functools
 import os
-import re
 import sys
 import sysconfig
 import types
 from typing import Any, Final
 
 from pytest_mcpdebug.protocol import SnapshotVar
+from pytest_mcpdebug.redaction import REDACTED, hidden, is_secret_name, redact, reveals_nothing
 
 # Limits
 STRING_CHARS: Final = 200
@@ -29,50 +29,62 @@ DEPTH: Final = 2
 MAX_VARS: Final = 2_000
 """Variables in one snapshot, all frames together."""
 
-_SECRET = re.compile(
-    r"pass(word|wd|phrase)?|secret|token|api[_-]?key|auth|credential|private[_-]?key|cookie|session[_-]?id",
-    re.IGNORECASE,
-)
-REDACTED: Final = "<redacted>"
+_NUMBERS: Final = frozenset({int, float, complex, bool})
+_WINDOW: Final = 512
+"""Characters past a cut that are redacted with what is kept: a secret across the cut is whole."""
 _LIBRARY_PREFIXES = tuple(
     {
         os.path.realpath(p) + os.sep
-        for p in (sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"])
+        for paths in (sysconfig.get_paths(), sysconfig.get_paths(vars={"base": sys.base_prefix}))
+        for key in ("stdlib", "platstdlib", "purelib", "platlib", "scripts")
+        if (p := paths.get(key))
     }
     | {os.path.realpath(p) + os.sep for p in sys.path if "site-packages" in p}
 )
+"""The interpreter's library, installed packages, and the environment's scripts (a virtualenv's
+``bin/pytest``, nox's and tox's): never the project's code, however pytest was launched."""
 
 
 def is_secret(name: str) -> bool:
-    return bool(_SECRET.search(name))
-
-
-SECRET_IN_REPR = re.compile(
-    r"""(?P<key>['"]?[A-Za-z_]*(?:""" + _SECRET.pattern + r""")[A-Za-z_]*['"]?\s*[=:]\s*)"""
-    r"""(?P<value>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|[^,)}\]\s]+)""",
-    re.IGNORECASE,
-)
+    """Whether a value under ``name`` is a secret (`pytest_mcpdebug.redaction.is_secret_name`)."""
+    return is_secret_name(name)
 
 
 def render(value: Any) -> str:
     """A value as seed 000 shows it: bounded, secrets inside it redacted, and never raising."""
     try:
-        if isinstance(value, str):
+        if value is None or type(value) in _NUMBERS:
+            # No secret has a number's shape (render_named hides one under a secret's name).
             text = repr(value)
-            return text if len(value) <= STRING_CHARS else repr(value[:STRING_CHARS]) + "... (truncated)"
+            return text if len(text) <= STRING_CHARS else text[:STRING_CHARS] + "... (truncated)"
+        if isinstance(value, str):
+            if len(value) <= STRING_CHARS:
+                return repr(redact(value))
+            kept = redact(value[: STRING_CHARS + _WINDOW])[:STRING_CHARS]
+            return repr(kept) + "... (truncated)"
         if isinstance(value, (list, tuple, set, frozenset, dict)):
             return _render_collection(value)
-        text = SECRET_IN_REPR.sub(lambda m: m["key"] + REDACTED, repr(value))
+        text = repr(value)
     except Exception as exc:  # a broken __repr__ must not break the snapshot
         return f"<{type(value).__name__} object; repr() failed: {type(exc).__name__}>"
-    return text if len(text) <= STRING_CHARS else text[:STRING_CHARS] + "... (truncated)"
+    if len(text) <= STRING_CHARS:
+        return redact(text)
+    return redact(text[: STRING_CHARS + _WINDOW])[:STRING_CHARS] + "... (truncated)"
+
+
+def render_named(name: str, value: Any) -> str:
+    """``value`` rendered as the value of ``name``: hidden under a secret's name (`hidden`), unless it
+    reveals nothing (None, a bool, an empty string or container)."""
+    if is_secret_name(name) and not reveals_nothing(value):
+        return hidden(render(value)) if isinstance(value, str) else REDACTED
+    return render(value)
 
 
 def _render_collection(value: Any) -> str:
     items = list(value.items())[:ITEMS] if isinstance(value, dict) else list(value)[:ITEMS]
     if isinstance(value, dict):
         shown = ", ".join(
-            f"{_short(k)}: {REDACTED if isinstance(k, str) and is_secret(k) else _short(v)}" for k, v in items
+            f"{_short(k)}: {_short_named(k, v) if isinstance(k, str) else _short(v)}" for k, v in items
         )
         open_, close = "{", "}"
     else:
@@ -92,6 +104,12 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:60] + "..."
 
 
+def _short_named(name: str, value: Any) -> str:
+    if is_secret_name(name) and not reveals_nothing(value):
+        return hidden(_short(value)) if isinstance(value, str) else REDACTED
+    return _short(value)
+
+
 def type_name(value: Any) -> str:
     kind = type(value)
     module = kind.__module__
@@ -107,8 +125,8 @@ class VarBuilder:
 
     def var(self, name: str, value: Any, depth: int) -> SnapshotVar:
         self.count += 1
-        if is_secret(name):
-            return SnapshotVar(name=name, type=type_name(value), value=REDACTED)
+        if is_secret_name(name) and not reveals_nothing(value):
+            return SnapshotVar(name=name, type=type_name(value), value=render_named(name, value))
         ref = 0
         if depth < DEPTH and self.count < MAX_VARS:
             kids = self._children(value)

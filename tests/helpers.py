@@ -34,6 +34,30 @@ def run_inner(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     return pytester.runpytest_subprocess(*FAST, *args, timeout=120)
 
 
+LAUNCHERS = ("script", "module")
+"""How people start pytest, where it could matter (hangs, signals, forks): the ``pytest`` console script
+(the bottom frame is the script's ``<module>`` in the environment's ``bin/``), or ``python -m pytest``
+(runpy's frames). `run_launched` also takes "main": a script of the project calling ``pytest.main()``
+(as an IDE's runner does)."""
+PYTEST_SCRIPT = Path(sys.executable).with_name("pytest")
+
+
+def run_launched(
+    pytester: pytest.Pytester, launcher: str, *args: str, timeout: float = 120
+) -> pytest.RunResult:
+    """An inner run started as ``launcher`` says (`LAUNCHERS`), in its own process."""
+    if launcher == "module":
+        return pytester.runpytest_subprocess(*FAST, *args, timeout=timeout)
+    basetemp = pytester.path / f"basetemp-{time.monotonic_ns()}"
+    if launcher == "main":
+        script = pytester.path / "run_pytest.py"
+        script.write_text("import sys\n\nimport pytest\n\nsys.exit(pytest.main(sys.argv[1:]))\n")
+        return pytester.run(
+            sys.executable, str(script), f"--basetemp={basetemp}", *FAST, *args, timeout=timeout
+        )
+    return pytester.run(str(PYTEST_SCRIPT), f"--basetemp={basetemp}", *FAST, *args, timeout=timeout)
+
+
 def recorded(directory: Path) -> Store:
     """The store of ``directory`` with any spool taken in, as the CLI or server would."""
     store = Store(directory)

@@ -104,8 +104,10 @@ def test_errors_are_one_line_with_what_to_do(project: Path, tmp_path: Path) -> N
     assert nothing.stderr.startswith(
         f"mcpdebug: no recorded runs: looked for {tmp_path.resolve() / '.mcpdebug'}"
     )
+    pytest_here = Path(MCPDEBUG).with_name("pytest")  # the venv is not on this PATH: its pytest, by path
     assert (
-        "Record a run with `pytest --mcp-debug` in the project first, or pass --dir PROJECT" in nothing.stderr
+        f"Record a run with `{pytest_here} --mcp-debug` in the project first (or set it up once with "
+        f"`{MCPDEBUG} init`), or pass --dir PROJECT" in nothing.stderr
     )
     assert "Traceback" not in nothing.stderr + unknown.stderr
 
@@ -153,7 +155,7 @@ def test_show_pages_and_never_breaks_a_node_id_at_80_columns(pytester: pytest.Py
     more = shown[shown.index("... 10 more: ") :]
     assert "--offset 50`" in more and "`--all` for every one," in more
     # the hints of a terminal name commands, not MCP tools
-    assert "`mcpdebug failure " in shown and "get_failure(" not in shown
+    assert f"`{MCPDEBUG} failure " in shown and "get_failure(" not in shown  # mcpdebug is not on its PATH
     # into a pipe, lines stay whole: one test a line, for grep
     piped = cli(pytester.path, "show").stdout
     assert any(
@@ -178,7 +180,7 @@ def test_a_project_folder_is_read_through_its_store_and_never_written(
     result = run_inner(pytester, "--mcp-debug", "demo", "--rootdir", str(project))
     before = sorted(p.name for p in project.iterdir())
     # from the directory pytest was started in, the printed hint works as pasted
-    hint = re.search(r"inspect it with `mcpdebug (show [^`]*)`", result.stdout.str())
+    hint = re.search(r"inspect it with `\S*mcpdebug (show [^`]*)`", result.stdout.str())
     assert hint and hint[1].endswith(" --dir demo"), result.stdout.str()
     shown = cli(pytester.path, *shlex.split(hint[1]))
     assert shown.returncode == 0 and "1 passed" in shown.stdout
@@ -187,5 +189,6 @@ def test_a_project_folder_is_read_through_its_store_and_never_written(
     empty = tmp_path / "empty-project"
     empty.mkdir()
     nothing = cli(tmp_path, "show", "--dir", str(empty))
-    assert nothing.returncode == 2 and "Record a run with `pytest --mcp-debug`" in nothing.stderr
+    assert nothing.returncode == 2 and "Record a run with `" in nothing.stderr
+    assert "pytest --mcp-debug`" in nothing.stderr and "mcpdebug init" in nothing.stderr
     assert sorted(p.name for p in project.iterdir()) == before and list(empty.iterdir()) == []

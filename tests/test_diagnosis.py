@@ -5,6 +5,7 @@ when it is not asked for (the flaky history test checks that)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -114,6 +115,26 @@ async def test_the_helper_that_returns_a_wrong_value_is_found(
 
     missing = await served.call_tool("get_history", {"test": "test_single_item"})
     assert missing.is_error and "trace_test(test=" in missing.content[0].text
+
+
+async def test_suspects_of_a_run_without_coverage_say_how_to_get_them(
+    pytester: pytest.Pytester, suite, served
+) -> None:
+    suite("suspects")
+    with anyio.fail_after(90):
+        await text_of(served, "run_tests", args=list(FAST), cwd=str(pytester.path))
+    reply = await served.call_tool("get_suspects", {})
+    assert not reply.is_error, reply.content[0].text  # an answer the agent acts on
+    data = reply.structured_content
+    assert isinstance(data, dict) and data["suspects"] == [] and data["failing_tests"] == 2
+    assert "was recorded without per-test coverage, so there are no suspects to rank" in data["text"]
+    assert data["next_call"].startswith('run_tests(args=["--mcp-debug-coverage", ')
+    assert "`mcpdebug_coverage = true`" in data["text"] and "mcpdebug init --coverage" in data["text"]
+    with anyio.fail_after(90):  # the call it names, as named, gives the suspects
+        args = json.loads(data["next_call"].split("args=", 1)[1].split("]", 1)[0] + "]")
+        await text_of(served, "run_tests", args=args, cwd=str(pytester.path))
+    ranked = await call(served, "get_suspects")
+    assert BUG in [(s["file"], s["line"]) for s in ranked["suspects"][:3]]
 
 
 async def test_xdist_suspects_equal_the_serial_ones(pytester: pytest.Pytester, suite) -> None:

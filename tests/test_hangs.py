@@ -27,7 +27,7 @@ from mcp import Client
 from mcp.types import TextContent
 
 from conftest import FIXTURES, SuiteCopier
-from helpers import FAST, recorded, run_inner
+from helpers import FAST, LAUNCHERS, PYTEST_SCRIPT, recorded, run_inner, run_launched
 from mcpdebug.app import build_server
 
 HANGS = FIXTURES / "hangs"
@@ -85,12 +85,14 @@ def expectations() -> list[Any]:
 # Acceptance: one run, as a user would start it ----------------------------------------------------
 
 
+@pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_a_busy_loop_and_a_deadlock_are_named_and_the_run_finishes(
-    pytester: pytest.Pytester, suite: SuiteCopier
+    pytester: pytest.Pytester, suite: SuiteCopier, launcher: str
 ) -> None:
     suite("hangs")
-    result = run_inner(
+    result = run_launched(
         pytester,
+        launcher,
         "--mcp-debug",
         "--mcp-debug-timeout=2",
         "test_loops.py::test_busy_loop",
@@ -438,8 +440,8 @@ def hangs_suite(tmp_path_factory: pytest.TempPathFactory) -> SuiteRun:
             files = sorted(p.name for p in HANGS.glob("test_*.py") if p.name != "test_gil.py")
             argv = [*FAST, "-n", "2", "--mcp-debug-timeout=1", *QUICK, "test_gil.py", *files]
             started = time.monotonic()
-            done = subprocess.run(
-                [sys.executable, "-m", "pytest", *argv],
+            done = subprocess.run(  # the console script: the other hang tests run python -m pytest
+                [str(PYTEST_SCRIPT), *argv],
                 cwd=folder,
                 env=_inner_env(),
                 stdin=subprocess.DEVNULL,

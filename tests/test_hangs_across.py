@@ -15,7 +15,7 @@ import pytest
 from test_hangs import QUICK, hang_lines, tool_text
 
 from conftest import MCPDEBUG
-from helpers import run_inner
+from helpers import run_inner, run_launched
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="py-spy and ptrace as set up on Linux")
 
@@ -335,13 +335,18 @@ def test_after():
 """
 
 
-@pytest.mark.parametrize("mode", ["strict", "auto-reruns"])
-def test_an_async_test_is_diagnosed_at_its_await(pytester: pytest.Pytester, mode: str) -> None:
+@pytest.mark.parametrize(
+    ("mode", "launcher"),
+    [("strict", "script"), ("strict", "module"), ("strict", "main"), ("auto-reruns", "script")],
+)
+def test_an_async_test_is_diagnosed_at_its_await(pytester: pytest.Pytester, mode: str, launcher: str) -> None:
+    """However pytest is launched (the console script's frame, runpy's, a script's ``pytest.main()``
+    sit under the event loop), the headline names the test's ``await``."""
     pytester.makepyfile(test_co=ASYNC)
     pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
     reruns = ["--asyncio-mode=auto", "-p", "rerunfailures", "--reruns", "1"]
     args = reruns if mode == "auto-reruns" else ["--asyncio-mode=strict"]
-    result = run_inner(pytester, "--mcp-debug-timeout=1", *QUICK, "-p", "asyncio", *args)
+    result = run_launched(pytester, launcher, "--mcp-debug-timeout=1", *QUICK, "-p", "asyncio", *args)
     result.assert_outcomes(failed=3, passed=1)
     assert result.parseoutcomes().get("rerun", 0) == (3 if "reruns" in mode else 0)
     assert result.ret == pytest.ExitCode.TESTS_FAILED  # the rest of the run completed

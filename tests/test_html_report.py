@@ -1,13 +1,10 @@
 """The HTML report: written by `pytest --mcp-debug-html` with no server, opened in real headless Chromium.
 
-Chromium and its driver come from the system packages (`apt-get install chromium chromium-driver`;
-`.ci/run` installs them); selenium drives them. Screenshots are written to $MCPDEBUG_SCREENSHOTS, or
-to the test's temporary folder, for a person to look at.
+Reading it without JavaScript, its links, search, sorting and folding: `test_html_report_pages.py`.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,60 +14,14 @@ import pytest
 
 from conftest import FIXTURES, MCPDEBUG
 from helpers import run_inner
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-DRIVER = shutil.which("chromedriver")
-BROWSER_FLAGS = (
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-default-apps",
-    "--disable-sync",
-    "--no-first-run",
-    "--hide-scrollbars",
-    "--window-size=1280,1600",
-)
-SCREENSHOTS = os.environ.get("MCPDEBUG_SCREENSHOTS")  # read before the tests' clean environment
-needs_browser = pytest.mark.skipif(
-    CHROMIUM is None or DRIVER is None,
-    reason="needs the system Chromium and its driver: apt-get install -y chromium chromium-driver",
-)
+from report_pages import needs_browser, open_report, screenshots, start_browser, visible_text
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
-
-    options = Options()
-    options.binary_location = str(CHROMIUM)
-    for flag in BROWSER_FLAGS:
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(options=options, service=Service(str(DRIVER)))
+    driver = start_browser()
     yield driver
     driver.quit()
-
-
-def screenshots(tmp_path: Path) -> Path:
-    folder = Path(SCREENSHOTS or tmp_path)
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
-
-
-def open_report(browser: Any, path: Path) -> list[dict[str, Any]]:
-    """Load a report from disk; returns what the page wrote to the console."""
-    browser.get_log("browser")  # what earlier pages wrote
-    browser.get(path.as_uri())
-    return list(browser.get_log("browser"))
-
-
-def visible_text(browser: Any, css: str) -> list[str]:
-    return [e.text for e in browser.find_elements("css selector", css) if e.is_displayed()]
 
 
 @needs_browser
@@ -95,18 +46,14 @@ def test_failing_suite_report_in_chromium(pytester: pytest.Pytester, browser: An
     assert "assert {'total': 4, 'items': [1, 2]} == {'total': 3, 'items': [1, 2]}" in body
     assert "test_assertion.py:27 in test_order_total" in body  # frames relative to the rootdir
     assert "ada@example.com" in body  # a local of the failing frame
-    # The test table is built by the page's script, and filters as one types.
-    rows = browser.find_elements("css selector", "#tests-table tbody tr.row")
+    # The test table is in the page, problems first, and filters as one types.
+    rows = browser.find_elements("css selector", "#tests-table tbody tr")
     assert len(rows) == 7
+    assert [r.text.split()[0] for r in rows][:4] == ["failed", "error", "failed", "error"]
     browser.find_element("id", "q").send_keys("test_mixed")
-    assert {
-        r.text.split()[0] for r in browser.find_elements("css selector", "#tests-table tbody tr.row")
-    } == {
-        "passed",
-        "failed",
-        "skipped",
-        "xfailed",
-    }
+    shown = [r for r in browser.find_elements("css selector", "#tests-table tbody tr") if r.is_displayed()]
+    assert {r.text.split()[0] for r in shown} == {"passed", "failed", "skipped", "xfailed"}
+    assert browser.find_element("id", "tests-count").text == "4 of 7 tests match"
     shot = screenshots(tmp_path) / "report-failures.png"
     browser.execute_script("window.scrollTo(0, 0)")
     assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 20_000
@@ -138,6 +85,12 @@ def test_hanging_suite_report_in_chromium(pytester: pytest.Pytester, browser: An
     text = hangs.text
     assert "[test] MainThread" in text and "test_loops.py:8 in settle()" in text
     assert "THREADS (" in text.upper()
+    # A hung test is shown once: its card holds the diagnosis, and the interruption (its failure).
+    assert browser.find_elements("id", "failures") == []
+    cards = browser.find_elements("css selector", "details.item")
+    assert len(cards) == 2
+    assert all("The interruption (call): " in c.text and "HangTimeout" in c.text for c in cards)
+    assert "2\nhangs" in browser.find_element("id", "summary").text
     browser.execute_script("arguments[0].scrollIntoView()", hangs)
     shot = screenshots(tmp_path) / "report-hangs.png"
     assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 20_000

@@ -17,7 +17,7 @@ def test_failing_suite_is_recorded_without_a_server(pytester: pytest.Pytester, s
     result = run_inner(pytester, "--mcp-debug", "--continue-on-collection-errors")
     assert result.ret == 1
     result.stdout.fnmatch_lines(
-        ["mcpdebug: run * saved to .mcpdebug/spool/ (* events); inspect it with `mcpdebug show *`*"]
+        ["mcpdebug: run * saved to .mcpdebug/spool/ (* events); inspect it with `*mcpdebug show *`*"]
     )
     assert "mcpdebug: warning" not in result.stdout.str()
 

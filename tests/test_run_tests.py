@@ -408,3 +408,34 @@ async def test_refs_in_the_stop_summary_expand_in_the_live_session(
         await live.call("get_variables", session_id=session, variables_reference=int(shown[1]))
     )
     assert [v["value"] for v in expanded["variables"]] == ["1", "2", "3"]
+
+
+async def test_a_run_that_cannot_import_the_project_says_what_to_set(
+    pytester: pytest.Pytester, live: Live, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A src layout that the user's shell finds through PYTHONPATH; an MCP client starts the server
+    without it, so the managed run cannot import the project: its reply says so and what to set."""
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    (pytester.path / "src" / "shop").mkdir(parents=True)
+    (pytester.path / "src" / "shop" / "__init__.py").write_text("def total():\n    return 3\n")
+    pytester.makepyfile(test_shop="from shop import total\n\ndef test_total():\n    assert total() == 3\n")
+    src = pytester.path / "src"
+    reply = await live.run(pytester.path)
+    assert reply.startswith("FINISHED: run ")
+    assert "could not import the project's own module `shop`" in reply, reply
+    assert f'{{"PYTHONPATH": "{src}"}}' in reply and "`mcpdebug init` in" in reply
+    assert f'env={{"PYTHONPATH": "{src}"}}' in reply  # this run alone, as a call
+    fixed = await live.run(pytester.path, env={"PYTHONPATH": str(src)})
+    assert "1 passed" in fixed and "could not import" not in fixed
+
+
+async def test_a_server_started_outside_the_project_runs_the_tests_in_it(
+    pytester: pytest.Pytester, live: Live, monkeypatch: pytest.MonkeyPatch, tmp_path_factory
+) -> None:
+    """Clients start servers in a folder of their choosing (Cursor: /); with `--dir` the server
+    knows the project, and a run without `cwd` starts there, not in the server's folder."""
+    pytester.makepyfile(test_here="def test_here():\n    pass\n")
+    monkeypatch.chdir(tmp_path_factory.mktemp("elsewhere"))
+    with anyio.fail_after(DEADLINE):
+        reply = await live.call("run_tests", args=list(ARGS))
+    assert f"Directory: {pytester.path};" in reply and "1 passed" in reply, reply

@@ -53,10 +53,10 @@ def test_values_follow_the_seeds_truncation_and_sanitisation_rules(tmp_path: Pat
     assert clean.value(request) == {
         "file": "src/main.py",  # relative to the project
         "api_key": "<redacted>",
-        "session_id": "20260101-000000-abcdef",  # this server's own id, not a web session's
+        "session_id": "20260101-000000-abcdef",  # an id names something, it is no secret
         "pythonPath": "python3",  # an interpreter outside the project is named, not located
         "args": ["--password=<redacted>"],
-        "nested": {"deeper": {"auth_header": "<redacted>"}},
+        "nested": {"deeper": {"auth_header": "Bearer <redacted>"}},  # the scheme is kept
     }  # and no environment at all
     assert clean.value({f"k{i}": i for i in range(25)})["..."] == "+5 more keys"
     assert clean.value(f"{project}/.venv/bin/python", "pythonPath") == ".venv/bin/python"

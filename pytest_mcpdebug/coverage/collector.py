@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from pytest_mcpdebug import protocol
+from pytest_mcpdebug import forks, protocol
 from pytest_mcpdebug.folder import coverage_file, coverage_parts
 from pytest_mcpdebug.recording.reporter import Reporter
 
@@ -72,8 +72,11 @@ class CoverageCollector:
             messages=False,
         )
         cov.set_option("run:core", "ctrace")  # sys.monitoring drops contexts switched during a run
+        # Recording adds no warning to the run: a suite whose code is all omitted (tests only) has no data.
+        cov.set_option("run:disable_warnings", ["no-data-collected", "module-not-measured"])
         cov.start()
         self.cov = cov
+        forks.in_child(self, cov.stop)  # a forked child is not traced, as without the plugin (`forks`)
 
     def _omit(self) -> list[str]:
         omit = ["*/site-packages/*", "*/dist-packages/*", f"{self.dir}/*"]
@@ -125,6 +128,7 @@ class CoverageCollector:
             return
         if self.cov is None or self.path is None:
             return
+        forks.forget(self)
         self.cov.switch_context("")
         self.cov.stop()
         self.cov.save()

@@ -19,6 +19,7 @@ import msgspec
 
 from pytest_mcpdebug.failures import snapshot as frames_snapshot
 from pytest_mcpdebug.protocol import DoctestExample, Snapshot, SnapshotException, SnapshotFrame
+from pytest_mcpdebug.redaction import redact
 from pytest_mcpdebug.values import type_name
 
 # Limits
@@ -78,10 +79,10 @@ def _example(failure: Any) -> DoctestExample:
         name=test.name,
         number=number,
         examples=len(test.examples),
-        source=example.source[:TEXT_CHARS],
-        want=example.want[:TEXT_CHARS],
-        got=str(getattr(failure, "got", ""))[:TEXT_CHARS],
-        exception=exception[:TEXT_CHARS],
+        source=redact(example.source[:TEXT_CHARS], code=True),
+        want=redact(example.want[:TEXT_CHARS]),
+        got=redact(str(getattr(failure, "got", ""))[:TEXT_CHARS]),
+        exception=redact(exception[:TEXT_CHARS]),
     )
 
 
@@ -97,7 +98,9 @@ def _example_frame(example: DoctestExample, offset: int = 0) -> SnapshotFrame:
         file=example.file,
         line=line,
         function=f"<doctest {example.name}[{max(example.number - 1, 0)}]>",
-        source=[(n, lines[n - 1].rstrip("\n")[:500]) for n in range(first, last + 1)] if line else [],
+        source=[(n, redact(lines[n - 1].rstrip("\n")[:500], code=True)) for n in range(first, last + 1)]
+        if line
+        else [],
     )
 
 

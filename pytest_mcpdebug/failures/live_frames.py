@@ -24,7 +24,8 @@ import traceback
 from types import FrameType
 from typing import Any, Final
 
-from pytest_mcpdebug.values import REDACTED, SECRET_IN_REPR, is_library, is_secret, render, type_name
+from pytest_mcpdebug.redaction import REDACTED, is_secret_expression, is_secret_name, redact, reveals_nothing
+from pytest_mcpdebug.values import is_library, render, render_named, type_name
 
 LOCALS_BASE: Final = 1_000_000
 GLOBALS_BASE: Final = 2_000_000
@@ -34,6 +35,8 @@ RESULT_CHARS: Final = 4_000
 """An evaluated value's repr is cut here (a variable's value follows seed 000's 200)."""
 EVALUATE_TIMEOUT: Final = 10.0
 _FILENAME: Final = "<mcpdebug>"
+_WINDOW: Final = 512
+"""Characters past a cut that are redacted with what is kept (`pytest_mcpdebug.values`)."""
 _ATOMS = (str, bytes, int, float, complex, bool, type(None))
 
 
@@ -132,13 +135,13 @@ class LiveFrames:
             raise InspectError(
                 _format_error(error) + (f"\nPrinted before it:\n{output[-2000:]}" if output else "")
             )
-        text = REDACTED if expression.strip().isidentifier() and is_secret(expression) else _long(value)
+        secret = is_secret_expression(expression) and not reveals_nothing(value)
         return {
-            "result": text,
+            "result": REDACTED if secret else _long(value),
             "type": type_name(value),
-            "variablesReference": self._ref(value),
+            "variablesReference": 0 if secret else self._ref(value),
             "frame": self._describe(index),
-            **({"output": output[-RESULT_CHARS:]} if output else {}),
+            **({"output": redact(output[-RESULT_CHARS:])} if output else {}),
         }
 
     # Helpers --------------------------------------------------------------------------------------
@@ -181,8 +184,13 @@ class LiveFrames:
         return {"variables": variables, "count": len(pairs), **({"notShown": more} if more else {})}
 
     def _var(self, name: str, value: Any) -> dict[str, Any]:
-        if is_secret(name):
-            return {"name": name, "value": REDACTED, "type": type_name(value), "variablesReference": 0}
+        if is_secret_name(name) and not reveals_nothing(value):
+            return {
+                "name": name,
+                "value": render_named(name, value),
+                "type": type_name(value),
+                "variablesReference": 0,
+            }
         return {
             "name": name,
             "value": render(value),
@@ -249,17 +257,18 @@ def _children(value: Any) -> list[tuple[str, Any]]:
 
 def _long(value: Any) -> str:
     """An evaluated value: its repr (the agent asked for it) up to `RESULT_CHARS`, secrets redacted."""
-    if isinstance(value, str) and len(value) > RESULT_CHARS:
-        return repr(value[:RESULT_CHARS]) + f"... (truncated; {len(value)} characters)"
+    if isinstance(value, str):
+        kept = redact(value[: RESULT_CHARS + _WINDOW])
+        if len(value) <= RESULT_CHARS:
+            return repr(kept)
+        return repr(kept[:RESULT_CHARS]) + f"... (truncated; {len(value)} characters)"
     try:
-        text = SECRET_IN_REPR.sub(lambda m: m["key"] + REDACTED, repr(value))
+        text = repr(value)
     except Exception as exc:
         return f"<{type(value).__name__} object; repr() failed: {type(exc).__name__}: {exc}>"
-    return (
-        text
-        if len(text) <= RESULT_CHARS
-        else text[:RESULT_CHARS] + f"... (truncated; {len(text)} characters)"
-    )
+    if len(text) <= RESULT_CHARS:
+        return redact(text)
+    return redact(text[: RESULT_CHARS + _WINDOW])[:RESULT_CHARS] + f"... (truncated; {len(text)} characters)"
 
 
 # Evaluation -----------------------------------------------------------------------------------------

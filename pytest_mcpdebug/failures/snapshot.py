@@ -2,9 +2,10 @@
 
 Taken in the process that ran the test, from the exception pytest caught, so an agent can read
 every failing frame's variables later without re-running anything. Values are rendered by seed
-000's rules (strings cut at 200 characters, a few items of a collection with ``+N more``), names
-that look secret are redacted, and containers and objects can be expanded to a bounded depth
-through ``ref`` numbers (DAP's variablesReference). The whole snapshot is bounded in size.
+000's rules (strings cut at 200 characters, a few items of a collection with ``+N more``), secrets
+are redacted (`pytest_mcpdebug.redaction`: in values, messages, notes, pytest's assertion text and
+the source lines), and containers and objects can be expanded to a bounded depth through ``ref``
+numbers (DAP's variablesReference). The whole snapshot is bounded in size.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from types import FrameType, TracebackType
 from typing import Any, Final
 
 from pytest_mcpdebug.protocol import Snapshot, SnapshotException, SnapshotFrame
+from pytest_mcpdebug.redaction import redact
 from pytest_mcpdebug.values import VarBuilder, is_library, type_name
 
 # Limits
@@ -74,8 +76,8 @@ def take(
     return Snapshot(
         exception=_exception(exc),
         chain=_chain(exc),
-        notes=[str(n)[:2000] for n in getattr(exc, "__notes__", None) or []][:20],
-        assertion=assertion[:8000],
+        notes=[redact(str(n)[:2000]) for n in getattr(exc, "__notes__", None) or []][:20],
+        assertion=redact(assertion[:8000]),
         frames=frames,
         frames_dropped=dropped,
         children={str(k): v for k, v in builder.children.items()},
@@ -97,7 +99,7 @@ def _exception(exc: BaseException) -> SnapshotException:
         message = str(exc)
     except Exception:
         message = "<str() failed>"
-    return SnapshotException(type=type_name(exc), message=message[:4000])
+    return SnapshotException(type=type_name(exc), message=redact(message[:4000]))
 
 
 def _chain(exc: BaseException) -> list[SnapshotException]:
@@ -124,4 +126,4 @@ def _source(path: str, line: int, module_globals: dict[str, Any]) -> list[tuple[
     lines = linecache.getlines(path, module_globals)
     first = max(line - SOURCE_CONTEXT, 1)
     last = min(line + SOURCE_CONTEXT, len(lines))
-    return [(n, lines[n - 1].rstrip("\n")[:500]) for n in range(first, last + 1)]
+    return [(n, redact(lines[n - 1].rstrip("\n")[:500], code=True)) for n in range(first, last + 1)]

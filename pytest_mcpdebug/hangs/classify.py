@@ -103,6 +103,23 @@ _CALL_PATTERNS: Final[tuple[tuple[re.Pattern[str], str], ...]] = tuple(
 
 IsLibrary = Callable[[str], bool]
 
+_SESSION_FILE: Final = ("_pytest/main.py", "_pytest\\main.py")
+
+
+def is_session_entry(file: str, function: str) -> bool:
+    """pytest's ``wrap_session``, the outermost frame of a run's own: the frames below it are the
+    launcher's (the console script, ``python -m pytest``, a script's ``pytest.main()``, nox, an IDE's
+    runner), never where a test hangs, and cut off (`in_session`)."""
+    return function == "wrap_session" and file.endswith(_SESSION_FILE)
+
+
+def in_session(stack: tuple[Frame, ...]) -> tuple[Frame, ...]:
+    """``stack`` (innermost first) without the frames below pytest's session, if it has one."""
+    for i, (file, _, function) in enumerate(stack):
+        if is_session_entry(file, function):
+            return stack[: i + 1]
+    return stack
+
 
 def classify(samples: Sequence[Sample], *, is_library: IsLibrary | None = None) -> Classification:
     """Classify the samples of one thread (oldest first); ``is_library`` tells the project's frames

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
+from pytest_mcpdebug import forks
 from pytest_mcpdebug.record import Record
 
 if TYPE_CHECKING:
@@ -66,6 +67,7 @@ class DumpFile:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self.fd = os.open(path, os.O_CREAT | os.O_TRUNC | os.O_RDWR, 0o644)
+        forks.own(self.fd)
         first = f"{HEADER}{thread:#018x}\n".encode()
         self._test_at = len(first)
         self._test_len = 0
@@ -102,6 +104,7 @@ class DumpFile:
         try:
             self._header.close()
             dumped = os.fstat(self.fd).st_size > HEADER_SIZE
+            forks.disown(self.fd)
             os.close(self.fd)
         except OSError:
             return
@@ -198,9 +201,14 @@ def parse(text: str, *, timeout: float = 0.0) -> HangReport | None:
         for t in sorted(threads, key=lambda t: t is not test)
     ]
     if not stack:
-        return HangReport(
-            kind="gil", summary="the process held the GIL; no Python frame was running", threads=out_threads
+        return _without_secrets(
+            HangReport(
+                kind="gil",
+                summary="the process held the GIL; no Python frame was running",
+                threads=out_threads,
+            )
         )
+    stack = classifier.in_session(stack)
     user_index = next((i for i, f in enumerate(stack) if not is_library(f[0])), 0)
     file, lineno, function = stack[user_index]
     call = ""
@@ -217,21 +225,29 @@ def parse(text: str, *, timeout: float = 0.0) -> HangReport | None:
             f"held the GIL in {what} at line {lineno} of {function}() ({_short(file)}): a C call that "
             "does not let other threads run, so it could not be interrupted"
         )
-    return HangReport(
-        kind="crashed" if fatal else "gil",
-        summary=summary,
-        file=os.path.abspath(file),
-        function=function,
-        line=lineno,
-        lines=[lineno],
-        call=call,
-        wait_kind="crash" if fatal else "gil",
-        timeout=timeout,
-        elapsed=elapsed,
-        action="",  # the process ended: under xdist a new worker goes on, without it the run ends
-        threads=out_threads,
-        source=_source(file, lineno),
+    return _without_secrets(
+        HangReport(
+            kind="crashed" if fatal else "gil",
+            summary=summary,
+            file=os.path.abspath(file),
+            function=function,
+            line=lineno,
+            lines=[lineno],
+            call=call,
+            wait_kind="crash" if fatal else "gil",
+            timeout=timeout,
+            elapsed=elapsed,
+            action="",  # the process ended: under xdist a new worker goes on, without it the run ends
+            threads=out_threads,
+            source=_source(file, lineno),
+        )
     )
+
+
+def _without_secrets(report: HangReport) -> HangReport:
+    from pytest_mcpdebug.hangs.redacted import without_secrets  # a crash's report only: loaded then
+
+    return without_secrets(report)
 
 
 def _same_thread(a: str, b: str) -> bool:

@@ -18,6 +18,7 @@ import psutil
 
 from pytest_mcpdebug.hangs import classify as classifier
 from pytest_mcpdebug.hangs import processes as outside
+from pytest_mcpdebug.hangs.redacted import without_secrets
 from pytest_mcpdebug.protocol import HangReport, HangThread, SnapshotVar
 from pytest_mcpdebug.values import is_library
 
@@ -93,7 +94,7 @@ def _report(
     samples = len(by_thread[chosen])
     elapsed = time.monotonic() - started
     summary = main.summary if len(names) == 1 else f"{names[chosen].name}: {main.summary}"
-    return HangReport(
+    report = HangReport(
         kind=main.kind,
         summary=summary,
         file=file,
@@ -113,6 +114,7 @@ def _report(
         processes=outside.survey(pid),
         source=_source(main.file, main.line),
     )
+    return without_secrets(report)
 
 
 def _chosen(found: dict[int, classifier.Classification], names: dict[int, HangThread]) -> int:

@@ -22,6 +22,7 @@ from pytest_mcpdebug.hangs import classify as classifier
 from pytest_mcpdebug.hangs import processes as outside
 from pytest_mcpdebug.hangs import tasks as async_tasks
 from pytest_mcpdebug.hangs import waits
+from pytest_mcpdebug.hangs.redacted import without_secrets
 from pytest_mcpdebug.protocol import HangFrame, HangProcess, HangReport, HangTask, HangThread
 from pytest_mcpdebug.values import VarBuilder, is_library
 
@@ -35,11 +36,14 @@ OWN_THREADS: Final = "mcpdebug-"
 
 
 def stack_of(frame: FrameType | None, limit: int = MAX_FRAMES) -> tuple[classifier.Frame, ...]:
-    """A frame and its callers as (file, line, function), innermost first."""
+    """A frame and its callers as (file, line, function), innermost first, down to pytest's session
+    (what launched pytest is no part of a hang: `classify.is_session_entry`)."""
     out: list[classifier.Frame] = []
     while frame is not None and len(out) < limit:
         code = frame.f_code
         out.append((code.co_filename, frame.f_lineno, code.co_name))
+        if classifier.is_session_entry(code.co_filename, code.co_name):
+            break
         frame = frame.f_back
     return tuple(out)
 
@@ -83,7 +87,7 @@ def build(
         found, test_frame, test, frames, threads, descendants
     )
     variables, children, whose = _locals(locals_from, found, chosen)
-    return HangReport(
+    report = HangReport(
         kind=found.kind,
         summary=summary,
         file=os.path.abspath(found.file) if found.file else "",
@@ -109,6 +113,7 @@ def build(
         output=_output(output),
         source=_source(found.file, found.line),
     )
+    return without_secrets(report)
 
 
 def _followed(
@@ -233,6 +238,8 @@ def _locals(
             break
         if chosen is None and not is_library(code.co_filename):
             chosen = walk
+        if classifier.is_session_entry(code.co_filename, code.co_name):
+            break  # below it: the launcher's frames (a script calling pytest.main()), not the test's
         walk = walk.f_back
     if chosen is None:
         return [], {}, ""

@@ -142,9 +142,15 @@ class HangSummary(PluginObject):
             terminalreporter.write_line(f"HANG {nodeid}: {summary}")
         for leak in self.leaks.found if self.leaks is not None else ():
             terminalreporter.write_line(f"LEFT RUNNING by {leak.nodeid}: {leak.describe()}")
+        from pytest_mcpdebug.commands import program
+        from pytest_mcpdebug.folder import dir_arg
+
+        base = Path(terminalreporter.config.invocation_params.dir)
+        where = dir_arg(self.directory, base)
+        rid = self.reporter.run_id
         terminalreporter.write_line(
-            f"Inspect: `mcpdebug failure {self.reporter.run_id} <test>`, or the MCP tool get_hang("
-            f'run_id="{self.reporter.run_id}", test=...) for every thread\'s stack and the locals.'
+            f"Inspect: `{program('mcpdebug', base)} failure {rid} <test>{where}`, or the MCP tool "
+            f'get_hang(run_id="{rid}", test=...) for every thread\'s stack and the locals.'
         )
 
 

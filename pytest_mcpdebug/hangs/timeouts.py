@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
+import functools
 import os
 import signal
 import sys
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_mcpdebug import protocol
+from pytest_mcpdebug import forks, protocol
 from pytest_mcpdebug.hangs import gil_dump
 from pytest_mcpdebug.hangs.leaks import Leaks
 from pytest_mcpdebug.hangs.markers import marked, timeout_of
@@ -140,6 +141,8 @@ class Timeouts(PluginObject):
         for signum, previous in self._previous.items():
             with contextlib.suppress(ValueError, OSError, TypeError):
                 signal.signal(signum, previous)
+            forks.forget_signal(signum)
+        forks.forget(self)
         if self._started and self._watchdog is not None:
             self._watchdog.stop()
         if self._dump is not None:
@@ -148,6 +151,8 @@ class Timeouts(PluginObject):
                     faulthandler.enable(file=self._stderr, all_threads=True)  # back to the terminal
             self._dump.close()
         if self._reaper is not None and self._reaper.stdin is not None:
+            with contextlib.suppress(OSError, ValueError):
+                forks.disown(self._reaper.stdin.fileno())
             with contextlib.suppress(OSError):
                 self._reaper.stdin.close()  # it sees the end of its input, finds no dump, and exits
 
@@ -155,12 +160,17 @@ class Timeouts(PluginObject):
         if self._redirected or self._dump is None:
             return
         self._redirected = True
+        enabled = faulthandler.is_enabled()
         with contextlib.suppress(Exception):
             faulthandler.enable(file=self._dump, all_threads=True)
+        # A child's crash is its own: on the terminal as without the plugin, not in this process's dump.
+        forks.in_child(self, functools.partial(_crashes_to, self._stderr if enabled else None))
         if self.reporter.role == "main":
             from pytest_mcpdebug.hangs import reaper
 
             self._reaper = reaper.start(self._dump.path, self._stderr)
+            if self._reaper is not None and self._reaper.stdin is not None:
+                forks.own(self._reaper.stdin.fileno())  # the reaper waits for the end of this pipe
             if self._reaper is not None and self._watchdog is not None:
                 self._watchdog.own_pids.add(self._reaper.pid)
 
@@ -234,6 +244,7 @@ class Timeouts(PluginObject):
                 self._previous[signum] = signal.signal(signum, self._on_kill)
             except (ValueError, OSError):
                 continue
+            forks.restore_signal(signum, self._previous[signum])
 
     def _on_kill(self, signum: int, frame: Any) -> None:
         __tracebackhide__ = True
@@ -387,6 +398,14 @@ def _saved_fd(config: pytest.Config, stream: str) -> int | None:
     capturing = getattr(capman, "_global_capturing", None)
     saved = getattr(getattr(capturing, stream, None), "targetfd_save", None)
     return saved if isinstance(saved, int) else None
+
+
+def _crashes_to(stderr: int | None) -> None:
+    """faulthandler as it was before the recorder's redirection: on ``stderr``, or off (None)."""
+    if stderr is None:
+        faulthandler.disable()
+    else:
+        faulthandler.enable(file=stderr, all_threads=True)
 
 
 def _real_stderr(config: pytest.Config) -> int:

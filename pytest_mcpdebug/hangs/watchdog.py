@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Final
 
+from pytest_mcpdebug import forks
 from pytest_mcpdebug.hangs import report as hang_report
 from pytest_mcpdebug.hangs import tasks as async_tasks
 from pytest_mcpdebug.hangs.classify import Sample
@@ -89,6 +90,9 @@ class Watchdog:
         self._signal_installed = False
         self._backstop_until = 0.0
         self._backstop_refreshed = 0.0
+        self._backstop_lock = threading.Lock()
+        """Arming and cancelling the backstop, and a fork (held from just before to just after it)."""
+        self._backstop_paused = 0.0
         self._idle_since: float | None = None
         self.session_deadline: float | None = None
         """time.monotonic() at which the whole run ends (``--mcp-debug-session-timeout``)."""
@@ -106,10 +110,11 @@ class Watchdog:
             return
         if threading.current_thread() is threading.main_thread():
             try:
-                signal.signal(INTERRUPT_SIGNAL, self._on_signal)
+                forks.restore_signal(INTERRUPT_SIGNAL, signal.signal(INTERRUPT_SIGNAL, self._on_signal))
                 self._signal_installed = True
             except (ValueError, OSError):
                 pass
+        forks.around(self, self._before_fork, self._after_fork)
         self._thread.start()
 
     def arm(
@@ -171,9 +176,11 @@ class Watchdog:
         self._wake.set()
         self._thread.join(2.0)
         self._cancel_backstop()
+        forks.forget(self)
         if self._signal_installed:
             with contextlib.suppress(ValueError, OSError):
                 signal.signal(INTERRUPT_SIGNAL, signal.SIG_DFL)
+            forks.forget_signal(INTERRUPT_SIGNAL)
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         __tracebackhide__ = True  # the test's traceback ends at the line that hung, not in here
@@ -348,9 +355,33 @@ class Watchdog:
     def _arm_backstop(self, seconds: float) -> None:
         if self.dump is None:
             return
-        with contextlib.suppress(Exception):
+        with self._backstop_lock, contextlib.suppress(Exception):
             faulthandler.dump_traceback_later(seconds, exit=True, file=self.dump)
             self._backstop_until = time.monotonic() + seconds
+
+    def _before_fork(self) -> None:
+        """A child must not inherit an armed backstop: its copy of faulthandler would believe its
+        timer thread runs, and wait for that thread for ever the first time it cancels or re-arms one
+        (pytest's ``faulthandler_timeout``, a library's own watchdog). Cancelled here, in the parent,
+        and armed again after the fork (`_after_fork`); the lock keeps the watchdog thread from arming
+        it in between."""
+        self._backstop_lock.acquire()
+        if self._backstop_until:
+            with contextlib.suppress(Exception):
+                faulthandler.cancel_dump_traceback_later()
+            self._backstop_paused, self._backstop_until = self._backstop_until, 0.0
+
+    def _after_fork(self) -> None:
+        try:
+            paused, self._backstop_paused = self._backstop_paused, 0.0
+            if paused and self.dump is not None:
+                with contextlib.suppress(Exception):
+                    faulthandler.dump_traceback_later(
+                        max(paused - time.monotonic(), 0.001), exit=True, file=self.dump
+                    )
+                    self._backstop_until = paused
+        finally:
+            self._backstop_lock.release()
 
     def _idle(self, now: float) -> None:
         if self._idle_since is None:
@@ -360,7 +391,8 @@ class Watchdog:
 
     def _cancel_backstop(self) -> None:
         if self._backstop_until:
-            self._backstop_until = 0.0
-            self._backstop_refreshed = 0.0
-            with contextlib.suppress(Exception):
-                faulthandler.cancel_dump_traceback_later()
+            with self._backstop_lock:
+                self._backstop_until = 0.0
+                self._backstop_refreshed = 0.0
+                with contextlib.suppress(Exception):
+                    faulthandler.cancel_dump_traceback_later()

@@ -27,6 +27,7 @@ from typing import Any, Final
 
 import pytest
 
+from pytest_mcpdebug import forks
 from pytest_mcpdebug.output.lines import Unit
 from pytest_mcpdebug.output.reading import TICK_BYTES, Emit, OutputReader, WaitForRoom
 from pytest_mcpdebug.output.records import RecordHandler, WarningWatch, pytest_log_level, warning_line
@@ -100,8 +101,21 @@ class OutputTail(OutputReader, PluginObject):
             capman.item_capture, capman.read_global_capture = self.phase_starts, self._read_capture
         else:  # -p no:capture: nothing to read, but records and warnings still need their phase
             register(self.config, PhaseHooks(self), PhaseHooks.NAME)
+        forks.in_child(self, self._forget_in_child)
+
+    def _forget_in_child(self) -> None:
+        """In a child a test forked: logging, warnings and pytest's capture as they were (`forks`).
+        What the child logs or warns must not come here: it would wait for a lock that the parent's
+        sender thread may have held at the fork, for ever."""
+        logging.getLogger().removeHandler(self._handler)
+        self._warnings.stop()
+        if self._pytest_read_capture is not None:
+            for name in ("item_capture", "read_global_capture"):
+                with contextlib.suppress(AttributeError):
+                    delattr(self._capman, name)
 
     def stop(self) -> None:
+        forks.forget(self)
         logging.getLogger().removeHandler(self._handler)
         self._warnings.stop()
         with self._lock:

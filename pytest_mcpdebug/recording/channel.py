@@ -28,6 +28,8 @@ from websockets.frames import Frame, Opcode
 from websockets.protocol import State
 from websockets.uri import parse_uri
 
+from pytest_mcpdebug import forks
+
 Message = str | bytes
 READ_BYTES: Final = 256 * 1024
 """Largest read from the socket (the server's frames are small: acknowledgements and requests). Over
@@ -49,6 +51,8 @@ class Channel:
         self._wake_r, self._wake_w = socket.socketpair()  # `wake`: a socket pair, which select takes
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
+        forks.own(self._wake_r.fileno())
+        forks.own(self._wake_w.fileno())
         self._parts: list[bytes | bytearray | memoryview] = []
         self._text = False
 
@@ -129,6 +133,8 @@ class Channel:
     def discard(self) -> None:
         """Close the sockets, with no closing handshake."""
         for sock in (self.socket, self._wake_r, self._wake_w):
+            with contextlib.suppress(OSError, ValueError):
+                forks.disown(sock.fileno())
             sock.close()
 
     def _read(self) -> None:
@@ -172,6 +178,7 @@ def open_channel(url: str, headers: dict[str, str], *, timeout: float, max_size:
     uri = parse_uri(url)
     deadline = time.monotonic() + timeout
     sock = socket.create_connection((uri.host, uri.port), timeout)
+    forks.own(sock.fileno())  # a child forked by a test must not keep the connection open
     channel: Channel | None = None
     try:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, True)
@@ -194,6 +201,7 @@ def open_channel(url: str, headers: dict[str, str], *, timeout: float, max_size:
         sock.settimeout(None)  # from here on, waits are `recv`'s
     except BaseException:
         if channel is None:
+            forks.disown(sock.fileno())
             sock.close()
         else:
             channel.discard()

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_mcpdebug import forks
 from pytest_mcpdebug.folder import (
     PARENT_RUN_ENV,
     PARENT_WORKER_ENV,
@@ -35,7 +36,7 @@ from pytest_mcpdebug.options import DEFAULT_BREAK_TIMEOUT
 from pytest_mcpdebug.output.tail import TICK, OutputTail
 from pytest_mcpdebug.plugin_object import PluginObject, register
 from pytest_mcpdebug.protocol.versions import HELLO_VERSION
-from pytest_mcpdebug.recording import code_version
+from pytest_mcpdebug.recording import code_version, in_child
 from pytest_mcpdebug.recording import diagnosis as diagnosis_parts
 from pytest_mcpdebug.recording.colocate import Colocation
 from pytest_mcpdebug.recording.connection import CONNECT_TIMEOUT, preload, split_token
@@ -124,6 +125,7 @@ class Recorder(PluginObject):
         # A service a test starts with `mcpdebug run` (or mcpdebug_process) is linked to this run.
         self._environ = {name: os.environ.get(name) for name in (PARENT_RUN_ENV, PARENT_WORKER_ENV)}
         os.environ[PARENT_RUN_ENV], os.environ[PARENT_WORKER_ENV] = run_id, worker
+        forks.in_child(self, functools.partial(in_child.forget, self))  # a forked child: nothing of it acts
 
     @classmethod
     def for_controller(cls, config: pytest.Config, settings: Settings) -> Recorder:
@@ -284,9 +286,10 @@ class Recorder(PluginObject):
             fallback = "" if self.sender.spool.problem else f"; recording to {self._spool_display()}"
             self._write_line(f"mcpdebug: warning: {warning}{fallback}")
         if self.break_on_failure and not self.sender.connected:
+            serve = f"{self._program()} serve{self._dir_arg()}"
             self._write_line(
                 "mcpdebug: --mcp-debug-break: no mcpdebug server is connected, so failing tests will not "
-                "be held (start `mcpdebug serve` first, or let an agent call run_tests)"
+                f"be held (start `{serve}` first, or let an agent call run_tests)"
             )
         elif self.break_on_failure and self.config.getvalue("usepdb"):
             self._write_line("mcpdebug: --mcp-debug-break: --pdb takes the failures; none will be held")
@@ -334,7 +337,8 @@ class Recorder(PluginObject):
             emptied=self._emptied,
             url=self.sender.connected_url or self._last_url,
             spool=self._spool_display(),
-            dir_arg=dir_arg(self.dir, Path(self.config.invocation_params.dir)),
+            dir_arg=self._dir_arg(),
+            program=self._program(),
         ):
             terminalreporter.write_line(line, yellow=warn)
 
@@ -344,6 +348,7 @@ class Recorder(PluginObject):
         if self._closed:
             return
         self._closed = True
+        forks.forget(self)
         self._stop_recording()
         self._last_url = self.sender.connected_url
         sender = self.sender
@@ -420,6 +425,16 @@ class Recorder(PluginObject):
 
     def _spool_display(self) -> str:
         return display(spool_dir(self.dir), Path(self.config.invocation_params.dir)) + "/"
+
+    def _dir_arg(self) -> str:
+        """`` --dir X`` when a `mcpdebug` command started where pytest was would not find the store."""
+        return dir_arg(self.dir, Path(self.config.invocation_params.dir))
+
+    def _program(self) -> str:
+        """`mcpdebug`, or the path that runs it from where pytest was started (a `.venv/` not on PATH)."""
+        from pytest_mcpdebug.commands import program
+
+        return program("mcpdebug", Path(self.config.invocation_params.dir))
 
     def _write_line(self, text: str) -> None:
         terminal = self.config.pluginmanager.get_plugin("terminalreporter")

@@ -15,7 +15,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import pytest
 
@@ -120,7 +120,7 @@ class Reporter(PluginObject):
 
     def emit_start(self, config: pytest.Config, workers: int) -> None:
         if self.role != "worker":
-            args = [str(a) for a in config.invocation_params.args]
+            args = _shown_args([str(a) for a in config.invocation_params.args])
             self.emit_plain(
                 "run_started",
                 args=args,
@@ -157,7 +157,7 @@ class Reporter(PluginObject):
                 protocol.CollectionError,
                 nodeid=report.nodeid,
                 message=_message(report),
-                longrepr=protocol.clip(text),
+                longrepr=_redact(protocol.clip(text)),
             )
 
     # Tests ----------------------------------------------------------------------------------------
@@ -246,7 +246,7 @@ class Reporter(PluginObject):
             outcome=outcome,
             duration=report.duration,
             message=message,
-            longrepr=protocol.clip(str(report.longrepr)) if outcome in ("failed", "rerun") else "",
+            longrepr=_redact(protocol.clip(str(report.longrepr))) if outcome in ("failed", "rerun") else "",
             wasxfail=wasxfail,
         )
         phases.append((when, outcome, wasxfail is not None, report.duration, message))
@@ -384,7 +384,32 @@ def _finite(duration: float) -> float:
     return duration if math.isfinite(duration) else 0.0
 
 
+_SECRET_WORDS: Final = ("pass", "pwd", "secret", "token", "key", "auth", "cred", "cookie", "@")
+
+
+def _shown_args(args: list[str]) -> list[str]:
+    """The run's arguments without secrets (`redaction.redact_args`), loaded only for arguments
+    that may hold one: most runs' (``-q tests/``) hold none of these words."""
+    if not any(word in arg.lower() for arg in args for word in _SECRET_WORDS):
+        return args
+    from pytest_mcpdebug.redaction import redact_args
+
+    return redact_args(args)
+
+
+def _redact(text: str) -> str:
+    """``text`` without secrets (`pytest_mcpdebug.redaction`), imported on a run's first problem."""
+    from pytest_mcpdebug.redaction import redact
+
+    return redact(text)
+
+
 def _message(report: pytest.TestReport | pytest.CollectReport) -> str:
+    """The one line that says why a phase did not pass, secrets redacted."""
+    return _redact(_message_text(report))
+
+
+def _message_text(report: pytest.TestReport | pytest.CollectReport) -> str:
     longrepr = report.longrepr
     if isinstance(longrepr, tuple) and len(longrepr) == 3:  # a skip: (path, lineno, reason)
         return str(longrepr[2]).removeprefix("Skipped: ")

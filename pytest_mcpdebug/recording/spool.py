@@ -17,6 +17,7 @@ import threading
 from pathlib import Path
 from typing import Final
 
+from pytest_mcpdebug import forks
 from pytest_mcpdebug.folder import SPOOL_SUFFIX
 
 FULL: Final = frozenset({errno.ENOSPC, errno.EDQUOT})
@@ -95,6 +96,7 @@ class SpoolFile:
             self._closed = True
             if self._fd is not None:
                 try:
+                    forks.disown(self._fd)
                     os.close(self._fd)
                     if self._size == 0:  # opened, but nothing ever fitted: leave no empty file behind
                         self.path.unlink()
@@ -105,6 +107,7 @@ class SpoolFile:
     def _open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        forks.own(self._fd)
         self._size = os.fstat(self._fd).st_size
         self._used = True
 

@@ -56,7 +56,15 @@ class Tally:
         )
 
     def summary(
-        self, run_id: str, *, warnings: list[str], emptied: int, url: str | None, spool: str, dir_arg: str
+        self,
+        run_id: str,
+        *,
+        warnings: list[str],
+        emptied: int,
+        url: str | None,
+        spool: str,
+        dir_arg: str,
+        program: str = "mcpdebug",
     ) -> list[tuple[str, bool]]:
         """The recording's lines in pytest's summary (each with whether it is a warning): what went
         wrong, once each, then the closing line."""
@@ -70,14 +78,17 @@ class Tally:
                     True,
                 )
             )
-        return [*lines, self.closing_line(run_id, url=url, spool=spool, dir_arg=dir_arg)]
+        return [*lines, self.closing_line(run_id, url=url, spool=spool, dir_arg=dir_arg, program=program)]
 
-    def closing_line(self, run_id: str, *, url: str | None, spool: str, dir_arg: str) -> tuple[str, bool]:
-        """The run's last line, and whether it is a warning; ``dir_arg`` (`` --dir X`` or "") makes its
-        commands work as pasted where pytest was started."""
+    def closing_line(
+        self, run_id: str, *, url: str | None, spool: str, dir_arg: str, program: str = "mcpdebug"
+    ) -> tuple[str, bool]:
+        """The run's last line, and whether it is a warning; ``dir_arg`` (`` --dir X`` or "") and
+        ``program`` (`mcpdebug`, or the path that runs it: `commands.program`) make its commands work
+        as pasted where pytest was started."""
         inspect = (
-            f"inspect it with `mcpdebug show {run_id}{dir_arg}`, "
-            f"or serve it to an agent with `mcpdebug serve{dir_arg}`"
+            f"inspect it with `{program} show {run_id}{dir_arg}`, "
+            f"or serve it to an agent with `{program} serve{dir_arg}`"
         )
         died = (
             f"; worker{'s' if len(self.silent) > 1 else ''} {', '.join(self.silent)} died before "

@@ -19,8 +19,8 @@ waits for the spawn, and a run over before that (one quick test) never pays for 
 
 The helper is not a child of the test process (it forks and its parent exits at once), so a test that
 waits for every child, or counts them, never sees it; it ends when the test process closes its end of
-a pipe, which happens however the test process ends (a child the test process forks closes its
-copy). If it cannot start or dies, the pipe says so (end of file) and the sender goes back to waking
+a pipe, which happens however the test process ends (a child the test process forks lets its copy
+go: `forks`). If it cannot start or dies, the pipe says so (end of file) and the sender goes back to waking
 every tick.
 """
 
@@ -31,9 +31,10 @@ import os
 import select
 import sys
 import threading
-import weakref
 from pathlib import Path
 from typing import Final
+
+from pytest_mcpdebug import forks
 
 _HELPER = """
 import os, select, signal, sys, time
@@ -87,6 +88,8 @@ class Ticker:
         """Readable when there is something to look at (a poke), or at end of file if the helper is gone."""
         self._wake_r, self._wake_w = os.pipe()
         """`wake`'s own pipe: the poke pipe's write end is the helper's alone, so its end is seen."""
+        forks.own(self._wake_r)
+        forks.own(self._wake_w)
         os.set_blocking(self._wake_w, False)
         self._fds: tuple[int, ...] = (life_fd, fd, self._wake_r, self._wake_w)
         """Closing the first, the helper's life line, ends it."""
@@ -95,7 +98,6 @@ class Ticker:
         # a thread of its own waits for it, so the thread that started it (the sender's) goes on at
         # once and no child is left over.
         threading.Thread(target=_reap, args=(pid,), name="mcpdebug-ticker-reaper", daemon=True).start()
-        _forgotten_in_children(self)
 
     @classmethod
     def start(cls, header: Path, server_file: Path, tick: float) -> Ticker | None:
@@ -107,6 +109,8 @@ class Ticker:
         poke_r, poke_w = os.pipe()
         life_r, life_w = os.pipe()
         poke_w, life_r = _above(poke_w, 4), _above(life_r, 4)  # so the dup2s below cannot clash
+        for fd in (poke_r, poke_w, life_r, life_w):  # from now: a test's fork copies none of them
+            forks.own(fd)
         args = [executable, "-I", "-S", "-c", _HELPER, str(header), str(server_file), repr(tick)]
         actions = [
             (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
@@ -119,10 +123,12 @@ class Ticker:
             pid = spawn(executable, args, os.environ, file_actions=actions)
         except OSError:
             for fd in (poke_r, poke_w, life_r, life_w):
+                forks.disown(fd)
                 os.close(fd)
             return None
-        os.close(life_r)
-        os.close(poke_w)
+        for fd in (life_r, poke_w):
+            forks.disown(fd)
+            os.close(fd)
         os.set_blocking(poke_r, False)
         return cls(poke_r, life_w, pid)
 
@@ -160,21 +166,9 @@ class Ticker:
         self.alive = False
         fds, self._fds = self._fds, ()
         for fd in fds:  # once: a number closed twice may be someone else's by then
+            forks.disown(fd)
             with contextlib.suppress(OSError):
                 os.close(fd)
-
-
-def _forgotten_in_children(ticker: Ticker) -> None:
-    """A child a test forks (without exec) would inherit the helper's life line and keep the helper
-    running as long as it lives (a daemon started by a test: for good): the child closes its copies
-    at once. Its parent's stay open; the child has no sender thread to wake."""
-    ref = weakref.ref(ticker)
-
-    def in_child() -> None:
-        if (kept := ref()) is not None:
-            kept.close()
-
-    os.register_at_fork(after_in_child=in_child)
 
 
 def _reap(pid: int) -> None:

@@ -23,6 +23,8 @@ import threading
 from pathlib import Path
 from typing import Final
 
+from pytest_mcpdebug import forks
+
 CHUNK: Final = 1024 * 1024
 """How much the file grows at a time (a few thousand tests' ends)."""
 
@@ -75,6 +77,7 @@ class WriteAhead:
                 if keep:
                     with contextlib.suppress(OSError):
                         os.ftruncate(self._fd, self._size)
+                forks.disown(self._fd)
                 with contextlib.suppress(OSError):
                     os.close(self._fd)
                 self._fd = None
@@ -83,6 +86,7 @@ class WriteAhead:
         if self._fd is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+            forks.own(self._fd)
             self.used = True
         size = -(-max(end, self._mapped + CHUNK) // mmap.PAGESIZE) * mmap.PAGESIZE
         os.posix_fallocate(self._fd, self._mapped, size - self._mapped)

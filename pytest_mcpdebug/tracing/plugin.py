@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pytest_mcpdebug import protocol
+from pytest_mcpdebug import forks, protocol
 from pytest_mcpdebug.recording.reporter import Reporter, final_outcome
 from pytest_mcpdebug.tracing.backends import backend
 
@@ -29,9 +29,11 @@ class TracePlugin:
             tracer.start()
         except Exception as exc:  # tracing never changes a run
             tracer.recorder.error = f"tracing could not start: {type(exc).__name__}: {exc}"
+        forks.in_child(self, tracer.stop)  # a child the test forks is not traced (`forks`)
         try:
             return (yield)
         finally:
+            forks.forget(self)
             try:
                 tracer.stop()
             finally:

@@ -17,7 +17,7 @@ from types import FrameType
 from typing import Any
 
 from pytest_mcpdebug.protocol.trace import HEAD_STEPS, MAX_STEPS, Trace, TraceStep
-from pytest_mcpdebug.values import REDACTED, is_library, is_secret, render
+from pytest_mcpdebug.values import is_library, render, render_named
 
 _MUTABLE = (list, dict, set, bytearray)
 
@@ -139,7 +139,7 @@ class ValueRecorder:
             old = values.get(name)
             if old is not None and old[0] is value and type(value) not in _MUTABLE:
                 continue
-            text = REDACTED if is_secret(name) else render(value)
+            text = render_named(name, value)
             if old is not None and old[1] == text:
                 values[name] = (value, text)
                 continue

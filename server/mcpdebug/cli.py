@@ -16,6 +16,7 @@ from mcpdebug import command_line
 from mcpdebug.names import EXIT_NOT_FOUND, StoreError
 from mcpdebug.store_dir import find_dir
 from pytest_mcpdebug import limits
+from pytest_mcpdebug.folder import dir_args
 
 if TYPE_CHECKING:
     from mcpdebug.store import Store
@@ -32,6 +33,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "serve":
             return _serve(args)
+        if args.command == "init":
+            from mcpdebug.project_init.command import main as init
+
+            return init(args)
         if args.command == "hang":
             return _hang(args)
         if args.command in ("run", "forward"):
@@ -57,9 +62,10 @@ def _read(args: argparse.Namespace) -> int:
     from mcpdebug.store.output_query import ErrorType, OutputError
     from mcpdebug.views import calls, lookup
     from mcpdebug.views import hang as hang_view
+    from pytest_mcpdebug.commands import program
 
-    calls.for_terminal()
     directory = find_dir(args.dir, create=False)
+    calls.for_terminal(program("mcpdebug"), dir_args(directory, Path.cwd()))
     store = Store(directory, create=False, limits=_limits(args, directory))
     if store.read_only:
         print(f"mcpdebug: note: {store.path} is read-only here: showing what it holds", file=sys.stderr)
@@ -76,6 +82,8 @@ def _read(args: argparse.Namespace) -> int:
         if args.command == "failure":
             print(hang_view.failure_or_hang(store, lookup.run(store, args.run), args.test).text)
             return 0
+        if args.command == "suspects":
+            return _suspects(store, args)
         return terminal.show(store, args)
     except lookup.NotFound as exc:
         print(f"mcpdebug: {exc}", file=sys.stderr)
@@ -83,6 +91,17 @@ def _read(args: argparse.Namespace) -> int:
     except OutputError as exc:
         print(f"mcpdebug: {exc}", file=sys.stderr)
         return EXIT_NOT_FOUND if exc.kind in (ErrorType.LOG_NOT_FOUND, ErrorType.NO_MATCHES) else EXIT_USAGE
+
+
+def _suspects(store: Store, args: argparse.Namespace) -> int:
+    from mcpdebug.views import lookup
+    from mcpdebug.views import suspects as suspects_view
+
+    if not 1 <= args.top <= 200:
+        print("mcpdebug suspects: --top must be from 1 to 200", file=sys.stderr)
+        return EXIT_USAGE
+    print(suspects_view.suspects(store, lookup.run(store, args.run), args.top, args.level).text)
+    return 0
 
 
 def _hang(args: argparse.Namespace) -> int:

@@ -29,7 +29,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"mcpdebug {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for add in (_serve, _runs, _show, _logs, _failure, _report, _tui, _hang, _tail, _run, _forward):
+    for add in (
+        _init,
+        _serve,
+        _runs,
+        _show,
+        _logs,
+        _failure,
+        _suspects,
+        _report,
+        _tui,
+        _hang,
+        _tail,
+        _run,
+        _forward,
+    ):
         add(sub)
     return parser
 
@@ -60,6 +74,55 @@ def _duration(text: str) -> float:
 
 
 _duration.__name__ = "duration"  # argparse's message: "invalid duration value: 'x'"
+
+
+CLIENTS = ("claude", "vscode", "cursor")
+DEFAULT_TIMEOUT = 60.0
+"""The hang timeout `mcpdebug init` suggests: under the 2 minutes an agent's shell tool (Claude
+Code's Bash) waits by default, so a hanging test is diagnosed before the agent gives up on the run."""
+
+
+def _init(sub: Subparsers) -> None:
+    init = sub.add_parser(
+        "init",
+        help="make a project ready for agents: pytest records every run, MCP client configs, AGENTS.md",
+        description="Write what makes the project ready for agents: the pytest configuration that "
+        "records every run (with a hang timeout), the MCP server in the configs of Claude Code "
+        "(.mcp.json), VS Code (.vscode/mcp.json) and Cursor (.cursor/mcp.json), and a short section in "
+        "AGENTS.md (and CLAUDE.md where it exists). Each change is shown first; existing files are "
+        "merged into, never replaced; a second run changes nothing.",
+    )
+    init.add_argument("dir", nargs="?", default=".", metavar="DIR", help="the project folder (default: .)")
+    what = init.add_mutually_exclusive_group()
+    what.add_argument("--dry-run", action="store_true", help="show the changes and write nothing")
+    what.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; exit with status 1 if anything would change (for CI)",
+    )
+    init.add_argument(
+        "-y", "--yes", action="store_true", help="write without asking (it asks only on a terminal)"
+    )
+    init.add_argument(
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        help=f"fail a test running longer with a hang diagnosis (mcpdebug_timeout; 0: none). Default: "
+        f"the value already configured, else {DEFAULT_TIMEOUT:g}",
+    )
+    init.add_argument(
+        "--coverage",
+        action="store_true",
+        help="also record per-test coverage in every run, for get_suspects (mcpdebug_coverage; slower)",
+    )
+    init.add_argument(
+        "--clients",
+        default=",".join(CLIENTS),
+        metavar="LIST",
+        help=f"the MCP clients to configure, comma-separated: {', '.join(CLIENTS)}, or none "
+        f"(default: {','.join(CLIENTS)})",
+    )
+    init.add_argument("--no-agents-md", action="store_true", help="leave AGENTS.md and CLAUDE.md alone")
 
 
 def _serve(sub: Subparsers) -> None:
@@ -223,6 +286,21 @@ def _failure(sub: Subparsers) -> None:
         "test", nargs="?", help="node id or a unique part (default: the run's first failure)"
     )
     failure.add_argument("--dir", help=DIR_HELP)
+
+
+def _suspects(sub: Subparsers) -> None:
+    suspects = sub.add_parser(
+        "suspects", help="the lines most likely to hold the bug, from per-test coverage (as get_suspects)"
+    )
+    suspects.add_argument("run", nargs="?", default="latest", help=RUN_HELP)
+    suspects.add_argument("--top", type=int, default=10, help="how many suspects to list (default: 10)")
+    suspects.add_argument(
+        "--level",
+        choices=["statement", "function"],
+        default="statement",
+        help="rank lines (statement, the default) or whole functions",
+    )
+    suspects.add_argument("--dir", help=DIR_HELP)
 
 
 def _report(sub: Subparsers) -> None:

@@ -25,8 +25,11 @@ def find_dir(given: str | None, *, create: bool) -> Path:
         return found
     if create:
         return store_in(start)
+    from pytest_mcpdebug.commands import program
+
     looked = start if start.name == DIRNAME else f"{start / DIRNAME} or the {DIRNAME}/ of a parent folder"
     raise StoreError(
-        f"no recorded runs: looked for {looked}. Record a run with `pytest --mcp-debug` "
-        "in the project first, or pass --dir PROJECT (or its .mcpdebug folder)"
+        f"no recorded runs: looked for {looked}. Record a run with `{program('pytest')} --mcp-debug` "
+        f"in the project first (or set it up once with `{program('mcpdebug')} init`), or pass --dir "
+        "PROJECT (or its .mcpdebug folder)"
     )

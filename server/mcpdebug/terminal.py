@@ -18,7 +18,7 @@ from typing import Any
 from mcpdebug.names import EXIT_NOT_FOUND
 from mcpdebug.store import FINAL_OUTCOMES, PROBLEM_OUTCOMES, Store, output_query
 from mcpdebug.store.output_query import ErrorType, OutputError
-from mcpdebug.views import lookup, output_window, time_text
+from mcpdebug.views import calls, lookup, output_window, time_text
 from mcpdebug.views import output as output_view
 from mcpdebug.views import output_search as search_view
 from mcpdebug.views import runs as runs_view
@@ -219,9 +219,9 @@ def _print_tests(store: Store, run: dict[str, Any], args: argparse.Namespace, wi
         print(_test_line(t, width))
     left = len(tests) - offset - len(shown)
     if left > 0:
-        page = f"--offset {offset + len(shown)}" + (f" --outcome {args.outcome}" if args.outcome else "")
+        page = ["--offset", str(offset + len(shown)), *(["--outcome", args.outcome] if args.outcome else [])]
         more = (
-            f"... {left} more: `mcpdebug show {rid} {page}` for the next {min(limit, left)}, "
+            f"... {left} more: {calls.command('show', rid, *page)} for the next {min(limit, left)}, "
             f"`--all` for every one, `--outcome passed` (or skipped, xfailed, ...) to filter."
         )
         print(_fit(more, width))

@@ -21,6 +21,7 @@ from typing import Any, Final
 
 from mcpdebug.report import entries
 from mcpdebug.views.lookup import quoted
+from pytest_mcpdebug.redaction import redact
 
 SURROUNDING: Final = 2
 """Lines shown before and after a breakpoint's line in set_breakpoint's reply."""
@@ -187,8 +188,10 @@ def context(file: str, line: int, around: int = SURROUNDING) -> dict[str, Any]:
         return {"lineContent": "", "surrounding": []}
     first, last = max(line - around, 1), min(line + around, len(lines))
     return {
-        "lineContent": lines[line - 1] if 1 <= line <= len(lines) else "",
-        "surrounding": [{"line": n, "content": lines[n - 1]} for n in range(first, last + 1)],
+        "lineContent": redact(lines[line - 1], code=True) if 1 <= line <= len(lines) else "",
+        "surrounding": [
+            {"line": n, "content": redact(lines[n - 1], code=True)} for n in range(first, last + 1)
+        ],
     }
 
 

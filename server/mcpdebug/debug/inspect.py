@@ -19,7 +19,8 @@ from typing import Any, Final
 from mcpdebug.debug import DebugError
 from mcpdebug.debug.dap import DapError
 from mcpdebug.debug.stops import Paused, Stop
-from pytest_mcpdebug.values import REDACTED, SECRET_IN_REPR, is_library, is_secret
+from pytest_mcpdebug.redaction import REDACTED, hidden, is_secret_expression, is_secret_name, redact
+from pytest_mcpdebug.values import is_library
 
 # Limits
 VALUE_CHARS: Final = 200
@@ -28,6 +29,8 @@ MAX_VARIABLES: Final = 500
 MAX_FRAMES: Final = 100
 STOP_LOCALS: Final = 20
 """Locals shown in a stop's reply (get_local_variables shows them all)."""
+_REVEALS_NOTHING: Final = frozenset({"None", "True", "False", "''", '""', "[]", "{}", "()", "set()"})
+"""debugpy's text of values shown even under a secret's name (`pytest_mcpdebug.redaction.reveals_nothing`)."""
 GROUPS: Final = ("special variables", "function variables", "class variables", "protected variables")
 """debugpy's groupings of a frame's names: shown only with include_special."""
 
@@ -163,12 +166,13 @@ async def _evaluate(session: Paused, frame: dict[str, Any], expression: str) -> 
         kind = "Name not found" if "NameError" in text else "Error"
         raise DebugError(f"{kind}: {text[-4000:]}") from None
     result = str(body.get("result", ""))
-    if expression.strip().isidentifier() and is_secret(expression):
-        result = REDACTED
+    ref = int(body.get("variablesReference") or 0)
+    if is_secret_expression(expression) and result not in _REVEALS_NOTHING:
+        result, ref = REDACTED, 0
     return {
-        "result": _cut(SECRET_IN_REPR.sub(lambda m: m["key"] + REDACTED, result), RESULT_CHARS),
+        "result": _cut(redact(result[: RESULT_CHARS + 512]), RESULT_CHARS),
         "type": str(body.get("type", "")),
-        "variablesReference": int(body.get("variablesReference") or 0),
+        "variablesReference": ref,
         "frame": _describe(frame),
     }
 
@@ -214,12 +218,12 @@ def _describe(frame: dict[str, Any]) -> dict[str, Any]:
 
 def _variable(v: dict[str, Any]) -> dict[str, Any]:
     name = str(v.get("name", ""))
-    value = (
-        REDACTED
-        if is_secret(name)
-        else _cut(SECRET_IN_REPR.sub(lambda m: m["key"] + REDACTED, str(v.get("value", ""))), VALUE_CHARS)
-    )
+    text = str(v.get("value", ""))
     ref = int(v.get("variablesReference") or 0)
+    if is_secret_name(name) and text not in _REVEALS_NOTHING:
+        value, ref = hidden(redact(text)), 0  # a secret is not expanded either (as in a snapshot)
+    else:
+        value = _cut(redact(text[: VALUE_CHARS + 512]), VALUE_CHARS)
     return {"name": name, "value": value, "type": str(v.get("type", "")), "variablesReference": ref}
 
 
@@ -230,12 +234,13 @@ def _listed(variables: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _watch_value(expression: str, result: Any) -> str:
-    if expression.strip().isidentifier() and is_secret(expression):
-        return REDACTED
     if isinstance(result, dict):
-        return _cut(str(result.get("result", "")), VALUE_CHARS)
-    text = str(result).strip().splitlines()
-    return f"<error: {text[-1] if text else type(result).__name__}>"
+        text = str(result.get("result", ""))
+        if is_secret_expression(expression) and text not in _REVEALS_NOTHING:
+            return REDACTED
+        return _cut(redact(text[: VALUE_CHARS + 512]), VALUE_CHARS)
+    error = str(result).strip().splitlines()
+    return f"<error: {redact(error[-1]) if error else type(result).__name__}>"
 
 
 def _cut(text: str, limit: int) -> str:

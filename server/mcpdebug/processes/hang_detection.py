@@ -80,14 +80,16 @@ def _tests_reply(runner: Runner, run_id: str, run: dict[str, Any] | None) -> Det
     )
 
 
-async def command(command_line: str, cwd: str | None, timeout: float, interval: float) -> Detection:
+async def command(
+    command_line: str, cwd: str | None, timeout: float, interval: float, project: Path | None = None
+) -> Detection:
     try:
         argv = shlex.split(command_line)
     except ValueError as exc:
         raise RunError(f"Cannot parse the command ({exc}); quote it as a shell would.") from None
     if not argv:
         raise RunError('The command is empty; give e.g. "python worker.py --once".')
-    folder = working_dir(cwd)
+    folder = working_dir(cwd, project)
     program = _python_program(argv)
     with tempfile.TemporaryDirectory(prefix="mcpdebug-detect-") as scratch:
         report_path = Path(scratch) / "report.json"

@@ -30,6 +30,7 @@ from mcpdebug.processes.runner import RESTART_POLICIES
 from mcpdebug.store import Store
 from mcpdebug.views import processes as processes_view
 from pytest_mcpdebug.recording.run_id import new_run_id
+from pytest_mcpdebug.redaction import redact
 
 # Timeouts
 REGISTER_TIMEOUT: Final = 20.0
@@ -255,6 +256,6 @@ def _check_executable(program: str, cwd: Path, path: str | None) -> None:
 
 def _tail(log: Path, lines: int = 10) -> str:
     try:
-        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+        return "\n".join(redact(line) for line in log.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return ""

@@ -26,7 +26,9 @@ from mcpdebug.live.sessions import LiveSession, Sessions
 from mcpdebug.store import Store
 from mcpdebug.views import lookup
 from mcpdebug.views.lookup import quoted
+from pytest_mcpdebug.folder import DIRNAME
 from pytest_mcpdebug.recording.run_id import new_run_id
+from pytest_mcpdebug.redaction import redact
 
 # Timeouts
 PROGRESS_INTERVAL: Final = 2.0
@@ -71,9 +73,13 @@ class Outcome:
     managed: ManagedRun | None = None
 
 
-def working_dir(cwd: str | None) -> Path:
-    """The folder a run or command starts in: ``cwd`` (or the server's), which must be a directory."""
+def working_dir(cwd: str | None, project: Path | None = None) -> Path:
+    """The folder a run or command starts in: ``cwd``, which must be a directory; by default the
+    server's folder, or ``project`` when the server runs outside it (a client may start the server
+    anywhere: with `--dir` it still knows the project)."""
     folder = Path(cwd).expanduser() if cwd else Path.cwd()
+    if not cwd and project is not None and not _inside(folder, project):
+        folder = project
     try:
         found = folder.is_dir()
     except (OSError, ValueError):  # a name too long, a NUL byte
@@ -83,6 +89,18 @@ def working_dir(cwd: str | None) -> Path:
             f"cwd {quoted(str(folder))} is not a directory; give the project's folder (or omit it)."
         )
     return folder
+
+
+def _inside(folder: Path, project: Path) -> bool:
+    try:
+        return folder.resolve().is_relative_to(project.resolve())
+    except OSError:
+        return False
+
+
+def project_of(store_dir: Path) -> Path | None:
+    """The project a store belongs to: the folder holding its `.mcpdebug`."""
+    return store_dir.parent if store_dir.name == DIRNAME else None
 
 
 class Runner:
@@ -104,7 +122,7 @@ class Runner:
         pass_fds: tuple[int, ...] = (),
     ) -> ManagedRun:
         """``debug_env`` and ``pass_fds``: a debug run's settings and report pipe (`mcpdebug.debug`)."""
-        folder = working_dir(cwd)
+        folder = working_dir(cwd, project_of(self.store.dir))
         bad = [a for a in args if not isinstance(a, str)]
         if bad:
             raise RunError(f"args must be strings, as on a command line; got {quoted(bad[:3])}")
@@ -156,7 +174,7 @@ class Runner:
                     break
                 log.write(line)
                 log.flush()
-                run.terminal.append(line.decode(errors="replace").rstrip("\n"))
+                run.terminal.append(redact(line.decode(errors="replace").rstrip("\n")))
         await run.process.wait()
         self.sessions.notify()
 

@@ -19,7 +19,7 @@ from collections import OrderedDict
 from typing import Any, Final
 
 from mcpdebug.report import log_values
-from pytest_mcpdebug.values import REDACTED, is_secret
+from pytest_mcpdebug.redaction import REDACTED, is_secret_expression
 
 TOOLS: Final = logging.getLogger("debug-mcp.tools")
 STATE: Final = logging.getLogger("debug-mcp.state")
@@ -119,7 +119,7 @@ def tool_call(call: int, tool: str, arguments: dict[str, Any]) -> None:
 def tool_response(call: int, tool: str, arguments: dict[str, Any], response: Any, seconds: float) -> None:
     if TOOLS.isEnabledFor(logging.INFO):
         expression = arguments.get("expression")
-        if isinstance(expression, str) and is_secret(expression):
+        if isinstance(expression, str) and is_secret_expression(expression):
             response = REDACTED  # evaluate_expression("API_TOKEN"): its value is the secret
         session = session_of(arguments)
         fields = {"sessionId": session, "sessionName": known.name(session) if session else None}

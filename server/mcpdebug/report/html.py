@@ -1,8 +1,11 @@
 """`mcpdebug report RUN --html PATH` and `pytest --mcp-debug-html=PATH`: a run as one HTML file.
 
-Self-contained: the CSS, the script (the test table's filter) and the charts (SVG) are inline, and
-nothing is fetched, so the file opens from disk, from a CI artifact or an e-mail alike. The data is
-`html_data.build`'s, read from the store as the MCP tools read it; jinja2 escapes every value.
+Self-contained: the CSS, the script and the charts (SVG) are inline, and nothing is fetched, so the
+file opens from disk, from a CI artifact or an e-mail alike. Every section is written in the page
+and reads without JavaScript (the test table, problems first; each test's anchor; cards as
+`<details>`); the script only adds the table's sorting and search, clickable rows and the
+expand/collapse-all buttons. The data is `html_data.build`'s, read from the store as the MCP tools
+read it; jinja2 escapes every value.
 """
 
 from __future__ import annotations

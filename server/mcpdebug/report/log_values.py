@@ -3,19 +3,20 @@
 Applied by the log's formatter, in the log's writer thread, so a tool call pays nothing for it on
 the event loop. The rules are the seed's: strings cut at 200 characters with ``... (truncated)``,
 arrays of more than 5 items shown as ``[a, b, c, d, e... +N more]``, objects cut to their first keys;
-values under a name that looks secret (`pytest_mcpdebug.values.is_secret`) become ``<redacted>``, and
-secrets written inside a string (``token=abc``) are redacted too; environment variables are left out;
-the project's folder is taken off every path, and an interpreter outside it is named, not located.
+secrets redacted by the rule set every value shown goes through (`pytest_mcpdebug.redaction`): a
+value under a secret's name becomes ``<redacted>`` (``passed`` or ``author`` are no such names), and
+credentials inside a string (``token=abc``, a URL's password, a GitHub token) are replaced alone;
+environment variables are left out; the project's folder is taken off every path, and an
+interpreter outside it is named, not located.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import Any, Final
 
-from pytest_mcpdebug.values import REDACTED, SECRET_IN_REPR, is_secret
+from pytest_mcpdebug.redaction import REDACTED, hidden, is_secret_name, redact, reveals_nothing
 
 # Limits
 STRING_CHARS: Final = 200
@@ -30,8 +31,6 @@ VARIABLES: Final = 20
 
 TRUNCATED: Final = "... (truncated)"
 ENVIRONMENT_KEYS: Final = frozenset({"env", "environ", "environment", "extra_env"})
-OWN_IDS: Final = frozenset({"session_id", "sessionId", "breakpoint_id", "breakpointId"})
-"""Names of this server's own ids: they match the secret pattern (``session_id``) but are not secrets."""
 INTERPRETER_KEYS: Final = frozenset({"pythonPath", "python", "executable", "executable_path"})
 
 
@@ -49,8 +48,8 @@ class Cleaner:
 
     def value(self, value: Any, name: str = "", depth: int = 0) -> Any:
         """A value of the log, cleaned; ``name`` is the key it is logged under."""
-        if name and name not in OWN_IDS and is_secret(name) and value not in (None, "", [], {}):
-            return REDACTED
+        if name and is_secret_name(name) and not reveals_nothing(value):
+            return hidden(value) if isinstance(value, str) else REDACTED
         if isinstance(value, str):
             if name in INTERPRETER_KEYS:
                 return self.interpreter(value)
@@ -93,8 +92,7 @@ class Cleaner:
             text = text.replace(self.root, "")
         if self.home and self.home in text:
             text = text.replace(self.home, "~" + os.sep)
-        if ("=" in text or ":" in text) and _may_name_a_secret(text):  # sub is slow: look first
-            text = SECRET_IN_REPR.sub(_redact, text)
+        text = redact(text)
         return text if len(text) <= limit and not cut else text[:limit] + TRUNCATED
 
     def interpreter(self, path: str) -> str:
@@ -102,31 +100,6 @@ class Cleaner:
         if self.root and path.startswith(self.root):
             return path[len(self.root) :]
         return os.path.basename(path) or path
-
-
-_SECRET_WORDS: Final = (
-    "pass",
-    "secret",
-    "token",
-    "api",
-    "auth",
-    "credential",
-    "private",
-    "cookie",
-    "session",
-)
-"""A word of every alternative of `pytest_mcpdebug.values`'s secret pattern: substring tests are ~50x
-cheaper than the pattern on a 400-character reply."""
-
-
-def _may_name_a_secret(text: str) -> bool:
-    lowered = text.lower()
-    return any(word in lowered for word in _SECRET_WORDS) and is_secret(text)
-
-
-def _redact(match: re.Match[str]) -> str:
-    name = match["key"].strip(" \t'\"=:")
-    return match[0] if name in OWN_IDS else match["key"] + REDACTED
 
 
 def _short_repr(value: Any) -> str:

@@ -99,7 +99,13 @@ class Look:
 
 class RunWatch:
     def __init__(self, directory: Path | None) -> None:
+        from pytest_mcpdebug.commands import program
+        from pytest_mcpdebug.folder import dir_args
+
         self.directory = directory
+        self.hints = (program("mcpdebug"), dir_args(directory, Path.cwd()) if directory else [])
+        """How the texts' hints name commands: as the CLI started here would (`mcpdebug` or its path,
+        and ``--dir`` when the store is not found from here)."""
         self.store: Store | None = None
         self._seen_runs: set[str] | None = None
         self._signature: tuple[Any, ...] | None = None
@@ -195,7 +201,7 @@ class RunWatch:
     def run_text(self, run_id: str) -> str:
         """The run's summary: what `mcpdebug show RUN` prints first (a process session's summary)."""
         store = self._store()
-        return _in_terminal(lambda: runs_view.summary(store, lookup.run(store, run_id)).text)
+        return self._in_terminal(lambda: runs_view.summary(store, lookup.run(store, run_id)).text)
 
     def test_text(self, run_id: str, nodeid: str, *, failure: bool = True) -> str:
         """A failing or hung test's failure, as `mcpdebug failure RUN TEST` prints it (frames, locals,
@@ -215,7 +221,17 @@ class RunWatch:
             output = output_view.output_tail(store, run, test["nodeid"], OUTPUT_TAIL)
             return runs_view.test_detail(run, test, phases, output).text
 
-        return _in_terminal(render)
+        return self._in_terminal(render)
+
+    def _in_terminal(self, render: Callable[[], T]) -> T:
+        """``render()`` with the views naming `mcpdebug` commands, as the CLI has them (in a context of
+        its own: the TUI's threads start without the CLI's)."""
+
+        def styled() -> T:
+            calls.for_terminal(*self.hints)
+            return render()
+
+        return contextvars.copy_context().run(styled)
 
     def _store(self) -> Store:
         store = self.open()
@@ -237,14 +253,3 @@ class Reader:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
-
-
-def _in_terminal(render: Callable[[], T]) -> T:
-    """``render()`` with the views naming `mcpdebug` commands, as the CLI has them (in a context of
-    its own: the TUI's threads start without the CLI's)."""
-
-    def styled() -> T:
-        calls.for_terminal()
-        return render()
-
-    return contextvars.copy_context().run(styled)

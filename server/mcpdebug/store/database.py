@@ -57,8 +57,11 @@ class Store(Liveness, Queries, HistoryQueries, DiagnosisQueries):
         self.limits = limits or Limits()
         path = directory / STORE_FILE
         if not create and not path.exists() and not (directory / SPOOL_DIR).is_dir():
+            from pytest_mcpdebug.commands import program
+
             raise StoreError(
-                f"no recorded runs in {directory} (no {STORE_FILE}); record one with `pytest --mcp-debug`"
+                f"no recorded runs in {directory} (no {STORE_FILE}); record one with "
+                f"`{program('pytest')} --mcp-debug`"
             )
         self.path = path
         self._local = threading.local()

@@ -24,6 +24,7 @@ import regex
 
 from mcpdebug.names import COMBINED
 from mcpdebug.store.output_files import Outputs, Segment, row_dict
+from pytest_mcpdebug.redaction import redact
 
 _REGEX_SPECIALS = frozenset(".^$*+?{}[]\\|()")
 _NON_ASCII_FOLDS = frozenset("iks")
@@ -117,8 +118,8 @@ class View:
             texts = data.split(b"\n")
             lo = span.lo + max(start - span.pos, 0)
             hi = span.lo + min(end - span.pos + 1, span.hi - span.lo)
-            for index in range(lo, hi):
-                text = texts[index].decode("utf-8", "replace") if index < len(texts) else ""
+            for index in range(lo, hi):  # as every line shown: without secrets
+                text = redact(texts[index].decode("utf-8", "replace")) if index < len(texts) else ""
                 pos = span.pos + index - span.lo
                 yield Line(pos, pos, self.number(span, index), span.seg.stream, text)
             expected = span.pos + (hi - span.lo)

@@ -135,7 +135,8 @@ Cwd = Annotated[
     str | None,
     Field(
         min_length=1,
-        description="Folder to run in (absolute, or relative to the server's). Default: the server's folder.",
+        description="Folder to run in (absolute, or relative to the server's). Default: the server's "
+        "folder, or the project's when the server runs outside it.",
     ),
     Example('"/home/me/project"'),
 ]

@@ -18,7 +18,7 @@ from mcpdebug.tools.annotations import READ_ONLY, RUNS_CODE
 from mcpdebug.tools.args import RunId, Test
 from mcpdebug.tools.context import ToolGroup, reads_store, tool
 from mcpdebug.views import flaky as flaky_view
-from mcpdebug.views import lookup, value_history
+from mcpdebug.views import import_problem, lookup, value_history
 from mcpdebug.views import suspects as suspects_view
 
 
@@ -98,8 +98,11 @@ class DiagnosisTools(ToolGroup):
             traced = self.store.trace(managed.run_id, found["nodeid"])
             if traced is None:
                 tail = "\n".join(list(managed.terminal)[-15:])
+                rerun = self.store.run(managed.run_id)
+                imports = import_problem.advice(self.store, rerun, managed.terminal, managed.cwd)
                 raise lookup.NotFound(
-                    f"The traced run {managed.run_id} (exit status {managed.returncode}) recorded no trace "
+                    (f"{imports}\n" if imports else "")  # first: an error reply is cut at 2,000 characters
+                    + f"The traced run {managed.run_id} (exit status {managed.returncode}) recorded no trace "
                     "of "
                     f"{found['nodeid']}: the test was not collected or pytest failed to start. Its last "
                     f"lines:\n{tail}"

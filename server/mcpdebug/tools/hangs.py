@@ -9,6 +9,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from mcpdebug.processes import hang_detection
+from mcpdebug.processes.test_runs import project_of
 from mcpdebug.replies import Detection, HangInfo
 from mcpdebug.tools.annotations import READ_ONLY, RUNS_CODE
 from mcpdebug.tools.args import Cwd, Example, HangTest, RunId
@@ -86,7 +87,8 @@ class HangTools(ToolGroup):
             seconds = min(timeout, hang_detection.PID_SAMPLING)
             return await self.asking(hang_detection.process(pid, seconds, min(interval, seconds)))
         if command is not None:
-            return await self.asking(hang_detection.command(command, cwd, timeout, interval))
+            project = project_of(self.store.dir)
+            return await self.asking(hang_detection.command(command, cwd, timeout, interval, project))
 
         async def progress(elapsed: float, total: float | None, message: str) -> None:
             await ctx.report_progress(elapsed, total, message)

@@ -2,36 +2,71 @@
 
 Views write ``call("get_output", run_id=..., test=..., start=...)`` once; the CLI switches the style
 with `for_terminal()` before it renders anything, so the same view says ``get_failure(run_id="R")``
-to an agent and ``mcpdebug failure R`` to a person.
+to an agent and ``mcpdebug failure R`` to a person. A terminal's commands work as pasted where the
+command was typed: they name the program that runs (`.venv/bin/mcpdebug` when `mcpdebug` is not on
+PATH) and carry the location flags it was given (``--dir``).
 """
 
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
-_terminal: ContextVar[bool] = ContextVar("mcpdebug_terminal_hints", default=False)
+
+@dataclass(frozen=True)
+class _Terminal:
+    program: str
+    """The shell word(s) that run `mcpdebug` here (`pytest_mcpdebug.commands.program`)."""
+    location: tuple[str, ...]
+    """Flags every command needs to find the same store, e.g. ``("--dir", "examples/demo")``."""
 
 
-def for_terminal() -> None:
-    """From now on (in this context), name `mcpdebug` commands instead of MCP tools."""
-    _terminal.set(True)
+_terminal: ContextVar[_Terminal | None] = ContextVar("mcpdebug_terminal_hints", default=None)
+
+
+def for_terminal(program: str = "mcpdebug", location: Sequence[str] = ()) -> None:
+    """From now on (in this context), name `mcpdebug` commands instead of MCP tools: run by
+    ``program`` (already quoted for a shell), each followed by ``location``."""
+    _terminal.set(_Terminal(program, tuple(location)))
 
 
 def in_terminal() -> bool:
-    return _terminal.get()
+    return _terminal.get() is not None
+
+
+def command(*args: str) -> str:
+    """A `mcpdebug` command (``command("show", rid)``) as the terminal's hints write it, in
+    backquotes: the program that runs here, then ``args``, then the location flags."""
+    terminal = _terminal.get() or _Terminal("mcpdebug", ())
+    return f"`{terminal.program} {shlex.join([*args, *terminal.location])}`"
+
+
+def pytest_command(args: Sequence[str], cwd: str | None) -> str:
+    """`pytest ARGS` as typed in a shell, after a ``cd`` into ``cwd`` when it is another folder; in
+    a terminal, with the pytest of this environment (its path when the shell would not find it)."""
+    from pathlib import Path
+
+    from pytest_mcpdebug.commands import program
+
+    folder = Path(cwd) if cwd else None
+    terminal = in_terminal()
+    here = Path.cwd() if terminal else None
+    prefix = f"cd {shlex.quote(str(folder))} && " if folder is not None and folder != here else ""
+    name = program("pytest", folder) if terminal else "pytest"
+    return f"`{prefix}{name} {shlex.join(args)}`"
 
 
 def call(name: str, **args: Any) -> str:
     """The call of tool ``name`` with ``args`` (None values left out), in the current style."""
     given = {k: v for k, v in args.items() if v is not None}
-    if _terminal.get():
-        command = _COMMANDS.get(name)
-        if command is not None:
-            return "`" + shlex.join(command(given)) + "`"
-        return f"{_tool(name, given)} (an MCP tool: `mcpdebug serve`)"
+    if in_terminal():
+        build = _COMMANDS.get(name)
+        if build is not None:
+            return command(*build(given)[1:])
+        return f"{_tool(name, given)} (an MCP tool: {command('serve')})"
     return _tool(name, given)
 
 
@@ -83,4 +118,11 @@ _COMMANDS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "list_tests": lambda a: [*_show(a), *([] if "outcome" in a else ["--all"])],
     "get_run_summary": _show,
     "list_sessions": lambda a: ["mcpdebug", "runs"],
+    "get_suspects": lambda a: [
+        "mcpdebug",
+        "suspects",
+        str(a.get("run_id", "latest")),
+        *(["--top", str(a["top"])] if "top" in a else []),
+        *(["--level", str(a["level"])] if "level" in a else []),
+    ],
 }

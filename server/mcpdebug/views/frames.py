@@ -26,6 +26,7 @@ from mcpdebug.store import Store
 from mcpdebug.views import lookup
 from mcpdebug.views.calls import call
 from pytest_mcpdebug.protocol import Snapshot, SnapshotVar
+from pytest_mcpdebug.redaction import redact
 
 LOCALS_BASE: Final = 1_000_000
 SPECIAL_PREFIX: Final = "__"
@@ -179,7 +180,9 @@ def source_context(
     return SourceContext(
         file=str(target),
         line=line,
-        lineContent=lines[line - 1],
-        surrounding=[SourceLine(line=n, content=lines[n - 1]) for n in range(first, last + 1)],
+        lineContent=redact(lines[line - 1], code=True),
+        surrounding=[
+            SourceLine(line=n, content=redact(lines[n - 1], code=True)) for n in range(first, last + 1)
+        ],
         note="read from disk now; it may differ from the source at the time of the run",
     )

@@ -19,7 +19,7 @@ from mcpdebug.replies import Data, Evaluation, HeldSession, RunState, Scopes, So
 from mcpdebug.store import Store
 from mcpdebug.views import failure as failure_view
 from mcpdebug.views import hang as hang_view
-from mcpdebug.views import lookup, time_text
+from mcpdebug.views import import_problem, lookup, time_text
 from mcpdebug.views import runs as runs_view
 from mcpdebug.views.calls import call
 from mcpdebug.views.frames import source_context
@@ -216,17 +216,22 @@ def _finished(store: Store, result: Outcome) -> str:
     run, managed = result.run, result.managed
     if run is None:
         assert managed is not None
+        imports = import_problem.advice(store, None, managed.terminal, managed.cwd)
         raise lookup.NotFound(
             f"pytest exited with status {managed.returncode} before recording anything "
             f"(run {managed.run_id}, in {managed.cwd}).{_terminal(managed, 30)}\n"
-            "Fix the arguments or the project and call run_tests again."
+            + (imports or "Fix the arguments or the project and call run_tests again.")
         )
     rid = run["run_id"]
     summary = runs_view.summary(store, run).text
     exit_note = ""
     if managed is not None and managed.returncode is not None and run.get("exit_status") is None:
         exit_note = f"\nThe pytest process exited with status {managed.returncode} without finishing its run."
-    return f"FINISHED: run {rid}.\n{summary}{exit_note}{_terminal(managed, 15)}"
+    imports = ""
+    if managed is not None and run["collection_errors"]:
+        imports = import_problem.advice(store, run, managed.terminal, managed.cwd)
+    head = f"FINISHED: run {rid}.\n" + (f"{imports}\n\n" if imports else "")
+    return f"{head}{summary}{exit_note}{_terminal(managed, 15)}"
 
 
 def _terminal(managed: ManagedRun | None, lines: int) -> str:

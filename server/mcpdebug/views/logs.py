@@ -14,6 +14,7 @@ from mcpdebug.store.output_files import Segment
 from mcpdebug.store.output_query import ErrorType, OutputError
 from mcpdebug.views import lookup
 from mcpdebug.views.output_window import LINE_CHARS, MAX_REPLY_CHARS, parse_time, uri
+from pytest_mcpdebug.redaction import redact
 
 MAX_LOG_LINES: Final = 10_000
 """Most lines `get_logs` collects per session (a reply shows far fewer; this bounds memory)."""
@@ -215,7 +216,7 @@ def session_lines(
             ts = times[index] if times is not None and index < len(times) else seg.ts
             if since is not None and ts < since:
                 continue
-            text = texts[index].decode("utf-8", "replace") if index < len(texts) else ""
+            text = redact(texts[index].decode("utf-8", "replace")) if index < len(texts) else ""
             found.append((ts, unit["id"], seg.first + index, run_id, unit["unit"], seg.stream, text))
             if len(found) >= wanted:
                 return found

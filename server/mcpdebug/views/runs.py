@@ -11,7 +11,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from mcpdebug.replies import PhaseRow, Problem, RunSummary, SessionRow, TestDetail, TestList, TestRow
-from mcpdebug.views.calls import call, in_terminal
+from mcpdebug.views.calls import call, in_terminal, pytest_command
 from mcpdebug.views.failure_history import failure_notes
 from mcpdebug.views.time_text import seconds, when
 
@@ -92,7 +92,7 @@ def session_rows(runs: list[dict[str, Any]]) -> list[SessionRow]:
 def sessions(runs: list[dict[str, Any]]) -> str:
     if not runs:
         return (
-            "No sessions recorded yet. Run `pytest --mcp-debug` in the project"
+            f"No sessions recorded yet. Run {pytest_command(['--mcp-debug'], None)} in the project"
             + (" (or call run_tests)" if not in_terminal() else "")
             + " to record one."
         )

@@ -1,5 +1,5 @@
 """`get_suspects` and the suspects `get_failure` lists: a run's lines (or functions) ranked by how
-much more the failing tests ran them than the passing ones (`mcpdebug.diagnosis.ranking`)."""
+much more the failing tests ran them than the passing ones (`pytest_mcpdebug.diagnosis.ranking`)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,13 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mcpdebug.diagnosis import ranking
-from mcpdebug.diagnosis.functions import MODULE, line_functions
 from mcpdebug.replies.diagnosis import SuspectLine, Suspects
-from mcpdebug.store.coverage_data import RunCoverage, find_files, load
-from mcpdebug.views.lookup import NotFound
+from mcpdebug.views import calls
+from mcpdebug.views.calls import call
 from mcpdebug.views.runs import bound
+from pytest_mcpdebug.coverage.data import RunCoverage, find_files, load
+from pytest_mcpdebug.diagnosis import ranking
+from pytest_mcpdebug.diagnosis.functions import MODULE, line_functions
 
 if TYPE_CHECKING:
     from mcpdebug.store import Store
@@ -23,15 +24,19 @@ FAILING = ("failed", "error")
 PASSING = ("passed",)
 
 
+class NoCoverage(Exception):
+    """The run has no per-test coverage to rank: the message says why."""
+
+
 def run_coverage(store: Store, run: dict[str, Any]) -> RunCoverage | None:
     """The run's per-test coverage, or None when it was not recorded with --mcp-debug-coverage."""
     paths, missing = find_files(store.dir, run["run_id"], store.coverage_files(run["run_id"]))
     if not paths:
         if missing:
-            raise NotFound(
-                f"Run {run['run_id']}'s coverage data is not where it was recorded "
-                f"({', '.join(missing[:3])}): "
-                f"copy it into {store.dir / 'coverage'} or re-run with --mcp-debug-coverage."
+            raise NoCoverage(
+                f"Run {run['run_id']} was recorded with coverage, but its data is not where it was "
+                f"recorded ({', '.join(missing[:3])}): copy it into {store.dir / 'coverage'}, or record "
+                "the run again with coverage."
             )
         return None
     coverage = load(paths)
@@ -40,16 +45,18 @@ def run_coverage(store: Store, run: dict[str, Any]) -> RunCoverage | None:
 
 
 def suspects(store: Store, run: dict[str, Any], top: int = 10, level: str = "statement") -> Suspects:
+    """The ranking; a run without per-test coverage gets a reply that says how to record it (an
+    answer the agent acts on, not an error)."""
     rid = run["run_id"]
-    coverage = run_coverage(store, run)
-    if coverage is None:
-        raise NotFound(
-            f"Run {rid} has no per-test coverage. Record it with `pytest --mcp-debug-coverage` "
-            f'(or run_tests(args=["--mcp-debug-coverage", ...])), then ask again.'
-        )
     tests = store.tests(rid)
     failing = {t["nodeid"] for t in tests if t["status"] in FAILING}
     passing = {t["nodeid"] for t in tests if t["status"] in PASSING}
+    try:
+        coverage = run_coverage(store, run)
+    except NoCoverage as exc:
+        return _without_coverage(run, failing, passing, level, str(exc))
+    if coverage is None:
+        return _without_coverage(run, failing, passing, level, None)
     ranked, places = _rank(coverage, failing, passing, level)
     root = run["rootdir"] or ""
     rows = [_row(s, root, level, places) for s in ranked[:top]]
@@ -64,6 +71,53 @@ def suspects(store: Store, run: dict[str, Any], top: int = 10, level: str = "sta
     )
     reply.text = _text(reply, ranked, coverage, failing, top)
     return reply
+
+
+def _without_coverage(
+    run: dict[str, Any], failing: set[str], passing: set[str], level: str, why: str | None
+) -> Suspects:
+    """No suspects: what to run to get them (this run's tests again, with coverage)."""
+    rid = run["run_id"]
+    args = recorded_with_coverage(run)
+    again = call("run_tests", args=args, cwd=_cwd(run))
+    shell = calls.pytest_command(args, run["cwd"])
+    if not failing:
+        text = (
+            f"No suspects in run {rid}: no test failed, and suspects are the lines failing tests ran "
+            "that passing tests did not."
+        )
+        next_call = None
+    else:
+        text = why or f"Run {rid} was recorded without per-test coverage, so there are no suspects to rank."
+        how = shell if calls.in_terminal() else f"{again}, or {shell} in a shell"
+        text += (
+            f"\nTo get them, run its tests again with coverage: {how}; then "
+            f"{call('get_suspects', run_id='latest')}."
+            + "\nTo record coverage on every run (it costs what coverage.py's per-test contexts cost), set "
+            "`mcpdebug_coverage = true` in the project's pytest configuration (`mcpdebug init --coverage` "
+            "writes it)."
+        )
+        next_call = again
+    return Suspects(
+        text=text,
+        run_id=rid,
+        level=level,
+        failing_tests=len(failing),
+        passing_tests=len(passing),
+        suspects=[],
+        next_call=next_call,
+    )
+
+
+def recorded_with_coverage(run: dict[str, Any]) -> list[str]:
+    """The run's pytest arguments with `--mcp-debug-coverage` (which implies `--mcp-debug`)."""
+    kept = [a for a in run["args"] or [] if a not in ("--mcp-debug", "--mcp-debug-coverage")]
+    return ["--mcp-debug-coverage", *kept]
+
+
+def _cwd(run: dict[str, Any]) -> str | None:
+    """The run's folder, when it is not its rootdir (where run_tests starts by default)."""
+    return run["cwd"] if run["cwd"] and run["cwd"] != run["rootdir"] else None
 
 
 def _rank(
@@ -181,10 +235,7 @@ def _next_call(rid: str, failing: list[str]) -> str | None:
 
 def failure_suspects(store: Store, run: dict[str, Any], top: int = 5) -> str:
     """The top suspects for `get_failure`'s text, or "" when the run has no coverage or no failure."""
-    try:
-        reply = suspects(store, run, top)
-    except NotFound:
-        return ""
+    reply = suspects(store, run, top)
     if not reply.suspects:
         return ""
     lines = [
