@@ -2,6 +2,7 @@
 
     mcp-call --list                 the server's tools: name, what each answers, its arguments
     mcp-call --schema TOOL          one tool's whole input schema
+    mcp-call --stop                 end the session (the next call starts a new one)
     mcp-call TOOL key=value ...     call a tool; a value is read as JSON when it parses (5, true, ["-x"]),
                                     else as a string; --args '{"k": ...}' passes them all as one JSON object
 
@@ -20,6 +21,7 @@ import contextlib
 import hashlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -76,7 +78,11 @@ async def broker(root: Path) -> None:
             last_call = time.monotonic()
             try:
                 request = json.loads(await reader.readline())
-                reply = await answer(session, request)
+                if request["op"] == "stop":
+                    last_call = -IDLE_SECONDS  # ends the loop below
+                    reply = {"stopped": True}
+                else:
+                    reply = await answer(session, request)
             except Exception as exc:  # the caller sees every failure as an error reply
                 reply = {"error": f"{type(exc).__name__}: {exc}"}
             writer.write(json.dumps(reply).encode() + b"\n")
@@ -176,6 +182,7 @@ def show_tools(tools: list[dict[str, Any]]) -> None:
 
 
 def main(argv: list[str]) -> int:
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `mcp-call --list | head` ends quietly
     if argv[:1] == ["--broker"]:
         asyncio.run(broker(Path(argv[1])))
         return 0
@@ -183,6 +190,11 @@ def main(argv: list[str]) -> int:
         print(__doc__.split("\n\n")[0].strip())
         return 0 if argv else 2
     root = find_root(Path.cwd())
+    if argv[0] == "--stop":
+        if socket_path(root).exists():
+            with contextlib.suppress(OSError):
+                ask(root, {"op": "stop"})
+        return 0
     if argv[0] in ("--list", "--schema"):
         reply = ask(root, {"op": "list"})
         if "error" in reply:
