@@ -121,7 +121,8 @@ def make_venv(task: dict, dest: Path, wheels: Path, with_project: bool) -> Path:
     py = venv / "bin" / "python"
     wanted = list(task["deps"]) + (["pytest-mcpdebug"] if with_project else [])
     sh([str(py), "-m", "pip", "install", "-q", "--no-index", "--find-links", str(wheels), *wanted])
-    site = Path(sh([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip())
+    purelib = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    site = Path(sh([str(py), "-c", purelib]).stdout.strip())
     (site / "_trial_source.pth").write_text(str((dest / task["pythonpath"]).resolve()) + "\n")
     return venv
 
@@ -168,7 +169,7 @@ def ci_artifacts(task: dict, dest: Path, with_project: bool) -> None:
     out.mkdir()
     cmd = ["pytest"] + (["--mcp-debug-html", str(out / "report.html")] if with_project else [])
     done = subprocess.run(cmd, cwd=dest, env=env, text=True, capture_output=True, timeout=600)
-    (out / "console.log").write_text(f"$ {' '.join(['pytest'])}\n{done.stdout}{done.stderr}", encoding="utf-8")
+    (out / "console.log").write_text(f"$ pytest\n{done.stdout}{done.stderr}", encoding="utf-8")
     for name in ci.get("files", {}):
         (dest / name).unlink()
     for cache in dest.rglob("__pycache__"):

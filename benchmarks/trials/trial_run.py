@@ -32,7 +32,7 @@ def main(argv):
     cwd = os.getcwd()
     if not (cwd == str(ROOT) or cwd.startswith(f"{ROOT}/")):
         cwd = str(ROOT)
-    n = sum(1 for _ in open(LOG, encoding="utf-8")) if LOG.exists() else 0
+    n = len(LOG.read_text(encoding="utf-8").splitlines()) if LOG.exists() else 0
     out_dir = TRIAL / "out"
     out_dir.mkdir(exist_ok=True)
     started = time.time()
