@@ -167,9 +167,9 @@ def ci_artifacts(task: dict, dest: Path, with_project: bool) -> None:
     env = {**shell_env(dest), **ci.get("env", {}), "CI": "true"}
     out = dest / "ci"
     out.mkdir()
-    cmd = ["pytest"] + (["--mcp-debug-html", str(out / "report.html")] if with_project else [])
+    cmd = ["pytest"] + (["--mcp-debug-html", "ci/report.html"] if with_project else [])
     done = subprocess.run(cmd, cwd=dest, env=env, text=True, capture_output=True, timeout=600)
-    (out / "console.log").write_text(f"$ pytest\n{done.stdout}{done.stderr}", encoding="utf-8")
+    (out / "console.log").write_text(f"$ {' '.join(cmd)}\n{done.stdout}{done.stderr}", encoding="utf-8")
     for name in ci.get("files", {}):
         (dest / name).unlink()
     for cache in dest.rglob("__pycache__"):
@@ -240,7 +240,7 @@ def verify(task_id: str, condition: str, dest: Path) -> list[str]:
     base = ["pytest", "-p", "no:cacheprovider", task["symptom"]]
     if task["kind"] == "hang":
         try:
-            subprocess.run(["pytest", "-x", "-p", "no:mcpdebug", task["symptom"]], cwd=dest, env=env,
+            subprocess.run(["pytest", "-x", task["symptom"]], cwd=dest, env=env,
                            capture_output=True, timeout=20)
             problems.append("the symptom test did not hang")
         except subprocess.TimeoutExpired:
@@ -276,6 +276,17 @@ def verify(task_id: str, condition: str, dest: Path) -> list[str]:
     return problems
 
 
+def check_answer(task_id: str, dest: Path) -> list[str]:
+    """The fault undone (the patch reversed), the answer's check must pass: else no fix could."""
+    sys.path.insert(0, str(HERE))
+    import score  # the scoring script beside this one
+
+    sh(["patch", "-s", "-R", "-p1", "--no-backup-if-mismatch", "-i", str(ANSWERS / f"{task_id}.patch")],
+       cwd=dest)
+    fixed, _, note = score.check(dest, task_id)
+    return [] if fixed else [f"the answer's check fails without the fault: {note}"]
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("task", help=f"one of {', '.join(TASKS['tasks'])}, or all (with --verify)")
@@ -284,6 +295,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     parser.add_argument("--verify", action="store_true", help="build in a temporary folder, check, delete")
     parser.add_argument("--prompt", action="store_true", help="print the subject's prompt and stop")
+    parser.add_argument("--check-answers", action="store_true",
+                        help="with --verify: also check that the suite passes once the fault is undone")
     args = parser.parse_args(argv)
     tasks = list(TASKS["tasks"]) if args.task == "all" else [args.task]
     if any(t not in TASKS["tasks"] for t in tasks):
@@ -306,6 +319,8 @@ def main(argv: list[str]) -> int:
                 dest = Path(tmp) / "work"
                 build(task_id, condition, dest, args.cache)
                 problems = verify(task_id, condition, dest)
+                if args.check_answers:
+                    problems += check_answer(task_id, dest)
                 if condition == "with":
                     subprocess.run(["mcp-call", "--stop"], cwd=dest, env=shell_env(dest), check=False)
                 print(f"  {task_id} ({condition}): {'OK' if not problems else '; '.join(problems)}")
