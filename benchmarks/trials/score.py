@@ -13,7 +13,8 @@ report, as the lead saved it. The row written (replacing one of the same task, c
   times). tests_edited says whether the subject changed a test file.
 - commands by kind (pytest, mcp, mcpdebug, edit, grep, read, other), chars_read (what the commands
   printed), wall_s (first command's start to last command's end, or --wall), tools_used (an mcp-call
-  or mcpdebug command), touched_outside (a command that names a path outside the workspace: a peek).
+  or mcpdebug command), project_files_read (commands naming .mcpdebug/ or the HTML report),
+  touched_outside (a command that names a path outside the workspace: a peek).
 """
 
 from __future__ import annotations
@@ -179,7 +180,9 @@ def score(workspace: Path, report_path: Path, label: str, run_check: bool, wall:
         "solved": was_named or fixed, "named": was_named, "fixed": fixed, "tests_edited": edited,
         "check": note, "commands": {**counts, "total": len(commands)},
         "chars_read": sum(int(c.get("out_chars", 0)) for c in commands), "wall_s": wall,
-        "tools_used": counts["mcp"] + counts["mcpdebug"] > 0, "touched_outside": sorted(set(outside)),
+        "tools_used": counts["mcp"] + counts["mcpdebug"] > 0,
+        "project_files_read": sum(".mcpdebug" in c["cmd"] or "report.html" in c["cmd"] for c in commands),
+        "touched_outside": sorted(set(outside)),
     }
 
 

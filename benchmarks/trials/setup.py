@@ -37,7 +37,8 @@ DEFAULT_CACHE = Path.home() / ".cache" / "mcpdebug-trials"
 MARK = ".trial/task.json"
 LOGGER = HERE / "trial_run.py"
 MCP_CALL = HERE / "mcp_call.py"
-PYTHON = sys.executable if sys.version_info >= (3, 11) else shutil.which("python3")
+# the interpreter itself, not the venv this script runs in: workspaces outlive that venv
+PYTHON = getattr(sys, "_base_executable", sys.executable) if sys.version_info >= (3, 11) else "python3"
 _BUILT: list[bool] = []
 
 
