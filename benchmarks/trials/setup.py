@@ -39,11 +39,14 @@ LOGGER = HERE / "trial_run.py"
 MCP_CALL = HERE / "mcp_call.py"
 # the interpreter itself, not the venv this script runs in: workspaces outlive that venv
 PYTHON = getattr(sys, "_base_executable", sys.executable) if sys.version_info >= (3, 11) else "python3"
-_BUILT: list[bool] = []
+_BUILT: list[Path] = []
 
 
 def sh(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(cmd, check=True, text=True, capture_output=True, **kw)  # type: ignore[call-overload]
+    done = subprocess.run(cmd, text=True, capture_output=True, **kw)  # type: ignore[call-overload]
+    if done.returncode != 0:
+        raise SystemExit(f"set-up failed: {' '.join(cmd)}\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+    return done
 
 
 # -- the cache: sdists pinned by sha256, and a wheelhouse ------------------------------------------
@@ -62,22 +65,24 @@ def sdist(cache: Path, name: str) -> Path:
     return path
 
 
-def wheelhouse(cache: Path, deps: list[str], with_project: bool) -> Path:
+def wheelhouse(cache: Path, deps: list[str], with_project: bool) -> list[Path]:
+    """The folders pip installs from: the cache's wheels, and (with) this repository's wheel."""
     wheels = cache / "wheels"
     wheels.mkdir(parents=True, exist_ok=True)
     stamp = wheels / ("deps-" + hashlib.sha256("\n".join(sorted(deps)).encode()).hexdigest()[:12])
     if not stamp.exists():
         sh([PYTHON, "-m", "pip", "download", "-q", "-d", str(wheels), *deps])
         stamp.touch()
-    if with_project and not _BUILT:
-        _BUILT.append(True)
-        # a wheel of this repository as it is now (once per set-up command), and what it needs
-        for old in wheels.glob("pytest_mcpdebug-*.whl"):
-            old.unlink()
-        sh([PYTHON, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(REPO)])
-        built = next(wheels.glob("pytest_mcpdebug-*.whl"))
-        sh([PYTHON, "-m", "pip", "download", "-q", "-d", str(wheels), str(built)])
-    return wheels
+    if not with_project:
+        return [wheels]
+    if not _BUILT:
+        # a wheel of this repository as it is now, once per set-up command, in a folder of its own
+        # (set-ups running at the same time each install their own); what it needs goes to the cache
+        own = Path(tempfile.mkdtemp(prefix="trials-wheel-"))
+        sh([PYTHON, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(own), str(REPO)])
+        sh([PYTHON, "-m", "pip", "download", "-q", "-d", str(wheels), str(next(own.glob("*.whl")))])
+        _BUILT.append(own)
+    return [wheels, _BUILT[0]]
 
 
 # -- the workspace ------------------------------------------------------------------------------------
@@ -116,12 +121,13 @@ def apply_fault(task_id: str, dest: Path) -> None:
     sh(["patch", "-s", "-p1", "--no-backup-if-mismatch", "-i", str(patch)], cwd=dest)
 
 
-def make_venv(task: dict, dest: Path, wheels: Path, with_project: bool) -> Path:
+def make_venv(task: dict, dest: Path, wheels: list[Path], with_project: bool) -> Path:
     venv = dest / ".venv"
     sh([PYTHON, "-m", "venv", str(venv)])
     py = venv / "bin" / "python"
     wanted = list(task["deps"]) + (["pytest-mcpdebug"] if with_project else [])
-    sh([str(py), "-m", "pip", "install", "-q", "--no-index", "--find-links", str(wheels), *wanted])
+    links = [arg for folder in wheels for arg in ("--find-links", str(folder))]
+    sh([str(py), "-m", "pip", "install", "-q", "--no-index", *links, *wanted])
     purelib = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
     site = Path(sh([str(py), "-c", purelib]).stdout.strip())
     (site / "_trial_source.pth").write_text(str((dest / task["pythonpath"]).resolve()) + "\n")
