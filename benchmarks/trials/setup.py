@@ -18,6 +18,7 @@ the artifact and not in a local run) and that `mcp-call --list` answers; it dele
 from __future__ import annotations
 
 import argparse
+import atexit
 import hashlib
 import json
 import os
@@ -79,6 +80,7 @@ def wheelhouse(cache: Path, deps: list[str], with_project: bool) -> list[Path]:
         # a wheel of this repository as it is now, once per set-up command, in a folder of its own
         # (set-ups running at the same time each install their own); what it needs goes to the cache
         own = Path(tempfile.mkdtemp(prefix="trials-wheel-"))
+        atexit.register(shutil.rmtree, own, True)
         sh([PYTHON, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(own), str(REPO)])
         sh([PYTHON, "-m", "pip", "download", "-q", "-d", str(wheels), str(next(own.glob("*.whl")))])
         _BUILT.append(own)
