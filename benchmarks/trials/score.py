@@ -81,15 +81,18 @@ def read_log(workspace: Path) -> list[dict]:
 
 
 def named(report: str, answer: dict) -> bool:
+    """The faulty file named (not a file whose name ends like it: test_x.py for x.py) with one of the
+    answer's lines (one either side counts) close to it: `x.py:12`, `x.py, line 12`, `line 12 of x.py`."""
     base = Path(answer["file"]).name
-    if base not in report:
-        return False
     wanted = {n + d for n in answer["lines"] for d in (-1, 0, 1)}
     numbers: set[int] = set()
-    for m in re.finditer(rf"{re.escape(base)}\D{{0,3}}:(\d+)(?:\s*[-–]\s*(\d+))?", report):
-        numbers.update(_span(m))
-    for m in re.finditer(r"\b[Ll]ines?\s*(\d+)(?:\s*(?:[-–]|to|and|,)\s*(\d+))?", report):
-        numbers.update(_span(m))
+    for hit in re.finditer(rf"(?<![\w.-]){re.escape(base)}", report):
+        after = report[hit.end() : hit.end() + 60]
+        before = report[max(0, hit.start() - 60) : hit.start()]
+        if m := re.match(r"\D{0,3}:(\d+)(?:\s*[-–]\s*(\d+))?", after):
+            numbers.update(_span(m))
+        for m in re.finditer(r"\b[Ll]ines?\s*(\d+)(?:\s*(?:[-–]|to|and|,)\s*(\d+))?", after + " " + before):
+            numbers.update(_span(m))
     return bool(numbers & wanted)
 
 
@@ -240,6 +243,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--results", type=Path, default=HERE / "results.json")
     parser.add_argument("--label", default="1", help="tells repeated trials of one task and condition apart")
     parser.add_argument("--no-check", action="store_true", help="do not run the fix check")
+    parser.add_argument("--named", choices=["yes", "no"],
+                        help="the lead's reading of the report, over the heuristic's (named is a heuristic)")
     parser.add_argument("--wall", type=float, help="wall time in seconds, when known better than the log's")
     parser.add_argument("--table", type=Path, metavar="RESULTS", help="print the Markdown table of RESULTS")
     args = parser.parse_args(argv)
@@ -249,6 +254,9 @@ def main(argv: list[str]) -> int:
     if not args.workspace or not args.report:
         parser.error("give WORKSPACE and --report (or --table RESULTS)")
     row = score(args.workspace.resolve(), args.report, args.label, not args.no_check, args.wall)
+    if args.named:
+        row["named"] = args.named == "yes"
+        row["solved"] = row["named"] or row["fixed"]
     save(row, args.results)
     print(json.dumps(row, indent=1))
     return 0
