@@ -39,9 +39,9 @@ _EDIT = re.compile(
     r"\bsed\s+(-\w*\s+)*-i|\bperl\s+-\w*i|\bpatch\b|\bgit\s+(apply|checkout|restore)\b|\btee\b|"
     r"(^|[^0-9&2])>{1,2}\s*(?!/dev/null|&)[\w./-]+|write_text|\.write\(|open\([^)]*['\"][wa]['\"]|\bed\s|apply_patch"
 )
-_GREP = re.compile(r"(^|[\s;&|(])(grep|egrep|rg|ag|ack|find|git\s+grep)\s")
+_GREP = re.compile(r"(^|[\s;&|(])(grep|egrep|rg|ag|ack|find|git\s+grep)(\s|$)")
 _READ = re.compile(
-    r"(^|[\s;&|(])(cat|sed|head|tail|less|more|nl|awk|bat|view|git\s+(show|diff|log|blame)|python3?\s+-c)\s"
+    r"(^|[\s;&|(])(cat|sed|head|tail|less|more|nl|awk|bat|view|git\s+(show|diff|log|blame)|python3?\s+-c)(\s|$)"
 )
 
 
