@@ -9,7 +9,8 @@
 Like an MCP client, it keeps one server session for the whole conversation: the first call starts a
 broker (a background process holding a stdio session to the server, reached over a unix socket in
 the temp folder), and later calls go through it, so a held test, a debug session or tools enabled
-within the session stay there between calls. The broker ends after 30 minutes without a call.
+within the session stay there between calls. The broker ends after 30 minutes without a call, on
+`mcp-call --stop`, or once the project's .mcp.json is gone.
 
 Installed into a trial workspace's venv by benchmarks/trials/setup.py (condition "with").
 """
@@ -70,6 +71,7 @@ async def broker(root: Path) -> None:
     )
     path = socket_path(root)
     last_call = time.monotonic()
+    stopping = asyncio.Event()
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
 
@@ -79,7 +81,7 @@ async def broker(root: Path) -> None:
             try:
                 request = json.loads(await reader.readline())
                 if request["op"] == "stop":
-                    last_call = -IDLE_SECONDS  # ends the loop below
+                    stopping.set()
                     reply = {"stopped": True}
                 else:
                     reply = await answer(session, request)
@@ -95,8 +97,12 @@ async def broker(root: Path) -> None:
             path.unlink()
         server = await asyncio.start_unix_server(handle, path=str(path), limit=2**24)
         try:
-            while time.monotonic() - last_call < IDLE_SECONDS:
-                await asyncio.sleep(5)
+            # until asked to stop, idle too long, or the project is gone
+            while time.monotonic() - last_call < IDLE_SECONDS and (root / ".mcp.json").is_file():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stopping.wait(), 5)
+                if stopping.is_set():
+                    break
         finally:
             server.close()
             with contextlib.suppress(FileNotFoundError):

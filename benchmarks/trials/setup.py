@@ -285,6 +285,25 @@ def verify(task_id: str, condition: str, dest: Path) -> list[str]:
     return problems
 
 
+def stop_broker(dest: Path) -> list[str]:
+    """`mcp-call --stop`, and the broker (and its server) gone within 30 s."""
+    subprocess.run(["mcp-call", "--stop"], cwd=dest, env=shell_env(dest), check=False, timeout=60)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        left = [p for p in Path("/proc").glob("[0-9]*") if _runs_from(p, dest)]
+        if not left:
+            return []
+        time.sleep(0.5)
+    return [f"mcp-call --stop left {len(left)} process(es) running"]
+
+
+def _runs_from(proc_dir: Path, dest: Path) -> bool:
+    try:
+        return str(dest) in (proc_dir / "cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return False
+
+
 def check_answer(task_id: str, dest: Path) -> list[str]:
     """The fault undone (the patch reversed), the answer's check must pass: else no fix could."""
     sys.path.insert(0, str(HERE))
@@ -331,7 +350,7 @@ def main(argv: list[str]) -> int:
                 if args.check_answers:
                     problems += check_answer(task_id, dest)
                 if condition == "with":
-                    subprocess.run(["mcp-call", "--stop"], cwd=dest, env=shell_env(dest), check=False)
+                    problems += stop_broker(dest)
                 print(f"  {task_id} ({condition}): {'OK' if not problems else '; '.join(problems)}")
                 failures += bool(problems)
     return 1 if failures else 0
