@@ -79,7 +79,9 @@ async def http_client(
         yield client
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 15.0, interval: float = 0.05) -> Any:
+def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, interval: float = 0.05) -> Any:
+    """``predicate()``'s first true value, polled until ``timeout``: a generous deadline, since what a
+    test waits for may take many times longer on a loaded machine (the wait ends as soon as it holds)."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
