@@ -103,6 +103,22 @@ def start_inner(pytester: pytest.Pytester, *args: str) -> subprocess.Popen[bytes
     )
 
 
+UNTIL_RECORDED = """
+def until_recorded(text, seconds=120):
+    # Until the recorder has read `text` of this test's output (it is in the run's spool): what a
+    # test waits for before something that must come after, however slow a loaded machine is.
+    import pathlib, time
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        for path in pathlib.Path(".mcpdebug", "spool").glob("*.jsonl"):
+            if text in path.read_text(errors="replace"):
+                return
+        time.sleep(0.02)
+    raise AssertionError(f"{text!r} was not recorded within {seconds} s")
+"""
+"""Source for an inner test module (no server: what the sender thread reads goes to the spool)."""
+
+
 NOW = float(int(time.time()) - 3600)
 """A recent start time for hand-built runs: the store evicts runs older than ``max_age`` (7 days)."""
 
