@@ -30,8 +30,13 @@ EXTRA_PLUGINS = ("hypothesispytest", "randomly", "asyncio", "rerunfailures")
 FAST = ("-p", "no:cacheprovider", *(arg for name in EXTRA_PLUGINS for arg in ("-p", f"no:{name}")))
 
 
+INNER_DEADLINE = 300.0
+"""How long an inner run may take before the test fails: most take seconds, but two copies of this
+suite on a loaded 2-core machine run many times slower."""
+
+
 def run_inner(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess(*FAST, *args, timeout=120)
+    return pytester.runpytest_subprocess(*FAST, *args, timeout=INNER_DEADLINE)
 
 
 LAUNCHERS = ("script", "module")
@@ -43,7 +48,7 @@ PYTEST_SCRIPT = Path(sys.executable).with_name("pytest")
 
 
 def run_launched(
-    pytester: pytest.Pytester, launcher: str, *args: str, timeout: float = 120
+    pytester: pytest.Pytester, launcher: str, *args: str, timeout: float = INNER_DEADLINE
 ) -> pytest.RunResult:
     """An inner run started as ``launcher`` says (`LAUNCHERS`), in its own process."""
     if launcher == "module":

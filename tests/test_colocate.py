@@ -22,7 +22,7 @@ def in_thread(work: object) -> object:
     result: list[object] = []
     thread = threading.Thread(target=lambda: result.append(work()))  # type: ignore[operator]
     thread.start()
-    thread.join(10)
+    thread.join(60)
     return result[0]
 
 
