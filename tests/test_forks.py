@@ -54,7 +54,7 @@ def test_pools_terminated_at_once_end_and_the_run_ends(pytester: pytest.Pytester
     """Without the fix one worker in a few hundred outlives its SIGTERM and the pool joins it for ever:
     this run then never ends (the timeout below fails the test)."""
     pytester.makepyfile(test_pools=POOLS)
-    result = run_launched(pytester, launcher, "--mcp-debug-timeout=90", timeout=90)
+    result = run_launched(pytester, launcher, "--mcp-debug-timeout=90", timeout=300)
     result.assert_outcomes(passed=3)
     assert "killed by SIGTERM" not in result.stdout.str() + result.stderr.str()
     (run,) = recorded(pytester.path / ".mcpdebug").runs()

@@ -112,7 +112,7 @@ def run_id_of(output: str) -> str:
 
 
 async def poll_output(
-    client: Client, wanted: list[str], timeout: float = 30, **args: Any
+    client: Client, wanted: list[str], timeout: float = 60, **args: Any
 ) -> tuple[str, float]:
     """get_output until its reply contains every ``wanted`` text; the reply and when it was seen."""
     reply = ""
@@ -143,7 +143,7 @@ class LineReader:
         for raw in iter(stream.readline, b""):
             self._queue.put((time.time(), raw.decode().rstrip("\n")))
 
-    async def wait_for(self, needle: str, timeout: float = 30) -> tuple[str, float]:
+    async def wait_for(self, needle: str, timeout: float = 60) -> tuple[str, float]:
         with anyio.move_on_after(timeout):
             while True:
                 try:
@@ -576,7 +576,7 @@ async def test_a_killed_test_keeps_what_it_wrote(
 
 async def follow_spooled_run(path: Path) -> subprocess.Popen[bytes]:
     """`mcpdebug tail` as a user starts it: once the run is on disk (its spool file is there)."""
-    with anyio.fail_after(30):
+    with anyio.fail_after(60):
         while not any((path / ".mcpdebug" / "spool").glob("*.jsonl")):
             await anyio.sleep(0.05)
     return subprocess.Popen(
