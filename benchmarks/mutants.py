@@ -42,9 +42,9 @@ sys.path.insert(0, str(ROOT / "server"))
 from mcpdebug.app import build_server  # noqa: E402
 from mcpdebug.ingest.spool import ingest_spool  # noqa: E402
 from mcpdebug.store import Store  # noqa: E402
-from mcpdebug.store.coverage_data import find_files, load  # noqa: E402
 from mcpdebug.views import lookup  # noqa: E402
 from mcpdebug.views.suspects import suspects  # noqa: E402
+from pytest_mcpdebug.coverage.data import find_files, load  # noqa: E402
 
 QUIET = ["-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:asyncio", "-p", "no:randomly"]
 PIP_DOWNLOAD = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:"]
@@ -183,7 +183,7 @@ async def assess(
     result: Result, store: Store, run_id: str, cwd: Path, env: dict[str, str], failing: list[str]
 ) -> None:
     """Where the tools place the mutated line: get_suspects, get_failure and get_history."""
-    from mcpdebug.diagnosis.functions import MODULE, line_functions
+    from pytest_mcpdebug.diagnosis.functions import MODULE, line_functions
 
     abspath = str(cwd / result.file)
     target = (cwd / result.file).resolve()

@@ -8,9 +8,9 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mcpdebug.diagnosis import ranking
-from mcpdebug.diagnosis.flaky import Entry, classify, flaky_tests
-from mcpdebug.diagnosis.values import ValueHistory
+from pytest_mcpdebug.diagnosis import ranking
+from pytest_mcpdebug.diagnosis.flaky import Entry, classify, flaky_tests
+from pytest_mcpdebug.diagnosis.values import ValueHistory
 from pytest_mcpdebug.tracing.recorder import ValueRecorder
 
 TESTS = [f"t{i}" for i in range(12)]

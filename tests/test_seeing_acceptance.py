@@ -72,7 +72,7 @@ def tmux_tui(folder: Path) -> Iterator[str | None]:
         yield None
         return
     name = f"mcpdebug-tui-{time.monotonic_ns()}"
-    command = f"cd {folder} && {MCPDEBUG} tui --dir .mcpdebug"
+    command = f"cd {folder} && {MCPDEBUG} tui --dir .mcpdebug --view log"
     subprocess.run(
         ["tmux", "new-session", "-d", "-s", name, "-x", "200", "-y", "50", command],
         check=True,
@@ -92,10 +92,11 @@ def screen(name: str) -> str:
 
 async def on_screen(name: str, text: str, timeout: float = 60.0) -> str:
     """The tmux pane's text once it shows ``text``."""
-    with anyio.fail_after(timeout):
+    with anyio.move_on_after(timeout):
         while text not in (shown := screen(name)):
             await anyio.sleep(0.1)
-    return shown
+        return shown
+    raise AssertionError(f"{text!r} not on the screen within {timeout} s:\n{screen(name)}")
 
 
 async def test_agent_session_is_logged_and_watched_live(tmp_path: Path) -> None:

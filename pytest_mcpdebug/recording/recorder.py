@@ -36,7 +36,7 @@ from pytest_mcpdebug.options import DEFAULT_BREAK_TIMEOUT
 from pytest_mcpdebug.output.tail import TICK, OutputTail
 from pytest_mcpdebug.plugin_object import PluginObject, register
 from pytest_mcpdebug.protocol.versions import HELLO_VERSION
-from pytest_mcpdebug.recording import code_version, in_child
+from pytest_mcpdebug.recording import brief, code_version, in_child
 from pytest_mcpdebug.recording import diagnosis as diagnosis_parts
 from pytest_mcpdebug.recording.colocate import Colocation
 from pytest_mcpdebug.recording.connection import CONNECT_TIMEOUT, HANDSHAKE_TIMEOUT, preload, split_token
@@ -246,6 +246,7 @@ class Recorder(PluginObject):
             self._summarise_hangs()
         elif role == "main":
             self.timeouts.on_timed = self._summarise_hangs  # only a timed run can have hangs to list
+        brief.start(self)  # what each failure adds to pytest's output, after its summary
         pauses = self.hangs.action == "pause"
         if (self.break_on_failure or pauses) and role != "controller":
             self._start_hold(session)

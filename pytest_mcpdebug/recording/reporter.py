@@ -23,11 +23,13 @@ from pytest_mcpdebug import protocol
 from pytest_mcpdebug.plugin_object import PluginObject
 from pytest_mcpdebug.protocol import plain
 from pytest_mcpdebug.quiet_import import own_modules
+from pytest_mcpdebug.recording.messages import message_of, redact_text
 from pytest_mcpdebug.recording.sender import Sender
 
 if TYPE_CHECKING:
     from pytest_mcpdebug.hangs.gil_dump import DumpFile
     from pytest_mcpdebug.output.tail import OutputTail
+    from pytest_mcpdebug.recording.brief import Brief
 
 Role = Literal["main", "controller", "worker"]
 Passed = tuple[str, float, float]
@@ -65,6 +67,8 @@ class Reporter(PluginObject):
         self.tail: OutputTail | None = None
         """The output tail, told here when a test ends if it cannot see that itself (`OutputTail.ends_tests`:
         it learns of phases from pytest's capture calls)."""
+        self.brief: Brief | None = None
+        """What a failure adds to pytest's own output (`brief`): told of each snapshot."""
         self.report_listeners: list[Callable[[pytest.TestReport], None]] = []
         """Told of each report of this process's tests (the hang machinery's): a call from here costs a
         fraction of a hook implementation of their own, which pluggy dispatches for every report."""
@@ -156,8 +160,8 @@ class Reporter(PluginObject):
             self.emit(
                 protocol.CollectionError,
                 nodeid=report.nodeid,
-                message=_message(report),
-                longrepr=_redact(protocol.clip(text)),
+                message=message_of(report),
+                longrepr=redact_text(protocol.clip(text)),
             )
 
     # Tests ----------------------------------------------------------------------------------------
@@ -237,7 +241,7 @@ class Reporter(PluginObject):
         self.announce()
         outcome = report.outcome
         wasxfail = getattr(report, "wasxfail", None)
-        message = _message(report)
+        message = message_of(report)
         self.emit_plain(
             "phase_finished",
             nodeid=report.nodeid,
@@ -246,7 +250,9 @@ class Reporter(PluginObject):
             outcome=outcome,
             duration=report.duration,
             message=message,
-            longrepr=_redact(protocol.clip(str(report.longrepr))) if outcome in ("failed", "rerun") else "",
+            longrepr=redact_text(protocol.clip(str(report.longrepr)))
+            if outcome in ("failed", "rerun")
+            else "",
             wasxfail=wasxfail,
         )
         phases.append((when, outcome, wasxfail is not None, report.duration, message))
@@ -328,6 +334,8 @@ class Reporter(PluginObject):
             snapshot=snapshot,
         )
         self.sender.checkpoint(now=True)  # an agent may be waiting for this failure: no tick's delay
+        if self.brief is not None:
+            self.brief.from_snapshot(node.nodeid, snapshot)
 
     def emit_finish(self, exitstatus: int, stats: dict[str, list[Any]] | None) -> None:
         if self.role != "worker":
@@ -395,49 +403,6 @@ def _shown_args(args: list[str]) -> list[str]:
     from pytest_mcpdebug.redaction import redact_args
 
     return redact_args(args)
-
-
-def _redact(text: str) -> str:
-    """``text`` without secrets (`pytest_mcpdebug.redaction`), imported on a run's first problem."""
-    from pytest_mcpdebug.redaction import redact
-
-    return redact(text)
-
-
-def _message(report: pytest.TestReport | pytest.CollectReport) -> str:
-    """The one line that says why a phase did not pass, secrets redacted."""
-    return _redact(_message_text(report))
-
-
-def _message_text(report: pytest.TestReport | pytest.CollectReport) -> str:
-    longrepr = report.longrepr
-    if isinstance(longrepr, tuple) and len(longrepr) == 3:  # a skip: (path, lineno, reason)
-        return str(longrepr[2]).removeprefix("Skipped: ")
-    crash = getattr(longrepr, "reprcrash", None)
-    if crash is not None and getattr(crash, "message", None):
-        return str(crash.message).splitlines()[0][:500]
-    return _doctest_message(longrepr) or _last_line(str(longrepr))
-
-
-def _doctest_message(longrepr: Any) -> str:
-    """ "line 4 of mod.py: expected 5, got 4" from pytest's report of a failing doctest example."""
-    located = getattr(longrepr, "reprlocation_lines", None)
-    if not located:
-        return ""
-    location, lines = located[0]
-    where = f"line {location.lineno} of {os.path.basename(location.path)}"
-    rows = [str(line) for line in lines]
-    if "Expected:" in rows and "Got:" in rows:
-        want, got = (([*rows[rows.index(label) + 1 :], ""])[0] for label in ("Expected:", "Got:"))
-        return f"{where}: expected {want.strip()}, got {got.strip()}"[:500]
-    if any(row.startswith("UNEXPECTED EXCEPTION:") for row in rows):
-        return f"{where}: {_last_line(rows[-1])}"[:500]
-    return ""
-
-
-def _last_line(text: str) -> str:
-    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
-    return lines[-1].strip().removeprefix("E").strip()[:500] if lines else ""
 
 
 def _plugin_version() -> str:

@@ -37,13 +37,18 @@ class TracePlugin:
             try:
                 tracer.stop()
             finally:
+                outcome = final_outcome(self._phases) if self._phases else "unknown"
+                trace = tracer.recorder.result()
                 self.reporter.emit(
                     protocol.ValueTrace,
                     nodeid=item.nodeid,
                     worker=self.reporter.worker,
-                    outcome=final_outcome(self._phases) if self._phases else "unknown",
-                    trace=tracer.recorder.result(),
+                    outcome=outcome,
+                    trace=trace,
                 )
+                brief = self.reporter.brief
+                if brief is not None and outcome in ("failed", "error"):
+                    brief.from_trace(item.nodeid, trace)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self._phases.append(

@@ -311,12 +311,17 @@ def _report(sub: Subparsers) -> None:
 
 
 def _tui(sub: Subparsers) -> None:
-    tui = sub.add_parser("tui", help="watch the server's log and the store live in a terminal UI")
+    tui = sub.add_parser("tui", help="watch the recorded runs and the server's log live in a terminal UI")
     tui.add_argument("--dir", help=DIR_HELP)
     tui.add_argument(
         "--log",
         metavar="PATH",
         help="the JSON log to read, e.g. a CI artifact (default: <dir>/logs/debug-mcp-server.log)",
+    )
+    tui.add_argument(
+        "--view",
+        choices=("runs", "log"),
+        help="the view shown first: the recorded runs, or the server's log (default: runs; log with --log)",
     )
 
 

@@ -1,272 +1,206 @@
-"""`mcpdebug tui`: watch an agent's session live, from the server's JSON log and the store.
+"""`mcpdebug tui`: the project's runs and the server's log, live, in a terminal.
 
-Left, the sessions (recorded runs from the store, and every session the log names: runs, held
-tests, debug sessions, process sessions) with their state; right, the chosen session's entries,
-newest at the bottom and followed as they come: each tool call with its answer and how long it
-took, state changes, breakpoints, variables, output. Keys (shown in the footer) filter by type.
-Works the same on a log copied from CI (``--log PATH``): it just does not grow.
+Two views (keys 1 and 2): the runs recorded in the store, the chosen one's tests with their outcomes
+as they finish, and each failure as `mcpdebug failure` shows it (`tui_runs`); and the agent's
+session as the server's JSON log tells it (`tui_log`). The runs view comes first: it needs no
+server. A log copied from CI (``--log PATH``) reads the same as the live one: it just does not grow.
+
+A crash (a bug) ends the program with exit status 1 and one line saying what happened and where
+the whole traceback was written, not a screen of it.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
+import traceback
 from pathlib import Path
-from typing import Any, ClassVar, Final
+from typing import ClassVar, Final
 
-from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import Footer, Header, TabbedContent, TabPane
 
 from mcpdebug.report import log_reader
-from mcpdebug.report.log_reader import KINDS, LogFollower, Timeline
-from pytest_mcpdebug.folder import STORE_FILE
+from mcpdebug.report.run_watch import Reader, RunWatch
+from mcpdebug.report.tui_log import LogPane
+from mcpdebug.report.tui_runs import RunsPane
 
-ALL: Final = "*"
-SHOWN: Final = 3_000
-"""Rows the entries table holds after a filter changes (the newest)."""
-STYLES: Final = {
-    "call": "bold cyan",
-    "error": "bold red",
-    "state": "yellow",
-    "created": "green",
-    "closed": "green",
-    "breakpoint": "magenta",
-}
-TYPE_NAMES: Final = {
-    "tool:call": "call",
-    "tool:response": "response",
-    "tool:error": "error",
-    "debug:state": "state",
-    "debug:breakpoint": "breakpoint",
-    "debug:variables": "variables",
-    "session:created": "created",
-    "session:closed": "closed",
-    "debug:output": "output",
-    "server:log": "server",
-}
+EXIT_CRASH: Final = 1
+EXIT_USAGE: Final = 2
+VIEWS: Final = ("runs", "log")
+RUNS_LABEL: Final = "Runs (1)"
 
 
 class DebugTUI(App[None]):
     TITLE = "mcpdebug"
-    CSS = """
-    #sessions { width: 46; border-right: solid $primary-background; }
-    #events { width: 1fr; }
-    #status { height: 1; background: $boost; color: $text-muted; padding: 0 1; }
-    """
+    AUTO_FOCUS = None  # the first view's table is focused once mounted (`_focus_view`), not the tabs
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("t", "kind('tools')", "Tools"),
-        Binding("s", "kind('states')", "States"),
-        Binding("b", "kind('breakpoints')", "Breakpoints"),
-        Binding("v", "kind('variables')", "Variables"),
-        Binding("o", "kind('output')", "Output"),
-        Binding("l", "kind('server')", "Server log"),
-        Binding("a", "all_sessions", "All sessions"),
-        Binding("f", "follow", "Follow"),
+        Binding("1", "view('runs')", "Runs", show=False),  # the tabs say (1) and (2)
+        Binding("2", "view('log')", "Server log", show=False),
+        # the runs view's keys
+        Binding("p", "runs('problems')", "Problems only"),
+        Binding("i", "runs('summary')", "Run summary"),
+        Binding("n", "runs('newest')", "Newest run"),
+        # the server-log view's keys
+        Binding("t", "log('kind', 'tools')", "Tools"),
+        Binding("s", "log('kind', 'states')", "States"),
+        Binding("b", "log('kind', 'breakpoints')", "Breakpoints"),
+        Binding("v", "log('kind', 'variables')", "Variables"),
+        Binding("o", "log('kind', 'output')", "Output"),
+        Binding("l", "log('kind', 'server')", "Server's own"),
+        Binding("a", "log('all_sessions')", "All sessions"),
+        Binding("f", "log('follow')", "Follow"),
         Binding("q", "quit", "Quit"),
     ]
+    """A view's keys are the app's (they work wherever the focus is) and are offered while it shows."""
 
-    def __init__(self, log: Path, store_dir: Path | None = None, *, interval: float = 0.25) -> None:
+    def __init__(
+        self,
+        log: Path,
+        store_dir: Path | None = None,
+        *,
+        interval: float = 0.25,
+        view: str = "runs",
+    ) -> None:
         super().__init__()
         self.log_path = log
         self.store_dir = store_dir
         self.interval = interval
-        self.follower = LogFollower(log)
-        self.timeline = Timeline()
-        self.kinds = {"tools", "states", "breakpoints", "variables", "output"}
-        self.session: str | None = None
-        self.following = True
-        self.runs: dict[str, dict[str, Any]] = {}
-        self._store: Any = None
-        self._rows = 0
+        self.view = view if view in VIEWS else "runs"
+        self.reader = Reader()
+        self.unseen = 0
+        """Failures and hangs announced while the runs view was not shown."""
+        self.crash: BaseException | None = None
+        self.crash_file: Path | None = None
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
-        with Horizontal():
-            yield DataTable(id="sessions", cursor_type="row", zebra_stripes=True)
-            yield DataTable(id="events", cursor_type="row")
-        yield Static(id="status")
+        with TabbedContent(initial=self.view, id="views"):
+            with TabPane(RUNS_LABEL, id="runs"):
+                yield RunsPane(RunWatch(self.store_dir), self.reader, interval=max(self.interval, 0.5))
+            with TabPane("Server log (2)", id="log"):
+                yield LogPane(self.log_path, self.reader, interval=self.interval)
         yield Footer()
 
     def on_mount(self) -> None:
-        self.sub_title = str(self.log_path)
-        sessions = self.query_one("#sessions", DataTable)
-        sessions.add_column("session", key="name", width=24)
-        sessions.add_column("state", key="state", width=16)
-        events = self.query_one("#events", DataTable)
-        events.add_column("time", key="time", width=12)
-        events.add_column("session", key="session", width=14)
-        events.add_column("type", key="type", width=10)
-        events.add_column("what", key="what")
-        self.read_store()
-        self.poll()
-        self.set_interval(self.interval, self.poll)
-        self.set_interval(2.0, self.read_store)
-        events.focus()
+        where = self.store_dir if self.store_dir is not None else self.log_path.parent
+        self.sub_title = str(where)
+        self.call_after_refresh(self._focus_view)
 
-    # Reading ----------------------------------------------------------------------------------------
+    def on_unmount(self) -> None:
+        self.reader.close()
 
-    def poll(self) -> None:
-        """New log lines: new rows at the bottom, calls updated with their answers."""
-        if not all(self.query(f"#{name}") for name in ("sessions", "events", "status")):
-            return  # a timer firing while the app closes (its widgets go one by one)
-        added, answered = self.timeline.add(self.follower.read())
-        events = self.query_one("#events", DataTable)
-        for entry in added:
-            if self._wanted(entry):
-                self._add_row(events, entry)
-        for call in answered:
-            key = _key(call)
-            if self._wanted(call) and key in events.rows:
-                failed = call["answer"]["message"] == "tool:error"
-                events.update_cell(
-                    key, "what", Text(log_reader.describe(call), style="red" if failed else "")
-                )
-        if added or answered:
-            self.show_sessions()
-            if self.following and events.row_count:
-                events.move_cursor(row=events.row_count - 1, animate=False)
-        self.show_status()
+    @property
+    def runs(self) -> RunsPane:
+        return self.query_one(RunsPane)
 
-    def read_store(self) -> None:
-        """Recorded runs and their states, from the store beside the log (when there is one)."""
-        if self.store_dir is None or not (self.store_dir / STORE_FILE).exists():
+    @property
+    def log_pane(self) -> LogPane:
+        return self.query_one(LogPane)
+
+    def action_view(self, view: str) -> None:
+        while len(self.screen_stack) > 1:  # from a detail view: back to the views
+            self.pop_screen()
+        self.query_one("#views", TabbedContent).active = view
+        self.call_after_refresh(self._focus_view)
+
+    def action_runs(self, action: str) -> None:
+        getattr(self.runs, f"action_{action}")()
+
+    def action_log(self, action: str, *args: str) -> None:
+        getattr(self.log_pane, f"action_{action}")(*args)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("runs", "log"):  # a view's keys: while that view shows, and no detail over it
+            return len(self.screen_stack) == 1 and self.query_one("#views", TabbedContent).active == action
+        return True
+
+    def on_tabbed_content_tab_activated(self, _: TabbedContent.TabActivated) -> None:
+        self.refresh_bindings()
+        self.call_after_refresh(self._focus_view)
+        if self.query_one("#views", TabbedContent).active == "runs" and self.unseen:
+            self.unseen = 0
+            self.query_one("#views", TabbedContent).get_tab("runs").label = RUNS_LABEL
+
+    def on_runs_pane_news(self, message: RunsPane.News) -> None:
+        """Said at once in the runs view; over the server log (toasts would cover its lines), the
+        runs' tab counts them until it is opened."""
+        views = self.query_one("#views", TabbedContent)
+        if views.active == "runs" and len(self.screen_stack) == 1:
+            for severity, text in message.news:
+                self.notify(text, severity=severity, timeout=8)  # type: ignore[arg-type]
             return
-        if not self.query("#sessions"):
+        self.unseen += sum(severity != "information" for severity, _ in message.news)
+        if self.unseen:
+            views.get_tab("runs").label = f"{RUNS_LABEL} · {self.unseen} new failed or hung"
+
+    def _focus_view(self) -> None:
+        """The shown view's main table gets the focus, unless the focus is in that view already."""
+        views = self.query_one("#views", TabbedContent)
+        pane = views.active_pane
+        if pane is None or (self.focused is not None and pane in self.focused.ancestors_with_self):
             return
+        self.query_one("#tests" if views.active == "runs" else "#events").focus()
+
+    # Crashes ----------------------------------------------------------------------------------------
+
+    def _fatal_error(self) -> None:
+        """Instead of textual's screen of traceback: the traceback kept in a file for a bug report,
+        and the app closed; `main` says what happened in one line once the terminal is restored."""
+        error = sys.exc_info()[1] or self._exception
+        self.crash = error
+        self.crash_file = _write_traceback(error, self.store_dir)
+        self.bell()
+        self._close_messages_no_wait()
+
+
+def crash_line(error: BaseException | None, traceback_file: Path | None) -> str:
+    what = f"{type(error).__name__}: {error}" if error is not None else "an unknown error"
+    what = " ".join(what.split())[:300]
+    where = f" (traceback in {traceback_file})" if traceback_file else ""
+    return f"mcpdebug tui: crashed: {what}{where}"
+
+
+def _write_traceback(error: BaseException | None, store_dir: Path | None) -> Path | None:
+    """The whole traceback in `<store>/logs/tui-crash.log`, else in the temporary folder."""
+    text = "".join(traceback.format_exception(error)) if error is not None else "no exception\n"
+    folders = [store_dir / "logs"] if store_dir is not None and store_dir.is_dir() else []
+    for folder in [*folders, Path(tempfile.gettempdir())]:
         try:
-            if self._store is None:
-                from mcpdebug.store import Store
-
-                self._store = Store(self.store_dir, create=False)
-            from mcpdebug.views import runs as runs_view
-
-            self.runs = {r["run_id"]: {**r, "state": runs_view.status_text(r)} for r in self._store.runs(30)}
-        except Exception as exc:  # a store being rebuilt, or not one at all: the log still shows
-            self.runs = {}
-            self.notify(f"cannot read the store: {exc}", severity="warning", timeout=5)
-            self.store_dir = None
-        self.show_sessions()
-
-    # Showing ----------------------------------------------------------------------------------------
-
-    def show_sessions(self) -> None:
-        table = self.query_one("#sessions", DataTable)
-        wanted = [(ALL, "All sessions", f"{len(self.timeline.rows)} entries")]
-        seen = set()
-        for sid, session in sorted(self.timeline.sessions.items(), key=lambda kv: -(kv[1].last or 0)):
-            seen.add(sid)
-            kind = f"[{session.kind}] " if session.kind else ""
-            wanted.append((sid, kind + (session.name or sid), session.state or "-"))
-        for rid, run in self.runs.items():
-            if rid not in seen:
-                wanted.append((rid, f"[{run['kind']}] {run['label'] or rid}", run["state"]))
-        current = [str(key.value) for key in table.rows]
-        if current == [w[0] for w in wanted]:
-            for key, _, state in wanted:
-                table.update_cell(key, "state", Text(state))
-            return
-        chosen = self.session or ALL
-        table.clear()
-        for key, name, state in wanted:
-            table.add_row(Text(name), Text(state), key=key)
-        if chosen in table.rows:
-            table.move_cursor(row=table.get_row_index(chosen), animate=False)
-
-    def rebuild(self) -> None:
-        events = self.query_one("#events", DataTable)
-        events.clear()
-        self._rows = 0
-        rows = [e for e in self.timeline.rows if self._wanted(e)][-SHOWN:]
-        for entry in rows:
-            self._add_row(events, entry)
-        if events.row_count:
-            events.move_cursor(row=events.row_count - 1, animate=False)
-        self.show_status()
-
-    def show_status(self) -> None:
-        filters = " ".join(k if k in self.kinds else f"-{k}" for k in KINDS)
-        who = "all sessions" if self.session is None else self._session_name(self.session)
-        bad = f" · {self.follower.bad_lines} unreadable lines" if self.follower.bad_lines else ""
-        follow = "following" if self.following else "paused (f follows)"
-        self.query_one("#status", Static).update(
-            f"{who} · {filters} · {follow} · {log_reader.size_text(self.log_path)}{bad}"
-        )
-
-    # Keys -------------------------------------------------------------------------------------------
-
-    def action_kind(self, kind: str) -> None:
-        self.kinds ^= {kind}
-        self.rebuild()
-
-    def action_all_sessions(self) -> None:
-        self.session = None
-        self.rebuild()
-        self.show_sessions()
-
-    def action_follow(self) -> None:
-        self.following = not self.following
-        self.show_status()
-
-    def on_data_table_row_selected(self, message: DataTable.RowSelected) -> None:
-        if message.data_table.id != "sessions":
-            return
-        key = str(message.row_key.value)
-        self.session = None if key == ALL else key
-        self.rebuild()
-
-    # Helpers ----------------------------------------------------------------------------------------
-
-    def _wanted(self, entry: dict[str, Any]) -> bool:
-        return log_reader.matches(entry, self.session, self.kinds)
-
-    def _add_row(self, events: DataTable[Any], entry: dict[str, Any]) -> None:
-        self._rows += 1
-        sid = entry.get("sessionId")
-        kind = TYPE_NAMES.get(entry["message"], entry["message"])
-        events.add_row(  # Text: a value's brackets are not markup
-            Text(log_reader.time_of(entry), style="dim"),
-            Text(self._session_name(sid)[:14] if sid else ""),
-            Text(kind, style=STYLES.get(kind, "")),
-            Text(log_reader.describe(entry), style="red" if _failed(entry) else ""),
-            key=_key(entry) if entry["message"] == "tool:call" else f"row-{self._rows}",
-        )
-
-    def _session_name(self, sid: str) -> str:
-        session = self.timeline.sessions.get(sid)
-        if session is not None and session.name:
-            return session.name
-        run = self.runs.get(sid)
-        return str(run["label"] or sid) if run else sid
-
-
-def _failed(entry: dict[str, Any]) -> bool:
-    answer = entry.get("answer")
-    return entry.get("level") == "error" or (answer is not None and answer["message"] == "tool:error")
-
-
-def _key(call: dict[str, Any]) -> str:
-    return f"call-{call.get('sessionId')}-{call.get('callId')}"
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / "mcpdebug-tui-crash.log"
+            path.write_text(text, encoding="utf-8")
+            return path
+        except OSError:
+            continue
+    return None
 
 
 def main(args: argparse.Namespace) -> int:
-    """`mcpdebug tui [--dir D] [--log PATH]`."""
+    """`mcpdebug tui [--dir D] [--log PATH] [--view runs|log]`."""
     from mcpdebug.store import StoreError
     from mcpdebug.store_dir import find_dir
 
     directory: Path | None
     try:
-        directory = find_dir(args.dir, create=args.log is None)
-    except StoreError:
+        directory = find_dir(args.dir, create=True)  # the folder's path: nothing is made
+    except StoreError as exc:
+        if args.log is None:
+            print(f"mcpdebug tui: {exc}", file=sys.stderr)
+            return EXIT_USAGE
         directory = None
     log = Path(args.log).expanduser() if args.log else log_reader.default_log(directory or Path(".mcpdebug"))
     if args.log and not log.is_file():
         print(f"mcpdebug tui: no log file {log}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     if not sys.stdout.isatty():
         print("mcpdebug tui: needs a terminal (run it in one, or in tmux)", file=sys.stderr)
-        return 2
-    DebugTUI(log, directory).run()
+        return EXIT_USAGE
+    app = DebugTUI(log, directory, view=args.view or ("log" if args.log else "runs"))
+    app.run()
+    if app.crash is not None or app.return_code:
+        print(crash_line(app.crash, app.crash_file), file=sys.stderr)
+        return app.return_code or EXIT_CRASH
     return 0

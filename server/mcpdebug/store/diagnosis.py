@@ -1,7 +1,7 @@
 """Where a run's per-test coverage is, and the value traces of its tests: handlers and reads.
 
-Coverage stays in the coverage.py data files the test processes wrote (`coverage_data` reads them);
-the store keeps which files a run has. A trace is stored as it was sent.
+Coverage stays in the coverage.py data files the test processes wrote (`pytest_mcpdebug.coverage.data`
+reads them); the store keeps which files a run has. A trace is stored as it was sent.
 """
 
 from __future__ import annotations

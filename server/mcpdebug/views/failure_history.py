@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mcpdebug.diagnosis.flaky import Entry, Verdict, classify
+from pytest_mcpdebug.diagnosis.flaky import Entry, Verdict, classify
 
 if TYPE_CHECKING:
     from mcpdebug.store import Store

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from mcpdebug.diagnosis.flaky import Entry, classify, describe_version, flaky_tests
 from mcpdebug.replies.diagnosis import FlakyEntry, FlakyList, HistoryEntry, TestHistory
 from mcpdebug.views.failure_history import VERDICT_WINDOW
 from mcpdebug.views.lookup import LISTED, NotFound, quoted
 from mcpdebug.views.runs import bound
 from mcpdebug.views.time_text import seconds, when
+from pytest_mcpdebug.diagnosis.flaky import Entry, classify, describe_version, flaky_tests
 
 if TYPE_CHECKING:
     from mcpdebug.store import Store

@@ -1,5 +1,5 @@
 """`get_suspects` and the suspects `get_failure` lists: a run's lines (or functions) ranked by how
-much more the failing tests ran them than the passing ones (`mcpdebug.diagnosis.ranking`)."""
+much more the failing tests ran them than the passing ones (`pytest_mcpdebug.diagnosis.ranking`)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mcpdebug.diagnosis import ranking
-from mcpdebug.diagnosis.functions import MODULE, line_functions
 from mcpdebug.replies.diagnosis import SuspectLine, Suspects
-from mcpdebug.store.coverage_data import RunCoverage, find_files, load
 from mcpdebug.views import calls
 from mcpdebug.views.calls import call
 from mcpdebug.views.runs import bound
+from pytest_mcpdebug.coverage.data import RunCoverage, find_files, load
+from pytest_mcpdebug.diagnosis import ranking
+from pytest_mcpdebug.diagnosis.functions import MODULE, line_functions
 
 if TYPE_CHECKING:
     from mcpdebug.store import Store

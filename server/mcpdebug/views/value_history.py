@@ -7,18 +7,17 @@ that name, old -> new, with the call that produced each value.
 
 from __future__ import annotations
 
-import ast
 import linecache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mcpdebug.diagnosis.functions import statement_lines
-from mcpdebug.diagnosis.values import Change, Link, ValueHistory
 from mcpdebug.replies.diagnosis import TraceReply, ValueChange, ValueHistoryReply
 from mcpdebug.views.calls import call
 from mcpdebug.views.lookup import LISTED, NotFound, quoted
 from mcpdebug.views.runs import bound
 from mcpdebug.views.suspects import relative
+from pytest_mcpdebug.diagnosis.values import Change, Link, ValueHistory
+from pytest_mcpdebug.operands import names_at
 
 if TYPE_CHECKING:
     from mcpdebug.store import Store
@@ -49,36 +48,6 @@ def find_trace(store: Store, test: str, run_id: str | None) -> dict[str, Any]:
             "recording how its values change."
         )
     return found
-
-
-def names_at(file: str, line: int) -> list[str]:
-    """The names a statement reads, in order (its operands), from the file as it is on disk."""
-    linecache.checkcache(file)
-    source = "".join(linecache.getlines(file))
-    span = statement_lines(source).get(line)
-    if span is None:
-        return []
-    text = "".join(linecache.getlines(file)[span[0] - 1 : span[1]])
-    try:
-        tree = ast.parse(_dedent(text))
-    except SyntaxError:
-        return []
-    names: list[str] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in names:
-            names.append(node.id)
-    return names
-
-
-def _dedent(text: str) -> str:
-    lines = text.splitlines()
-    indent = min((len(x) - len(x.lstrip()) for x in lines if x.strip()), default=0)
-    body = "\n".join(x[indent:] for x in lines)
-    return (
-        body
-        if not body.lstrip().startswith(("elif ", "else", "except", "finally"))
-        else "if 1: pass\n" + body
-    )
 
 
 def history(store: Store, found: dict[str, Any], name: str | None) -> ValueHistoryReply:
