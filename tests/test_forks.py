@@ -24,7 +24,7 @@ import sys
 def test_fork_pools_terminated_at_once():
     # Two processes spinning beside the pools: their workers often have not run yet when the pool
     # terminates them, the case a SIGTERM that lands on an inherited Python handler is lost in.
-    spinner = "import time\nend = time.monotonic() + 90\nwhile time.monotonic() < end: pass"  # outlives no hang
+    spinner = "import time\\nend = time.monotonic() + 90\\nwhile time.monotonic() < end: pass"  # outlives no hang
     spin = [subprocess.Popen([sys.executable, "-c", spinner]) for _ in range(2)]
     try:
         ctx = multiprocessing.get_context("fork")
