@@ -87,7 +87,7 @@ class RunningServer:
                 self.process.wait(10)
 
 
-def start_server(directory: Path, *extra: str, timeout: float = 20.0) -> RunningServer:
+def start_server(directory: Path, *extra: str, timeout: float = 60.0) -> RunningServer:
     """`mcpdebug serve --http --port 0` on ``directory``, waiting until it advertises itself."""
     directory.mkdir(parents=True, exist_ok=True)
     info_file = directory / "server.json"

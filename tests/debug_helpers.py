@@ -22,7 +22,8 @@ from mcpdebug.processes.test_runs import Runner
 from mcpdebug.store import Store
 
 SCRIPTS = FIXTURES / "debug" / "scripts"
-CALL_DEADLINE = 30.0
+CALL_DEADLINE = 60.0
+"""How long a tool call may take on a loaded machine (debugpy starting, a process ending)."""
 
 
 def line_of(path: Path, mark: str) -> int:
@@ -97,6 +98,18 @@ class Debug(Calls):
             "start_debugging", session_id=sid, script_path=script, args=list(args), **launch
         )
         return sid, reply
+
+    async def until_running(self, sid: str, pid_file: Path) -> None:
+        """Until the session runs (debugpy attached: not "starting") and its script has written
+        ``pid_file`` (it is past its start, spinning), however long a loaded machine takes."""
+        with anyio.fail_after(CALL_DEADLINE):
+            while True:
+                sessions = (await self.call("list_debug_sessions"))["sessions"]
+                state = next(s["state"] for s in sessions if s["id"] == sid)
+                if state == "running" and pid_file.exists() and pid_file.read_text():
+                    return
+                assert state in ("starting", "running"), state
+                await anyio.sleep(0.05)
 
 
 @asynccontextmanager

@@ -30,8 +30,13 @@ EXTRA_PLUGINS = ("hypothesispytest", "randomly", "asyncio", "rerunfailures")
 FAST = ("-p", "no:cacheprovider", *(arg for name in EXTRA_PLUGINS for arg in ("-p", f"no:{name}")))
 
 
+INNER_DEADLINE = 300.0
+"""How long an inner run may take before the test fails: most take seconds, but two copies of this
+suite on a loaded 2-core machine run many times slower."""
+
+
 def run_inner(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess(*FAST, *args, timeout=120)
+    return pytester.runpytest_subprocess(*FAST, *args, timeout=INNER_DEADLINE)
 
 
 LAUNCHERS = ("script", "module")
@@ -43,7 +48,7 @@ PYTEST_SCRIPT = Path(sys.executable).with_name("pytest")
 
 
 def run_launched(
-    pytester: pytest.Pytester, launcher: str, *args: str, timeout: float = 120
+    pytester: pytest.Pytester, launcher: str, *args: str, timeout: float = INNER_DEADLINE
 ) -> pytest.RunResult:
     """An inner run started as ``launcher`` says (`LAUNCHERS`), in its own process."""
     if launcher == "module":
@@ -79,7 +84,9 @@ async def http_client(
         yield client
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 15.0, interval: float = 0.05) -> Any:
+def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, interval: float = 0.05) -> Any:
+    """``predicate()``'s first true value, polled until ``timeout``: a generous deadline, since what a
+    test waits for may take many times longer on a loaded machine (the wait ends as soon as it holds)."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
@@ -99,6 +106,22 @@ def start_inner(pytester: pytest.Pytester, *args: str) -> subprocess.Popen[bytes
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
     )
+
+
+UNTIL_RECORDED = """
+def until_recorded(text, seconds=120):
+    # Until the recorder has read `text` of this test's output (it is in the run's spool): what a
+    # test waits for before something that must come after, however slow a loaded machine is.
+    import pathlib, time
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        for path in pathlib.Path(".mcpdebug", "spool").glob("*.jsonl"):
+            if text in path.read_text(errors="replace"):
+                return
+        time.sleep(0.02)
+    raise AssertionError(f"{text!r} was not recorded within {seconds} s")
+"""
+"""Source for an inner test module (no server: what the sender thread reads goes to the spool)."""
 
 
 NOW = float(int(time.time()) - 3600)

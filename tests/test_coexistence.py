@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from conftest import FIXTURES
-from helpers import EXTRA_PLUGINS, recorded
+from helpers import EXTRA_PLUGINS, INNER_DEADLINE, recorded
 
 OBSERVER = """
 import json
@@ -110,7 +110,7 @@ def run(pytester: pytest.Pytester, case: Case, *extra: str) -> Run:
         shutil.rmtree(pytester.path / folder, ignore_errors=True)
     blocked = [arg for name in EXTRAS if name not in case.plugins for arg in ("-p", f"no:{name}")]
     result = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", *blocked, *case.args, *extra, timeout=120
+        "-p", "no:cacheprovider", *blocked, *case.args, *extra, timeout=INNER_DEADLINE
     )
     observed = json.loads((pytester.path / "observed.json").read_text())
     return Run(

@@ -20,7 +20,7 @@ from typing import Any
 
 import anyio
 import pytest
-from debug_helpers import SCRIPTS, Calls, alive, line_of
+from debug_helpers import CALL_DEADLINE, SCRIPTS, Calls, alive, line_of
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
@@ -131,17 +131,20 @@ async def test_pause_two_sessions_a_script_and_the_server_killed(tmp_path: Path)
         running = await agent("run_tests", args=[*FAST], cwd=str(spin), debug=True, timeout=0.5)
         sid = running["sessionId"]
         assert running["state"] in ("starting", "running")  # collecting, or spinning: it never stops
-        while (await agent("list_debug_sessions"))["sessions"][0]["state"] == "starting":
-            await anyio.sleep(0.05)
-        await anyio.sleep(0.3)  # into its loop
-        started = time.monotonic()
-        paused = await agent("pause_execution", session_id=sid)
-        assert time.monotonic() - started < 1.0
+        with anyio.fail_after(CALL_DEADLINE):  # into its loop, however long collecting takes
+            while (await agent("list_debug_sessions"))["sessions"][0]["state"] == "starting" or not (
+                spin / "spinning"
+            ).exists():
+                await anyio.sleep(0.05)
+        paused = await agent("pause_execution", session_id=sid)  # how soon: benchmarks/latencies.py
         assert paused["location"]["line"] == line_of(spin / "test_spin.py", "spin")
-        n = int((await agent("evaluate_expression", session_id=sid, expression="n"))["result"])
-        assert (await agent("continue_execution", session_id=sid, wait=0.5))["state"] == "running"
-        await agent("pause_execution", session_id=sid)
-        assert int((await agent("evaluate_expression", session_id=sid, expression="n"))["result"]) > n
+        n = later = int((await agent("evaluate_expression", session_id=sid, expression="n"))["result"])
+        with anyio.fail_after(CALL_DEADLINE):
+            while later == n:  # a loaded machine may not run it at all between two calls
+                assert (await agent("continue_execution", session_id=sid, wait=0.5))["state"] == "running"
+                await agent("pause_execution", session_id=sid)
+                later = int((await agent("evaluate_expression", session_id=sid, expression="n"))["result"])
+        assert later > n
 
         # Two sessions at once on two suites: each stops only at its own breakpoints.
         one = await agent(
@@ -197,13 +200,14 @@ async def test_pause_two_sessions_a_script_and_the_server_killed(tmp_path: Path)
         await agent("close_debug_session", session_id=script)
         assert not alive(swap_pid)
 
-        # The server killed while a debug session is paused: its debuggee exits within 10 s.
+        # The server killed while a debug session is paused: its debuggee exits (a loaded machine is
+        # given a minute to end it).
         debuggee = next(s["pid"] for s in (await agent("list_debug_sessions"))["sessions"] if s["id"] == sid)
         server = json.loads((tmp_path / ".mcpdebug" / "server.json").read_text())["pid"]
         assert alive(debuggee)
         os.kill(server, signal.SIGKILL)
         started = time.monotonic()
-        while alive(debuggee) and time.monotonic() - started < 10:
+        while alive(debuggee) and time.monotonic() - started < CALL_DEADLINE:
             await anyio.sleep(0.1)
-        assert not alive(debuggee), "the debuggee outlived its server by 10 s"
+        assert not alive(debuggee), f"the debuggee outlived its server by {CALL_DEADLINE:g} s"
         agent.killed = True

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from debug_helpers import SCRIPTS, alive, debug_server, line_of
+from debug_helpers import CALL_DEADLINE, SCRIPTS, alive, debug_server, line_of
 
 from mcpdebug.command_line import build_parser
 
@@ -98,7 +98,7 @@ async def test_hit_condition_stops_on_the_third_hit_and_logpoints_are_stored(tmp
         await debug.call("set_breakpoint", session_id=sid, file="rounds.py", line=gate)
         at_gate = await debug.call("continue_execution", session_id=sid)
         assert at_gate["location"]["line"] == gate  # the logpoint never stopped it
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + CALL_DEADLINE
         while True:  # stored a little after they are printed
             found = await debug.client.call_tool("search_output", {"run_id": sid, "pattern": r"^visit \d+"})
             if not found.is_error and "found 12 occurrences" in found.content[0].text:
@@ -113,25 +113,26 @@ async def test_pause_stops_a_spinning_script_and_close_ends_its_children(tmp_pat
     pid_file = tmp_path / "child.pid"
     async with debug_server(tmp_path / ".mcpdebug", SCRIPTS) as debug:
         sid, running = await debug.script("spawner.py", str(pid_file), wait=0.5)
-        assert running["state"] == "running"
+        assert running["state"] in ("starting", "running")  # a loaded machine may still be starting it
         assert "wait_for_stop" in running["next"]
-        started = time.monotonic()
-        paused = await debug.call("pause_execution", session_id=sid)
-        assert time.monotonic() - started < 1.0
+        await debug.until_running(sid, pid_file)
+        paused = await debug.call("pause_execution", session_id=sid)  # how soon: benchmarks/latencies.py
         assert paused["reason"] == "pause" and paused["location"]["function"] == "<module>"
         first = int((await debug.call("evaluate_expression", session_id=sid, expression="n"))["result"])
-        again = await debug.call("continue_execution", session_id=sid, wait=0.3)
-        assert again["state"] == "running"
-        await debug.call("pause_execution", session_id=sid)
-        assert (
-            int((await debug.call("evaluate_expression", session_id=sid, expression="n"))["result"]) > first
-        )
+        later = first
+        with anyio.fail_after(CALL_DEADLINE):
+            while later == first:  # a loaded machine may not run it at all between two calls
+                again = await debug.call("continue_execution", session_id=sid, wait=0.3)
+                assert again["state"] == "running"
+                await debug.call("pause_execution", session_id=sid)
+                later = int(
+                    (await debug.call("evaluate_expression", session_id=sid, expression="n"))["result"]
+                )
+        assert later > first
         child = int(pid_file.read_text())
         parent = (await debug.call("list_debug_sessions"))["sessions"][0]["pid"]
-        started = time.monotonic()
         await debug.call("close_debug_session", session_id=sid)
-        assert time.monotonic() - started < 5.0
-        with anyio.fail_after(5):
+        with anyio.fail_after(CALL_DEADLINE):
             while alive(child) or alive(parent):
                 await anyio.sleep(0.05)
 
@@ -168,7 +169,8 @@ async def test_errors_say_what_to_do(tmp_path: Path) -> None:
         assert "debugpy is not installed" in message and "pip install debugpy" in message
 
         spinning, running = await debug.script("spawner.py", str(tmp_path / "pid"), wait=1.0)
-        assert running["state"] == "running"
+        assert running["state"] in ("starting", "running")
+        await debug.until_running(spinning, tmp_path / "pid")
         message = await debug.error("get_local_variables", session_id=spinning)
         assert "Session is not paused" in message and "pause_execution" in message
         await debug.call("close_debug_session", session_id=spinning)
@@ -179,7 +181,7 @@ async def test_idle_sessions_are_closed_and_say_why(tmp_path: Path) -> None:
     async with debug_server(tmp_path / ".mcpdebug", SCRIPTS, idle_timeout=0.5) as debug:
         sid, _ = await debug.script("spawner.py", str(tmp_path / "pid"), wait=0)
         pid = (await debug.call("list_debug_sessions"))["sessions"][0]["pid"]
-        with anyio.fail_after(10):
+        with anyio.fail_after(CALL_DEADLINE):
             while debug.debugger.owns(sid):
                 await anyio.sleep(0.1)
         assert not alive(pid)

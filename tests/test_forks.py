@@ -24,7 +24,7 @@ import sys
 def test_fork_pools_terminated_at_once():
     # Two processes spinning beside the pools: their workers often have not run yet when the pool
     # terminates them, the case a SIGTERM that lands on an inherited Python handler is lost in.
-    spinner = "import time\nend = time.monotonic() + 90\nwhile time.monotonic() < end: pass"  # outlives no hang
+    spinner = "import time\\nend = time.monotonic() + 90\\nwhile time.monotonic() < end: pass"  # outlives no hang
     spin = [subprocess.Popen([sys.executable, "-c", spinner]) for _ in range(2)]
     try:
         ctx = multiprocessing.get_context("fork")
@@ -55,7 +55,7 @@ def test_pools_terminated_at_once_end_and_the_run_ends(pytester: pytest.Pytester
     """Without the fix one worker in a few hundred outlives its SIGTERM and the pool joins it for ever:
     this run then never ends (the timeout below fails the test)."""
     pytester.makepyfile(test_pools=POOLS)
-    result = run_launched(pytester, launcher, "--mcp-debug-timeout=90", timeout=90)
+    result = run_launched(pytester, launcher, "--mcp-debug-timeout=90", timeout=300)
     result.assert_outcomes(passed=3)
     assert "killed by SIGTERM" not in result.stdout.str() + result.stderr.str()
     (run,) = recorded(pytester.path / ".mcpdebug").runs()

@@ -59,15 +59,17 @@ names = st.from_regex(r"[a-z][a-z0-9_]{0,14}", fullmatch=True).filter(
 
 # Property 11 ---------------------------------------------------------------------------------------
 
-LATE = 2.0
-"""How late after its deadline a hang may be reported: the watchdog wakes at the deadline; under -n 2
-with a CPU hog the latest seen was 0.35 s (building the report while a busy thread holds the GIL). On
-2026-11-27 this machine ran 1.7-2.3 times slower than before and reported a busy thread's hang 0.24-1.12
-s after its deadline (the code of e1fca04 and of now alike, 8 hangs each), the first of a process up
-to ~1.3 s (the report's modules imported then)."""
-SETTLE = 5.0
+LATE = 10.0
+"""How late after its deadline a hang may be reported here: a sanity bound. The watchdog wakes at the
+deadline; under -n 2 with a CPU hog the latest seen was 0.35 s (building the report while a busy
+thread holds the GIL). On 2026-11-27 this machine ran 1.7-2.3 times slower than before and reported a
+busy thread's hang 0.24-1.12 s after its deadline, the first of a process up to ~1.3 s (the report's
+modules imported then); two copies of the suite at a load average of 10 make it later still. How late
+it is, is `benchmarks/hangs.py`'s to measure (detection latency)."""
+SETTLE = 20.0
 """Deadline for things that happen promptly unless the machine is very loaded; a generated "hang"
-ends by itself after its timeout plus this, so a missed interruption fails instead of hanging."""
+ends by itself after its timeout plus this (more than `LATE`), so a missed interruption fails instead
+of hanging. Waits end as soon as what they wait for happens: a passing run does not pay it."""
 HANG_LINE = {
     "busy": ["while time.monotonic() < until:", "    n += 1"],
     "sleep": ["time.sleep(seconds)"],

@@ -99,8 +99,9 @@ def test_a_busy_loop_and_a_deadlock_are_named_and_the_run_finishes(
         "test_blocking.py::test_lock_deadlock",
         "test_quick.py",
     )
-    result.assert_outcomes(failed=2, passed=1)
-    assert result.duration < 30
+    result.assert_outcomes(
+        failed=2, passed=1
+    )  # the run finished (run_launched's deadline fails one that does not)
     output = result.stdout.str()
     busy, lock = "test_loops.py::test_busy_loop", "test_blocking.py::test_lock_deadlock"
     hangs = hang_lines(output)
@@ -288,7 +289,7 @@ FUNC_ONLY = """
 
     @pytest.fixture
     def slow_start():
-        time.sleep(0.8)
+        time.sleep(3.0)  # far past the timeout: a loaded machine's watchdog may be a second or two late
 
     @pytest.mark.mcpdebug_timeout(0.5, func_only=True)
     def test_func_only(slow_start):
@@ -310,7 +311,7 @@ def test_func_only_does_not_time_fixtures(pytester: pytest.Pytester) -> None:
     hangs = hang_lines(result.stdout.str())
     assert set(hangs) == {"test_f.py::test_func_only_call_hangs", "test_f.py::test_whole_test_timed"}
     assert hangs["test_f.py::test_whole_test_timed"].startswith(
-        "blocked in `time.sleep(0.8)` at line 6 of slow_start()"
+        "blocked in `time.sleep(3.0)` at line 6 of slow_start()"
     )
     reply = tool_text(pytester.path / ".mcpdebug", "get_hang", test="test_whole_test_timed")
     assert reply.startswith("HANG test_f.py::test_whole_test_timed (setup) in run ")
@@ -336,7 +337,6 @@ def test_pytest_timeout_alongside_ours_fires_second(pytester: pytest.Pytester) -
     )
     result = run_inner(pytester, "--timeout=30", "--mcp-debug-timeout=1", *QUICK)
     result.assert_outcomes(failed=1, passed=1)
-    assert result.duration < 20
     output = result.stdout.str()
     assert "HangTimeout: blocked in `time.sleep(1000)` at line 4 of test_sleeps()" in output
     assert "Timeout >30" not in output and "INTERNALERROR" not in output
@@ -361,7 +361,7 @@ def test_a_passing_suite_with_a_timeout_passes(pytester: pytest.Pytester, suite:
                 time.sleep(0.1)  # the same line over and over, well within the timeout
         """
     )
-    result = run_inner(pytester, "--mcp-debug-timeout=1.5", *QUICK)
+    result = run_inner(pytester, "--mcp-debug-timeout=5", *QUICK)  # 0.8 s of steps, 4 s to spare
     result.assert_outcomes(passed=8)
     assert "mcpdebug: hangs" not in result.stdout.str()
     text, is_error = call_tool(pytester.path / ".mcpdebug", "get_hang")
@@ -375,19 +375,19 @@ def test_a_test_failing_just_before_its_deadline_does_not_end_the_run(pytester: 
 
         class SlowRepr:
             def __repr__(self):
-                time.sleep(0.6)  # a repr that queries something, while the failure is being recorded
+                time.sleep(2.0)  # a repr that queries something, while the failure is being recorded
                 return "SlowRepr()"
 
-        def test_fails_at_0_7_s():
+        def test_fails_at_0_5_s():
             value = SlowRepr()
-            time.sleep(0.7)
+            time.sleep(0.5)  # a second and a half before its deadline: a loaded machine may be late
             raise ValueError("its own failure")
 
         def test_next():
             pass
         """
     )
-    result = run_inner(pytester, "--mcp-debug-timeout=1", *QUICK)
+    result = run_inner(pytester, "--mcp-debug-timeout=2", *QUICK)
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
     result.assert_outcomes(failed=1, passed=1)
     assert "ValueError: its own failure" in result.stdout.str()
@@ -447,7 +447,7 @@ def hangs_suite(tmp_path_factory: pytest.TempPathFactory) -> SuiteRun:
                 stdin=subprocess.DEVNULL,
                 capture_output=True,
                 text=True,
-                timeout=120,
+                timeout=300,
             )
             outcome = {"ret": done.returncode, "out": done.stdout, "err": done.stderr}
             saved.write_text(json.dumps({**outcome, "duration": time.monotonic() - started}))
@@ -461,8 +461,7 @@ def hangs_suite(tmp_path_factory: pytest.TempPathFactory) -> SuiteRun:
 
 def test_the_hangs_suite_runs_to_the_end_under_xdist(hangs_suite: SuiteRun) -> None:
     result = hangs_suite.result
-    result.assert_outcomes(failed=9, passed=2, errors=2)
-    assert result.duration < 60
+    result.assert_outcomes(failed=9, passed=2, errors=2)  # the run finished, within the fixture's deadline
     output = result.stdout.str()
     assert "INTERNALERROR" not in output
     # The GIL-holding regex ended its worker; the controller put the diagnosis in the crash report.

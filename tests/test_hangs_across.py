@@ -8,7 +8,6 @@ import re
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -217,16 +216,13 @@ def test_mcpdebug_hang_names_the_line_of_a_deadlocked_process(tmp_path: Path) ->
     process = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
     try:
         assert process.stdout is not None and process.stdout.readline() == "child started\n"
-        started = time.monotonic()
-        done = subprocess.run(
-            [MCPDEBUG, "hang", str(process.pid)], capture_output=True, text=True, timeout=30
+        done = subprocess.run(  # how long it takes (2.3-2.5 s): benchmarks/latencies.py
+            [MCPDEBUG, "hang", str(process.pid)], capture_output=True, text=True, timeout=60
         )
-        took = time.monotonic() - started
     finally:
         process.kill()
         process.wait()
     assert done.returncode == 0, done.stderr
-    assert took < 5
     first = done.stdout.splitlines()[0]
     assert first.startswith(
         f"PID {process.pid} `{sys.executable} {script}`: blocked in `lock.acquire()` at line 6"
@@ -240,16 +236,16 @@ def test_detect_hang_by_pid_over_mcp(tmp_path: Path) -> None:
     from test_hangs import call_tool
 
     busy = tmp_path / "spin.py"
-    busy.write_text("total = 0\nwhile True:\n    total += 1\n")
-    process = subprocess.Popen([sys.executable, str(busy)])
+    busy.write_text("print('spinning', flush=True)\ntotal = 0\nwhile True:\n    total += 1\n")
+    process = subprocess.Popen([sys.executable, str(busy)], stdout=subprocess.PIPE, text=True)
     try:
-        time.sleep(0.3)
+        assert process.stdout is not None and process.stdout.readline() == "spinning\n"  # at its loop
         text, is_error = call_tool(tmp_path / ".mcpdebug", "detect_hang", pid=process.pid, timeout=1)
     finally:
         process.kill()
         process.wait()
     assert not is_error, text
-    assert text.startswith(f"PID {process.pid} ") and "busy loop in lines 2-3 of <module>() (" in text
+    assert text.startswith(f"PID {process.pid} ") and "busy loop in lines 3-4 of <module>() (" in text
     text, is_error = call_tool(tmp_path / ".mcpdebug", "detect_hang", pid=process.pid, timeout=1)
     assert is_error and "there is no process" in text
 

@@ -144,7 +144,7 @@ async def test_a_peer_cannot_answer_for_or_take_over_another_process_session(tmp
                 answers: list[dict[str, Any]] = []
 
                 async def ask() -> None:
-                    answers.append(await server.sessions.request("run-a-main-1", "locals", {}, timeout=5))
+                    answers.append(await server.sessions.request("run-a-main-1", "locals", {}, timeout=60))
 
                 tasks.start_soon(ask)
                 request = protocol.decode_server_frame(await victim.recv())

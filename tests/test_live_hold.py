@@ -104,7 +104,7 @@ class Inner:
     def output(self) -> str:
         return self.log.read_text(errors="replace")
 
-    async def wait_output(self, wanted: str, timeout: float = 20) -> str:
+    async def wait_output(self, wanted: str, timeout: float = 60) -> str:
         try:
             with anyio.fail_after(timeout):
                 while wanted not in (out := self.output()):
@@ -114,7 +114,7 @@ class Inner:
             raise AssertionError(f"{wanted!r} not printed within {timeout} s:\n{self.output()}") from None
         return out
 
-    async def finish(self, timeout: float = 30) -> tuple[int, str]:
+    async def finish(self, timeout: float = 90) -> tuple[int, str]:
         """Its exit status and output; the event loop keeps serving the ingest meanwhile."""
         try:
             with anyio.fail_after(timeout):
@@ -154,7 +154,7 @@ class Live:
         self.inners.append(inner)
         return inner
 
-    async def held(self, count: int = 1, timeout: float = 20) -> list[LiveSession]:
+    async def held(self, count: int = 1, timeout: float = 60) -> list[LiveSession]:
         try:
             with anyio.fail_after(timeout):
                 while len(self.sessions.held()) < count:
@@ -259,7 +259,7 @@ def test_without_a_server_nothing_is_held_and_it_says_so_once(pytester: pytest.P
     pytester.makepyfile(test_two="def test_a():\n    assert 1 == 2\n\ndef test_b():\n    assert 3 == 4\n")
     started = time.monotonic()
     result = run_inner(pytester, "--mcp-debug-break", "--mcp-debug-break-timeout", "60")
-    assert time.monotonic() - started < 30
+    assert time.monotonic() - started < 55  # not held: a hold would last the minute of its timeout
     result.assert_outcomes(failed=2)
     out = result.stdout.str()
     assert out.count("no mcpdebug server is connected, so failing tests will not be held") == 1, out
@@ -404,11 +404,11 @@ async def test_a_runaway_expression_is_interrupted_and_the_session_still_answers
         inner = live.start(pytester.path, "--mcp-debug-break")
         [session] = await live.held()
         started = time.monotonic()
-        with anyio.fail_after(25):
+        with anyio.fail_after(90):
             runaway = await live.error(
                 "evaluate_expression", session_id=session.id, expression="while True: pass"
             )
-        assert 9.5 < time.monotonic() - started < 20
+        assert 9.5 < time.monotonic() - started < 60  # its 10 s limit: not before it, a loaded machine after
         assert "did not finish within 10 s" in runaway, runaway
         assert (await live.evaluate(session.id, "value + 1"))["result"] == "42"
         await live.call("continue_execution", session_id=session.id)
@@ -545,7 +545,7 @@ async def test_a_held_test_resumes_when_the_server_is_killed(
     sid = re.search(r"as session (\S+);", out)
     assert sid, out
     server.stop(signal.SIGKILL)
-    code, out = await inner.finish(timeout=20)
+    code, out = await inner.finish()
     assert code == 1 and counts(out) == "1 failed", out
     assert f"mcpdebug: {sid[1]} resumed (the server went away)" in out
     assert "mcpdebug: warning: lost the server at" in out

@@ -14,6 +14,7 @@ import re
 import signal
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 from collections.abc import Iterator
@@ -28,7 +29,7 @@ from mcp import Client
 from mcp.types import TextResourceContents
 
 from conftest import MCPDEBUG, RunningServer, SuiteCopier, start_server
-from helpers import FAST, both_forms, http_client, recorded, run_inner, start_inner, wait_for
+from helpers import FAST, UNTIL_RECORDED, both_forms, http_client, recorded, run_inner, start_inner, wait_for
 from mcpdebug.app import build_server
 from mcpdebug.store import Store
 from pytest_mcpdebug.limits import KB
@@ -110,14 +111,8 @@ def run_id_of(output: str) -> str:
     return match[1]
 
 
-def printed_at(reply: str, batch: int) -> float:
-    match = re.search(rf"batch {batch} printed at (\d+\.\d+)", reply)
-    assert match, reply
-    return float(match[1])
-
-
 async def poll_output(
-    client: Client, wanted: list[str], timeout: float = 30, **args: Any
+    client: Client, wanted: list[str], timeout: float = 60, **args: Any
 ) -> tuple[str, float]:
     """get_output until its reply contains every ``wanted`` text; the reply and when it was seen."""
     reply = ""
@@ -148,7 +143,7 @@ class LineReader:
         for raw in iter(stream.readline, b""):
             self._queue.put((time.time(), raw.decode().rstrip("\n")))
 
-    async def wait_for(self, needle: str, timeout: float = 30) -> tuple[str, float]:
+    async def wait_for(self, needle: str, timeout: float = 60) -> tuple[str, float]:
         with anyio.move_on_after(timeout):
             while True:
                 try:
@@ -520,9 +515,10 @@ async def test_output_is_readable_and_tailed_while_the_test_runs(
     try:
         # the agent's client talks to the real server over streamable HTTP
         async with http_client(server.mcp_url, server.mcp_token) as client:
-            reply, seen = await poll_output(client, BATCH_1, test=LIVE)
+            # How soon a printed line is readable is measured by benchmarks/latencies.py: here, that it
+            # is while the test runs (it waits until released)
+            await poll_output(client, BATCH_1, test=LIVE)
             assert inner.poll() is None, "the output was seen only after the run ended"
-            assert seen - printed_at(reply, 1) < 1.0, "printed lines took over a second to be readable"
             stdout = body(await call(client, "get_output", test=LIVE, stream="stdout"))
             assert [line.split(": ", 1)[0] for line in stdout] == ["1", "2", "3"]
             assert stdout[0].startswith("1: batch 1 printed at ")
@@ -537,17 +533,16 @@ async def test_output_is_readable_and_tailed_while_the_test_runs(
             await lines.wait_for("batch 1 echoed by a subprocess")  # what was already there comes first
 
             (pytester.path / "release-1").touch()
-            line, arrived = await lines.wait_for("batch 2 printed at")
+            line, _ = await lines.wait_for("batch 2 printed at")
             assert re.fullmatch(r"\d: batch 2 printed at \d+\.\d+", line)
             assert inner.poll() is None, "tail printed the line only after the run ended"
-            assert arrived - printed_at(line, 2) < 1.5
-            reply, seen = await poll_output(client, ["batch 2 printed at"], test=LIVE)
-            assert seen - printed_at(reply, 2) < 1.0
+            await poll_output(client, ["batch 2 printed at"], test=LIVE)
+            assert inner.poll() is None
 
             (pytester.path / "release-2").touch()
             ended, _ = await lines.wait_for("ended:")
             assert re.fullmatch(r"\(run \S+ ended: finished, exit status 0.*\)", ended)
-            assert tail.wait(10) == 0
+            assert tail.wait(60) == 0
         out = inner.communicate(timeout=60)[0].decode()
         assert inner.returncode == 0, out
         assert f"streamed to {server.url}" in out
@@ -581,7 +576,7 @@ async def test_a_killed_test_keeps_what_it_wrote(
 
 async def follow_spooled_run(path: Path) -> subprocess.Popen[bytes]:
     """`mcpdebug tail` as a user starts it: once the run is on disk (its spool file is there)."""
-    with anyio.fail_after(30):
+    with anyio.fail_after(60):
         while not any((path / ".mcpdebug" / "spool").glob("*.jsonl")):
             await anyio.sleep(0.05)
     return subprocess.Popen(
@@ -603,18 +598,16 @@ async def test_without_a_server_a_running_test_is_followed_live_from_the_spool(
         tail = await follow_spooled_run(pytester.path)
         assert tail.stdout is not None
         lines = LineReader(tail.stdout)
-        line, arrived = await lines.wait_for("batch 1 printed at")
+        await lines.wait_for("batch 1 printed at")  # read within a tick, spooled at once, tail's look
         assert inner.poll() is None, "the lines were followed only after the run ended"
-        assert arrived - printed_at(line, 1) < 2.5  # read within a tick, spooled at once, tail's look
         await lines.wait_for("batch 1 echoed by a subprocess")
 
         (pytester.path / "release-1").touch()
-        line, arrived = await lines.wait_for("batch 2 printed at")
+        await lines.wait_for("batch 2 printed at")
         assert inner.poll() is None
-        assert arrived - printed_at(line, 2) < 2.5
         (pytester.path / "release-2").touch()
         await lines.wait_for("ended:")
-        assert tail.wait(10) == 0
+        assert tail.wait(60) == 0
         out = inner.communicate(timeout=60)[0].decode()
         assert inner.returncode == 0, out
         assert "saved to .mcpdebug/spool/" in out
@@ -872,17 +865,20 @@ def test_output_emptied_by_another_reader_is_said_at_the_end(pytester: pytest.Py
     it: the summary says so (what was written between the tail's read and the emptying is lost, and
     nothing can tell how much), and what was read before and written after is recorded."""
     pytester.makepyfile(
-        test_taken="""
+        test_taken=UNTIL_RECORDED
+        + textwrap.dedent(
+            """
         import sys, time
 
         def test_taken(request):
             print("x" * 99, flush=True)
-            time.sleep(0.4)  # a tick old: the tail has read it
+            until_recorded("x" * 99)  # a tick old (or more, on a loaded machine): the tail has read it
             capman = request.config.pluginmanager.getplugin("capturemanager")
             print("unread", flush=True)
             capman._global_capturing.out.snap()  # another reader empties pytest's file
             print("after", flush=True)
         """
+        )
     )
     result = run_inner(pytester, "--mcp-debug")
     result.assert_outcomes(passed=1)

@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -79,7 +78,7 @@ class Agent:
         assert result.is_error, text(result)
         return text(result)
 
-    async def until(self, check: Callable[[], Awaitable[T | None]], timeout: float = 20.0) -> T:
+    async def until(self, check: Callable[[], Awaitable[T | None]], timeout: float = 60.0) -> T:
         with anyio.fail_after(timeout):
             while True:
                 found = await check()
@@ -106,11 +105,17 @@ def test_a_service_error_and_the_failing_test_line_up_in_get_logs(
 ) -> None:
     write(tmp_path, "web.py", WEB)
     tests = """
-        import os, time, urllib.request
+        import os, pathlib, time, urllib.request
         BASE = "http://127.0.0.1:" + os.environ["WEB_PORT"]
+        def stored(text):
+            files = pathlib.Path(".mcpdebug", "output").rglob("*")
+            return any(text in f.read_text(errors="replace") for f in files if f.is_file())
         def test_ok():
             assert urllib.request.urlopen(BASE + "/ok").status == 200
-            time.sleep(0.5)  # its request's log line is read well before test_boom starts
+            deadline = time.monotonic() + 120
+            while not stored("GET /ok"):  # its log line is read, timed and stored before test_boom
+                assert time.monotonic() < deadline, "the service's line never reached the store"
+                time.sleep(0.05)
         def test_boom():
             assert urllib.request.urlopen(BASE + "/boom").status == 200
     """
@@ -214,9 +219,8 @@ def test_a_crashing_process_restarts_on_failure_and_sigterm_stops_it(
     assert not pid_alive(new_pid)
 
 
-def test_send_stdin_is_answered_in_the_log_within_half_a_second(
-    served: RunningServer, tmp_path: Path
-) -> None:
+def test_send_stdin_is_answered_in_the_log(served: RunningServer, tmp_path: Path) -> None:
+    """How soon (half a second when idle) is measured by benchmarks/latencies.py."""
     write(
         tmp_path,
         "repl.py",
@@ -228,27 +232,25 @@ def test_send_stdin_is_answered_in_the_log_within_half_a_second(
         """,
     )
 
-    async def scenario(agent: Agent) -> tuple[Any, float, str]:
+    async def scenario(agent: Agent) -> tuple[Any, str]:
         await agent.call("start_process", command="python repl.py", label="repl", startup_seconds=0.5)
 
         async def ready() -> bool:  # the program reads its stdin from here on
             return "stdout| ready" in await agent.call("get_logs", labels=["repl"])
 
         await agent.until(ready)
-        sent_at = time.monotonic()
         sent = await agent.call("send_stdin", label="repl", input="ping\n")
 
         async def answered() -> str | None:
             logs = await agent.call("get_logs", labels=["repl"], pattern="answer")
             return logs if "answer: PING" in logs else None
 
-        logs = await agent.until(answered, timeout=10)
-        return sent, time.monotonic() - sent_at, logs
+        logs = await agent.until(answered)
+        return sent, logs
 
-    sent, elapsed, logs = with_agent(served, scenario)
+    sent, logs = with_agent(served, scenario)
     assert sent["bytes_sent"] == 5 and sent["success"]
     assert "[repl] stdout| answer: PING" in logs
-    assert elapsed < 0.5, elapsed
 
 
 def test_a_mcpdebug_run_session_is_disconnected_while_its_server_is_away(tmp_path: Path) -> None:
@@ -258,7 +260,7 @@ def test_a_mcpdebug_run_session_is_disconnected_while_its_server_is_away(tmp_pat
     runner = subprocess.Popen([MCPDEBUG, "run", "--quiet", "--label", "worker", "--", *sleeper], cwd=tmp_path)
     second: RunningServer | None = None
     try:
-        wait_for(lambda: _live_label(mcpdir) == "worker", timeout=20)
+        wait_for(lambda: _live_label(mcpdir) == "worker")
         runner.send_signal(signal.SIGSTOP)  # so it cannot reconnect before the new server is asked
         first.process.kill()
         first.process.wait(10)
@@ -272,7 +274,7 @@ def test_a_mcpdebug_run_session_is_disconnected_while_its_server_is_away(tmp_pat
                 line = await agent.session("worker")
                 return line if "] running" in line else None
 
-            again = await agent.until(back, timeout=30)
+            again = await agent.until(back)
             restarted = await agent.call("control_process", label="worker", action="restart")
             return away, again, restarted
 
@@ -283,7 +285,7 @@ def test_a_mcpdebug_run_session_is_disconnected_while_its_server_is_away(tmp_pat
         assert restarted["session"]["restarts"] == 1 and runner.poll() is None  # the runner goes on
     finally:
         runner.send_signal(signal.SIGTERM)
-        runner.wait(10)
+        runner.wait(60)
         for server in (first, second):
             if server is not None:
                 server.stop()
@@ -305,7 +307,7 @@ def test_managed_processes_end_with_the_server_even_when_it_is_killed(tmp_path: 
         assert pid_alive(pid)
         server.process.send_signal(stop)
         server.process.wait(20)
-        wait_for(lambda pid=pid: not pid_alive(pid), timeout=15)  # SIGKILL too: its runner saw the pipe close
+        wait_for(lambda pid=pid: not pid_alive(pid))  # SIGKILL too: its runner saw the pipe close
         pids.append(pid)
 
     # What the runners said last went over the socket (SIGTERM) or to the spool (SIGKILL): both stored.
@@ -315,7 +317,7 @@ def test_managed_processes_end_with_the_server_even_when_it_is_killed(tmp_path: 
         store.close()
         return found if all(s["finished"] is not None for s in found) else []
 
-    sessions = wait_for(ended, timeout=20)  # the last runner may still be spooling its last words
+    sessions = wait_for(ended)  # the last runner may still be spooling its last words
     assert [(s["label"], s["status"], s["pid"]) for s in sessions] == [
         ("svc", "stopped", p) for p in reversed(pids)
     ]
@@ -345,7 +347,7 @@ def test_process_tool_errors_say_what_to_do(served: RunningServer, tmp_path: Pat
         errors = with_agent(served, scenario)
     finally:
         forward.send_signal(signal.SIGTERM)
-        forward.wait(10)
+        forward.wait(60)
     assert "No process session 'nope'. Process sessions: app.log." in errors["unknown"]
     assert "app.log forwards " in errors["forward"] and "no process to control" in errors["forward"]
     assert "No command 'no-such-program' on PATH" in errors["missing"]

@@ -161,7 +161,7 @@ def test_a_signal_goes_to_the_command_and_ctrl_c_ends_it(project: Path, runners)
     runner.send_signal(signal.SIGUSR1)
     assert runner.stdout.readline() == b"got SIGUSR1\n"
     runner.send_signal(signal.SIGINT)
-    assert runner.wait(10) == 128 + signal.SIGINT  # as a shell reports a command ended by SIGINT
+    assert runner.wait(60) == 128 + signal.SIGINT  # as a shell reports a command ended by SIGINT
     [session] = sessions(project)  # no server: it was spooled, and is read from there
     assert session["status"] == "stopped" and session["exit_code"] == -signal.SIGINT
     stored = lines_of(project, "traps")
@@ -174,13 +174,13 @@ def test_two_runners_asking_for_backend_get_backend_and_backend_2(project: Path,
     for _ in range(2):
         runners.append(start_cli(project, "run", "--label", "backend", "--", *sleeper))
         # one after the other: which one gets "backend" is then known
-        wait_for(lambda: len(sessions(project)) == len(runners), timeout=20)
+        wait_for(lambda: len(sessions(project)) == len(runners))
     first, second = sorted(sessions(project), key=lambda s: s["started"])
     assert (first["label"], second["label"]) == ("backend", "backend-2")
     runners[0].send_signal(signal.SIGTERM)
-    assert runners[0].wait(10) == 128 + signal.SIGTERM
+    assert runners[0].wait(60) == 128 + signal.SIGTERM
     runners.append(start_cli(project, "run", "--label", "backend", "--", *sleeper))
-    wait_for(lambda: len(sessions(project)) == 3, timeout=20)
+    wait_for(lambda: len(sessions(project)) == 3)
     newest = sessions(project)[0]
     assert newest["label"] == "backend"  # its first holder ended: the label is free again
 
@@ -210,7 +210,7 @@ def test_100000_lines_through_two_server_kills_are_stored_exactly_once(
         servers[-1].process.wait(10)
         time.sleep(0.5)
         servers.append(start_server(mcpdir))
-    assert runner.wait(60) == 0
+    assert runner.wait(120) == 0
     stored = lines_of(project, "counter")
     assert len(stored) == 100_000
     assert stored == [f"line {i:06d}" for i in range(1, 100_001)]  # none lost, none doubled, in order
@@ -254,7 +254,7 @@ def test_forward_follows_a_file_through_two_rotations_and_a_truncation(project: 
                 f.flush()
         expected.extend(f"{prefix} {i}" for i in range(count))
 
-    wait_for(lambda: lines_of(project, "app") == expected, timeout=20)
+    wait_for(lambda: lines_of(project, "app") == expected)
     write("first", 200)
     os.rename(log, project / "app.log.1")  # rotation: the writer finishes the old file, then a new one
     write_old = open(project / "app.log.1", "a")  # noqa: SIM115
@@ -262,16 +262,16 @@ def test_forward_follows_a_file_through_two_rotations_and_a_truncation(project: 
     write_old.close()
     expected.append("late in the old file")
     write("second", 200)
-    wait_for(lambda: len(lines_of(project, "app")) == len(expected), timeout=20)
+    wait_for(lambda: len(lines_of(project, "app")) == len(expected))
     os.rename(log, project / "app.log.2")
     write("third", 200)
-    wait_for(lambda: len(lines_of(project, "app")) == len(expected), timeout=20)
+    wait_for(lambda: len(lines_of(project, "app")) == len(expected))
     log.write_text("")  # copytruncate-style: the same file, emptied
     time.sleep(0.3)
     write("after truncation", 5)
-    wait_for(lambda: len(lines_of(project, "app")) >= len(expected), timeout=20)
+    wait_for(lambda: len(lines_of(project, "app")) >= len(expected))
     forward.send_signal(signal.SIGINT)
-    assert forward.wait(10) == 0
+    assert forward.wait(60) == 0
     assert lines_of(project, "app") == expected  # nothing lost or doubled
     [session] = sessions(project)
     assert (session["mode"], session["status"], session["source"]) == ("forward", "stopped", str(log))
@@ -288,9 +288,9 @@ def test_forward_reads_stdin_and_a_named_pipe(project: Path, runners) -> None:
     for writer in ("first writer", "second writer"):  # writers come and go; the session goes on
         with open(fifo, "w") as f:
             f.write(f"{writer}\n")
-    wait_for(lambda: lines_of(project, "pipe") == ["first writer", "second writer"], timeout=20)
+    wait_for(lambda: lines_of(project, "pipe") == ["first writer", "second writer"])
     forward.send_signal(signal.SIGTERM)
-    assert forward.wait(10) == 0
+    assert forward.wait(60) == 0
     labels = {s["label"]: s for s in sessions(project)}
     assert labels["k8s"]["source"] == "-" and labels["pipe"]["status"] == "stopped"
 
@@ -314,7 +314,7 @@ def test_a_server_keeping_its_store_elsewhere_gets_the_spool_over_the_connection
         discover=lambda: target[0] if target else None,
         reconnect=(0.1, 0.2),
     )
-    sender.start(0.5)
+    sender.start(0.5)  # no server yet: its first attempt finds none at once
     events = [
         protocol.TestStarted(
             run_id="far", process="run-1", seq=n, ts=time.time(), nodeid=f"t{n}", worker="main"
@@ -323,10 +323,10 @@ def test_a_server_keeping_its_store_elsewhere_gets_the_spool_over_the_connection
     ]
     for event in events[:150]:
         sender.send(event)
-    wait_for(lambda: sender.spooled == 150, timeout=10)
+    wait_for(lambda: sender.spooled == 150)
     servers.append(start_server(theirs))
     target.append((servers[0].url, servers[0].token))
-    wait_for(lambda: sender.connected, timeout=10)
+    wait_for(lambda: sender.connected)
     for event in events[150:]:
         sender.send(event)
     sender.close()
@@ -346,13 +346,13 @@ def test_reconnection_backs_off_exponentially_up_to_its_limit(tmp_path: Path) ->
     hello = protocol.Hello(protocol=protocol.PROTOCOL_VERSION, run_id="r", process="p", worker="main", pid=1)
     sender = Sender(hello=hello, spool_path=tmp_path / "s.jsonl", discover=discover, reconnect=(0.1, 0.4))
     sender.start(0.5)
-    wait_for(lambda: len(attempts) >= 6, timeout=10)
+    wait_for(lambda: len(attempts) >= 9)
     sender.close()
-    gaps = [b - a for a, b in itertools.pairwise(attempts[:5])]
-    for gap, wanted in zip(
-        gaps, [0.1, 0.2, 0.4, 0.4], strict=True
-    ):  # a busy machine may only make them longer
-        assert wanted - 0.01 <= gap < wanted + 0.5, gaps
+    gaps = [b - a for a, b in itertools.pairwise(attempts[:9])]
+    for gap, wanted in zip(gaps, [0.1, 0.2, 0.4, 0.4, 0.4, 0.4, 0.4, 0.4], strict=True):
+        assert gap >= wanted - 0.01, gaps  # a busy machine may only make them longer
+    # ... and the limit holds: doubling on, the last five gaps would take 0.8 + 1.6 + ... = 24.8 s
+    assert sum(gaps[3:]) < 10.0, gaps
 
 
 # The mcpdebug_process fixture -------------------------------------------------------------------------
@@ -383,14 +383,16 @@ def test_a_service_from_the_fixture_shows_in_its_failing_tests_report(pytester: 
         def web(mcpdebug_process):
             service = mcpdebug_process([sys.executable, "web.py"], label="web", ready=r"listening on port")
             port = re.search(r"port (\\d+)", service.wait_for("listening")).group(1)
-            return f"http://127.0.0.1:{port}"
+            return f"http://127.0.0.1:{port}", service
 
         def test_ok(web):
-            assert urllib.request.urlopen(web + "/ok").status == 200
-            time.sleep(0.5)  # its service's lines are read well before the next test starts
+            url, service = web
+            assert urllib.request.urlopen(url + "/ok").status == 200
+            service.wait_for("GET /ok", timeout=120)  # its line is read (and timed) before test_boom
 
         def test_boom(web):
-            assert urllib.request.urlopen(web + "/boom").status == 200
+            url, _ = web
+            assert urllib.request.urlopen(url + "/boom").status == 200
         """,
     )
     result = run_inner(pytester, "--mcp-debug")

@@ -175,8 +175,9 @@ def test_xdist_records_every_test_once_with_its_worker(pytester: pytest.Pytester
     assert {p["worker"] for p in store.processes(run["run_id"])} == {"controller", "gw0", "gw1"}
 
 
-def test_live_events_reach_a_running_server(pytester: pytest.Pytester, suite, server) -> None:
+def test_live_events_reach_a_running_server(pytester: pytest.Pytester, suite, server, monkeypatch) -> None:
     suite("slow")
+    monkeypatch.setenv("SLOW_WAIT", "120")  # the slow test waits until released (below)
     inner = start_inner(pytester, "--mcp-debug")
     store = recorded(server.directory)
 
@@ -186,27 +187,34 @@ def test_live_events_reach_a_running_server(pytester: pytest.Pytester, suite, se
             t["nodeid"].endswith("test_sleeps") for t in store.tests(runs[0]["run_id"], ("running",))
         )
 
-    wait_for(sleeping_test_running, timeout=20)
-    assert inner.poll() is None, "the test was seen running only after the run ended"
-    out = inner.communicate(timeout=60)[0].decode()
+    try:
+        wait_for(sleeping_test_running)
+        assert inner.poll() is None, "the test was seen running only after the run ended"
+    finally:
+        (pytester.path / "release").touch()
+    out = inner.communicate(timeout=120)[0].decode()
     assert inner.returncode == 0, out
     assert f"streamed to {server.url}" in out
     run = store.runs()[0]
     assert run["status"] == "finished" and run["counts"] == {"passed": 2}
 
 
+QUICK_UNTIL_RELEASED = """
+import os, time, pytest
+
+@pytest.mark.parametrize("i", range({count}))
+def test_step(i):
+    if not os.path.exists("release"):  # quick tests for as long as the outer test needs them
+        time.sleep({pause})
+"""
+"""Quick tests that keep coming until the outer test creates `release` (each one quicker still from
+then on): however slow a loaded machine makes the outer test's look, the run is still going on."""
+
+
 def test_quick_tests_reach_a_running_server_while_the_run_goes_on(pytester: pytest.Pytester, server) -> None:
     """Quick tests wake no thread (`recording.ticker`): the test thread streams their ends itself, a
     tick at a time, so the server counts them while the run goes on, not at its end."""
-    pytester.makepyfile(
-        test_quick="""
-        import time, pytest
-
-        @pytest.mark.parametrize("i", range(300))
-        def test_step(i):
-            time.sleep(0.01)
-    """
-    )
+    pytester.makepyfile(test_quick=QUICK_UNTIL_RELEASED.format(count=6000, pause=0.01))
     inner = start_inner(pytester, "--mcp-debug")
     store = recorded(server.directory)
 
@@ -214,35 +222,32 @@ def test_quick_tests_reach_a_running_server_while_the_run_goes_on(pytester: pyte
         runs = store.runs()
         return len(store.tests(runs[0]["run_id"], ("passed",))) if runs else 0
 
-    wait_for(lambda: passed() >= 20, timeout=30)
-    assert inner.poll() is None, "the quick tests reached the server only after the run ended"
-    first = passed()
-    wait_for(lambda: passed() > first, timeout=30)
-    assert inner.poll() is None
-    out = inner.communicate(timeout=60)[0].decode()
+    try:
+        wait_for(lambda: passed() >= 20)
+        assert inner.poll() is None, "the quick tests reached the server only after the run ended"
+        first = passed()
+        wait_for(lambda: passed() > first)
+        assert inner.poll() is None
+    finally:
+        (pytester.path / "release").touch()
+    out = inner.communicate(timeout=120)[0].decode()
     assert inner.returncode == 0, out
     assert f"streamed to {server.url}" in out
     run = store.runs()[0]
-    assert run["status"] == "finished" and run["counts"] == {"passed": 300}
+    assert run["status"] == "finished" and run["counts"] == {"passed": 6000}
 
 
 def test_server_killed_mid_run_loses_nothing(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(
-        test_many="""
-        import time, pytest
-
-        @pytest.mark.parametrize("i", range(40))
-        def test_step(i):
-            time.sleep(0.05)
-            assert i != 7
-    """
-    )
+    pytester.makepyfile(test_many=QUICK_UNTIL_RELEASED.format(count=400, pause=0.05) + "    assert i != 7\n")
     directory = pytester.path / ".mcpdebug"
     first = start_server(directory)
     inner = start_inner(pytester, "--mcp-debug", "-n", "2")
     store = recorded(directory)
-    wait_for(lambda: store.runs() and sum(store.runs()[0]["counts"].values()) >= 5, timeout=30)
-    first.stop(9)  # SIGKILL: no clean-up, server.json left behind with a dead pid
+    try:
+        wait_for(lambda: store.runs() and sum(store.runs()[0]["counts"].values()) >= 5)
+        first.stop(9)  # SIGKILL: no clean-up, server.json left behind with a dead pid
+    finally:
+        (pytester.path / "release").touch()
     out = inner.communicate(timeout=120)[0].decode()
     assert inner.returncode == 1, out
     assert "lost the server" in out
@@ -251,7 +256,7 @@ def test_server_killed_mid_run_loses_nothing(pytester: pytest.Pytester) -> None:
     try:
         run = recorded(directory).runs()[0]
         assert run["status"] == "finished" and run["exit_status"] == 1
-        assert run["counts"] == {"passed": 39, "failed": 1}
+        assert run["counts"] == {"passed": 399, "failed": 1}
     finally:
         second.stop()
 
@@ -259,29 +264,24 @@ def test_server_killed_mid_run_loses_nothing(pytester: pytest.Pytester) -> None:
 def test_a_server_started_mid_run_is_streamed_the_rest_of_it(pytester: pytest.Pytester) -> None:
     """A run spooling quick tests has its sender asleep (`recording.ticker`): ``server.json`` appearing
     wakes it, and it hands the server what it spooled and streams the rest."""
-    pytester.makepyfile(
-        test_steps="""
-        import time, pytest
-
-        @pytest.mark.parametrize("i", range(80))
-        def test_step(i):
-            time.sleep(0.05)
-    """
-    )
+    pytester.makepyfile(test_steps=QUICK_UNTIL_RELEASED.format(count=2400, pause=0.05))
     directory = pytester.path / ".mcpdebug"
     inner = start_inner(pytester, "--mcp-debug")
     try:
-        wait_for(lambda: any((directory / "spool").glob("*.jsonl")), timeout=30)  # spooling, tests passing
+        wait_for(lambda: any((directory / "spool").glob("*.jsonl")))  # spooling, tests passing
         server = start_server(directory)
         try:
             store = recorded(directory)
-            wait_for(lambda: bool(store.runs()) and store.runs()[0]["status"] == "running", timeout=30)
-            assert inner.poll() is None, "the server met the run only after it ended"
+            try:
+                wait_for(lambda: bool(store.runs()) and store.runs()[0]["status"] == "running")
+                assert inner.poll() is None, "the server met the run only after it ended"
+            finally:
+                (pytester.path / "release").touch()
             out = inner.communicate(timeout=120)[0].decode()
             assert inner.returncode == 0, out
             assert f"streamed to {server.url}" in out
             run = recorded(directory).runs()[0]
-            assert run["status"] == "finished" and run["counts"] == {"passed": 80}
+            assert run["status"] == "finished" and run["counts"] == {"passed": 2400}
         finally:
             server.stop()
     finally:

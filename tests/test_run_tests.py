@@ -232,7 +232,7 @@ async def test_timeout_returns_running_and_wait_reports_progress(
     pytester.makepyfile(test_slow=SLOW)
     started = time.monotonic()
     reply = await live.run(pytester.path, timeout=1)
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 25  # at its timeout, not at the run's end (30 s away)
     found = re.match(r"RUNNING: run (\S+) has not stopped at a failure or finished yet", reply)
     assert found, reply
     run_id = found[1]
@@ -354,7 +354,7 @@ async def test_close_session_with_a_run_id_stops_a_long_run(pytester: pytest.Pyt
             await anyio.sleep(0.1)
         started = time.monotonic()
         closed = await live.call("close_session", session_id=run_id[1])
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 60  # stopped: the test would sleep two minutes
     assert closed == f"Stopped run {run_id[1]} (exit status 2)."
     reply = await live.wait(run_id[1])
     assert reply.startswith(f"FINISHED: run {run_id[1]}.")

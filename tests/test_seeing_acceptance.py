@@ -90,7 +90,7 @@ def screen(name: str) -> str:
     ).stdout
 
 
-async def on_screen(name: str, text: str, timeout: float = 20.0) -> str:
+async def on_screen(name: str, text: str, timeout: float = 60.0) -> str:
     """The tmux pane's text once it shows ``text``."""
     with anyio.move_on_after(timeout):
         while text not in (shown := screen(name)):

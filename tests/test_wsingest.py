@@ -32,6 +32,8 @@ pytestmark = pytest.mark.anyio
 MAX_SIZE = 64 * 1024
 RUN = "run-ws"
 LOGGER = "mcpdebug.ingest"
+PATIENCE = 30.0
+"""Deadline for what is prompt unless the machine is very loaded: waits end as soon as it happens."""
 
 
 @pytest.fixture
@@ -96,12 +98,17 @@ def auth(token: str) -> dict[str, str]:
 def client(server: IngestServer, *, token: str | None = None, url: str | None = None, **kw: Any) -> connect:
     headers = kw.pop("additional_headers", auth(server.token if token is None else token))
     return connect(
-        url or server.url, additional_headers=headers, proxy=None, compression=None, open_timeout=5, **kw
+        url or server.url,
+        additional_headers=headers,
+        proxy=None,
+        compression=None,
+        open_timeout=PATIENCE,
+        **kw,
     )
 
 
 async def recv_frame(ws: ClientConnection) -> Welcome | Ack:
-    with anyio.fail_after(5):
+    with anyio.fail_after(PATIENCE):
         message = await ws.recv()
     return protocol.decode_server_frame(message)
 
@@ -117,7 +124,7 @@ async def handshake(ws: ClientConnection, process: str, **kw: Any) -> Welcome:
 async def expect_close(ws: ClientConnection) -> tuple[int, str]:
     """Wait for the server to close the connection; returns the code and reason it sent."""
     with pytest.raises(ConnectionClosed) as info:
-        with anyio.fail_after(5):
+        with anyio.fail_after(PATIENCE):
             while True:
                 await ws.recv()
     assert info.value.rcvd is not None, f"no close frame received: {info.value!r}"
@@ -126,7 +133,7 @@ async def expect_close(ws: ClientConnection) -> tuple[int, str]:
 
 async def wait_logged(caplog: pytest.LogCaptureFixture, *fragments: str) -> logging.LogRecord:
     """The server may log just after the client saw the refusal: poll briefly."""
-    with anyio.fail_after(5):
+    with anyio.fail_after(PATIENCE):
         while True:
             for record in caplog.records:
                 if record.name == LOGGER and record.levelno >= logging.WARNING:
@@ -473,7 +480,7 @@ async def test_batch_is_stored_and_acked_once(
         await ws.send(batch_text(make_events([8], process="happy-1")))
         assert await recv_frame(ws) == Ack(seq=8)  # no ack was sent for the blank message
     assert stored_seqs(store, "happy-1") == list(range(1, 9))
-    with anyio.fail_after(5):
+    with anyio.fail_after(PATIENCE):
         while (RUN, "happy-1") in server.connections:
             await anyio.sleep(0.01)
     await bystander.check()
@@ -482,7 +489,7 @@ async def test_batch_is_stored_and_acked_once(
 async def test_acks_are_paced_when_the_client_asks(server: IngestServer, bystander: Bystander) -> None:
     """A client that sets ``ack_interval`` gets one ack for several quick messages, no later than
     the interval after the first, and its goodbye acknowledged at once."""
-    interval = 0.4
+    interval = 3.0  # long beside what a loaded machine adds to a message's way, so the pacing shows
     async with client(server) as ws:
         await ws.send(hello_text("paced-1").replace('"pid"', f'"ack_interval":{interval},"pid"'))
         assert isinstance(await recv_frame(ws), Welcome)
@@ -494,7 +501,7 @@ async def test_acks_are_paced_when_the_client_asks(server: IngestServer, bystand
         second = await recv_frame(ws)
         waited = anyio.current_time() - started
         assert second == Ack(seq=4), "the three later messages are acknowledged together"
-        assert interval * 0.8 <= waited <= interval + 1.0
+        assert interval * 0.8 <= waited <= interval + PATIENCE
         assert stored_seqs(server.store, "paced-1") == [1, 2, 3, 4]
 
         goodbye = protocol.ProcessFinished(run_id=RUN, process="paced-1", seq=5, ts=NOW, events=5)

@@ -20,6 +20,13 @@ if TYPE_CHECKING:
 
 # Timeouts
 CONNECT_TIMEOUT: Final = 2.0
+"""How long a test process waits for its first connection attempt before its first test: the attempt
+goes on past it, and the run streams from when it succeeds (what came before is written ahead)."""
+HANDSHAKE_TIMEOUT: Final = 10.0
+"""How long one connection attempt may take (TCP, the WebSocket upgrade, the welcome): a server on a
+loaded machine answered in 2.4-3 s at a load average of 10 on 2 cores. A shorter limit spooled such a
+run with an "unreachable" warning, and every retry met the same limit. A run whose failures wait to be
+held (`--mcp-debug-break`) waits this long for its first attempt."""
 # Limits
 INLINE_SEND_BYTES: Final = 256 * 1024
 """Largest batch the test thread sends itself; a bigger one is left to the sender thread."""
@@ -64,12 +71,12 @@ def open_connection(url: str, token: str, hello: Hello) -> tuple[Channel, contex
             open_channel(
                 url,
                 {"Authorization": f"Bearer {token}"},
-                timeout=CONNECT_TIMEOUT,
+                timeout=HANDSHAKE_TIMEOUT,
                 max_size=protocol.MAX_MESSAGE_BYTES,
             )
         )
         ws.send(protocol.encode(hello).decode())
-        reply = protocol.decode_server_frame(ws.recv(timeout=CONNECT_TIMEOUT))
+        reply = protocol.decode_server_frame(ws.recv(timeout=HANDSHAKE_TIMEOUT))
         if not isinstance(reply, protocol.Welcome):
             raise protocol.ProtocolError(f"expected welcome, got {type(reply).__name__}")
     except BaseException:

@@ -65,6 +65,8 @@ class Link:
     _ws: Channel | None
     _ws_stack: contextlib.ExitStack
     _connected_url: str | None
+    _connecting_url: str | None = None
+    """The server of the latest connection attempt (what `close` names if the first never ended)."""
     server_protocol: int = 0
     """The protocol version the connected server speaks (its `Welcome`): from 3 on, it reads quiet
     passes' short records as they are."""
@@ -180,6 +182,7 @@ class Link:
         if found is None:
             return
         url, token = found
+        self._connecting_url = url
         mine = self._hello
         hello = protocol.Hello(
             protocol=mine.protocol,

@@ -39,7 +39,7 @@ from pytest_mcpdebug.protocol.versions import HELLO_VERSION
 from pytest_mcpdebug.recording import brief, code_version, in_child
 from pytest_mcpdebug.recording import diagnosis as diagnosis_parts
 from pytest_mcpdebug.recording.colocate import Colocation
-from pytest_mcpdebug.recording.connection import CONNECT_TIMEOUT, preload, split_token
+from pytest_mcpdebug.recording.connection import CONNECT_TIMEOUT, HANDSHAKE_TIMEOUT, preload, split_token
 from pytest_mcpdebug.recording.link import Identity
 from pytest_mcpdebug.recording.reporter import ControllerProgress, Reporter, Role
 from pytest_mcpdebug.recording.run_id import new_run_id
@@ -255,10 +255,12 @@ class Recorder(PluginObject):
     def pytest_runtestloop(self, session: pytest.Session) -> None:
         """Before the first test: the sender's first connection attempt (started at the session's
         start, made during collection) is over, so a failing test knows whether a server can hold it,
-        and the start's warnings are said (a run that ends before this says them in its summary)."""
+        and the start's warnings are said (a run that ends before this says them in its summary). A run
+        that holds its failures or hangs waits for the whole attempt: it needs the server to hold."""
         if self.reporter is None:
             return
-        self.sender.first_attempt(CONNECT_TIMEOUT)
+        holds = self.break_on_failure or self.hangs.action == "pause"
+        self.sender.first_attempt(HANDSHAKE_TIMEOUT if holds else CONNECT_TIMEOUT)
         if "msgspec" in sys.modules:  # a connection's handshake loaded it: the faster encoder is free
             self.reporter.use_msgspec()
         if self.reporter.role != "worker":

@@ -307,7 +307,11 @@ class Sender(Link):
             # (the batch in flight is among the unacknowledged). Duplicates are harmless on ingest.
             self._spool_overflow()
             self._write_spool([item for _, item in list(self._unacked)])
-            self.warnings.append(f"the server at {self._connected_url} stopped reading; the rest was spooled")
+            if self._connected_url is None:  # still in a connection attempt (`HANDSHAKE_TIMEOUT`)
+                why = f"the server at {self._connecting_url} did not answer in time; the run was spooled"
+            else:
+                why = f"the server at {self._connected_url} stopped reading; the rest was spooled"
+            self.warnings.append(why)
         self.spool.close()
         if self.ticker is not None:
             self.ticker.close()
@@ -373,11 +377,16 @@ class Sender(Link):
         return max(self._next_connect - time.monotonic(), MIN_WAIT)
 
     def _drain(self) -> list[Event | Encoded]:
+        """Take what is queued. Two threads may drain at once (the test thread spools an overflow
+        while the sender thread takes a batch): each pop is atomic, a check before it would not be."""
         batch = []
         pending = self._pending
         size = 0
-        while pending:
-            event = pending.popleft()
+        while True:
+            try:
+                event = pending.popleft()
+            except IndexError:
+                break
             if type(event) is not Encoded and type(event) is protocol.Output:
                 size += event.size
             batch.append(event)
@@ -456,9 +465,15 @@ class Sender(Link):
 
     def _spool_overflow(self) -> None:
         """The sender thread is not keeping up (or is wedged): the caller writes to the spool itself
-        (what a checkpoint left for the thread first: the spool stays in ``seq`` order)."""
-        ready, self._ready = self._ready, []
-        self.spool.write(spooled(ready) + [_json(e) for e in self._drain()])
+        (what a checkpoint left for the thread first: the spool stays in ``seq`` order). It holds the
+        delivery's lock when that is free, never waiting for it (the thread may be stuck in a send)."""
+        locked = self._flush_lock.acquire(blocking=False)
+        try:
+            ready, self._ready = self._ready, []
+            self.spool.write(spooled(ready) + [_json(e) for e in self._drain()])
+        finally:
+            if locked:
+                self._flush_lock.release()
 
 
 def _json(event: Event | Encoded) -> bytes:

@@ -115,10 +115,11 @@ class SessionClient:
         self._emit(protocol.ProcessStarted, worker="main", pid=os.getpid(), host=self.host)
         self._emit(protocol.SessionStarted, **self._announce)
         if not self.sender.connected and self.say is not None:
-            self.say(
-                f"no mcpdebug server reachable; recording session {self.run_id} to "
-                f"{spool_dir(self.dir)}/ (sent when a server starts; it keeps trying)"
-            )
+            if self.sender.first_attempt(0):
+                why, then = "no mcpdebug server reachable", "sent when a server starts; it keeps trying"
+            else:  # still connecting: a server on a loaded machine may take seconds to answer
+                why, then = "the mcpdebug server has not answered yet", "streamed once it does"
+            self.say(f"{why}; recording session {self.run_id} to {spool_dir(self.dir)}/ ({then})")
 
     def close(self, timeout: float = CLOSE_TIMEOUT) -> None:
         """Say goodbye and deliver everything (what the server does not confirm stays spooled)."""
