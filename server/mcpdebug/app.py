@@ -1,4 +1,5 @@
-"""The MCP server: built here, populated by the tool groups (one module per concern, see `mcpdebug.tools`).
+"""The MCP server: built here, populated by the tool groups (one module per concern, see `mcpdebug.tools`)
+that `tools.groups` selects (`mcpdebug serve` lists the core set; enable_tools lists more).
 
 Every tool returns a typed reply (`mcpdebug.replies`): the same information as ``structuredContent``
 and as text, so an agent sees all of it whichever form its client shows it.
@@ -16,8 +17,10 @@ from mcpdebug.live.sessions import Sessions
 from mcpdebug.processes.managed import ProcessManager
 from mcpdebug.processes.test_runs import Runner
 from mcpdebug.store import Store
-from mcpdebug.tools import debug, diagnosis, failures, guide, hangs, live, output, processes, runs
-from mcpdebug.tools.context import ToolContext, ToolGroup
+from mcpdebug.tools import guide
+from mcpdebug.tools.catalog import Catalog
+from mcpdebug.tools.context import ToolContext
+from mcpdebug.tools.groups import GROUPS, select
 from mcpdebug.tools.server import ToolServer
 
 INSTRUCTIONS = """\
@@ -38,26 +41,14 @@ session_id. When the faulty line is not on the failing stack: get_suspects ranks
 tests ran and passing ones did not (runs recorded with --mcp-debug-coverage); trace_test(test=...)
 re-runs a test recording how its values changed and get_history says where each came from;
 get_run_summary says whether each failure is new, known flaky or failing since an earlier run
-(list_flaky, get_test_history)."""
+(list_flaky, get_test_history). Not every tool named here is listed at first: enable_tools(groups=[...])
+lists a group (debug, processes, diagnosis, ...), and calling a tool by its name lists its group."""
 
 READ_ONLY_NOTE = """
 This server is read-only (`mcpdebug serve --read-only`): it reads recorded runs; nothing that runs
 code or changes a process (run_tests, detect_hang, evaluate_expression, start_process, ...) is offered."""
 
-GROUPS: dict[str, type[ToolGroup]] = {
-    group.group: group
-    for group in (
-        runs.RunTools,
-        failures.FailureTools,
-        hangs.HangTools,
-        live.LiveTools,
-        output.OutputTools,
-        processes.ProcessTools,
-        debug.DebugTools,
-        diagnosis.DiagnosisTools,
-    )
-}
-"""The tool groups by the name `mcpdebug serve --tools` selects them by."""
+__all__ = ["GROUPS", "DebugServer", "build_server"]  # GROUPS: the tool groups by name (`tools.groups`)
 
 DebugServer = ToolServer
 """The server class (`mcpdebug.tools.server`), by the name `serve` knows it."""
@@ -74,7 +65,9 @@ def build_server(
     read_only: bool = False,
     token_verifier: TokenVerifier | None = None,
 ) -> ToolServer:
-    """The MCP server over ``store`` with the tools of ``groups`` (default: every group);
+    """The MCP server over ``store`` with the tools of ``groups``: group names, "core" or "all"
+    (`tools.groups.select`; default: every group, as in-process callers and tests want it;
+    `mcpdebug serve` passes its ``--tools``, by default the core set);
     ``sessions``, ``runner``, ``processes`` and ``debugger`` (from `serve`) make the live, process and
     debug tools work.
 
@@ -106,14 +99,10 @@ def build_server(
         else ProcessManager(store, live_sessions, url=None, token=None),
         debugger=debugger if debugger is not None else Debugger(store, live_sessions, test_runner),
     )
-    chosen = list(GROUPS) if groups is None else list(groups)
-    unknown = [g for g in chosen if g not in GROUPS]
-    if unknown:
-        raise ValueError(
-            f"unknown tool group {', '.join(map(repr, unknown))}; the groups are {', '.join(GROUPS)}"
-        )
-    for name in chosen:
-        GROUPS[name](context).register(server)
+    selection = select(groups) if groups is not None else dict.fromkeys(GROUPS)  # raises on unknown names
+    catalog = server.catalog = Catalog(server, context)
+    catalog.enable(selection)
+    catalog.register()
     guide.register(server, context)
     return server
 

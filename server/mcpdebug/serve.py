@@ -47,8 +47,8 @@ class ServeConfig:
     limits: Limits = field(default_factory=Limits)
     read_only: bool = False
     security: http_auth.HttpSecurity | None = None  # required with http: see `http_auth.resolve`
-    tools: tuple[str, ...] | None = None
-    """The tool groups to list (`mcpdebug serve --tools`); None: all of them."""
+    tools: tuple[str, ...] = ("core",)
+    """The tool groups to list at first (`mcpdebug serve --tools`: group names, core, all)."""
     debug_idle_timeout: float = DEFAULT_IDLE_TIMEOUT
     log: server_log.LogSettings = field(default_factory=server_log.LogSettings)
 
