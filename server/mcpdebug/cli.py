@@ -178,7 +178,7 @@ def _tui(args: argparse.Namespace) -> int:
 
 
 def _log_settings(args: argparse.Namespace) -> Any:
-    from mcpdebug.report.server_log import LogSettings
+    from mcpdebug.report.log_settings import LogSettings
 
     given = args.log_file
     return LogSettings(

@@ -76,6 +76,11 @@ class ToolServer(MCPServer):
             lowlevel.create_initialization_options, NotificationOptions(tools_changed=True)
         )
 
+    @property
+    def lowlevel(self) -> Any:
+        """The SDK's lowlevel server under this one (what `mcpdebug.stdio_start` hands requests to)."""
+        return self._lowlevel_server
+
     def add_reply_tool(
         self, method: Callable[..., Any], annotations: ToolAnnotations, description: str
     ) -> None:
