@@ -10,8 +10,8 @@ Each round starts a fresh `mcpdebug serve --dir <scratch>` with the MCP SDK's ow
 - first tool: the reply to a first call of `list_sessions` (wall, from launch).
 
 Bytecode must be cached for figures that mean anything: the SDK's client does not pass
-PYTHONDONTWRITEBYTECODE on, and one unmeasured round runs first. Reports medians with the load average before and
-after (the machine is shared: repeat when it is quiet).
+PYTHONDONTWRITEBYTECODE on, and one unmeasured round runs first. Reports medians with the load
+average before and after (the machine is shared: repeat when it is quiet).
 
 Usage: python benchmarks/startup.py [--rounds 5] [--args "--tools all"] [--markdown FILE]
 """
