@@ -113,6 +113,13 @@ async def test_read_only_keeps_its_rules_when_groups_are_enabled(tmp_path: Path)
             "get_suspects",
             "enable_tools",
         }
+        core = await client.call_tool("enable_tools", {"groups": ["core"]})
+        assert core.structured_content is not None and core.structured_content["added"] == []
+        assert set(core.structured_content["withheld"]) == {
+            "run_tests",
+            "evaluate_expression",
+            "continue_execution",
+        }
         reply = await client.call_tool("enable_tools", {"groups": ["all"]})
         assert not reply.is_error and reply.structured_content is not None
         withheld = set(reply.structured_content["withheld"])

@@ -67,10 +67,11 @@ class Catalog:
         """The groups of which some tool is not listed yet."""
         return [name for name, about in GROUPS.items() if set(about.tools) - self.listed.get(name, set())]
 
-    def reply(self, added: list[str], names: list[str]) -> ToolsListed:
-        whole = [g for g in GROUPS if g not in self.not_listed()]
-        withheld = [t for t in self.server.withheld if any(t in GROUPS[g].tools for g in _groups_of(names))]
+    def reply(self, added: list[str], selection: Selection) -> ToolsListed:
+        asked = {t for g, only in selection.items() for t in (GROUPS[g].tools if only is None else only)}
+        withheld = [t for t in self.server.withheld if t in asked]
         rest = self.not_listed()
+        whole = [g for g in GROUPS if g not in rest]
         if added:
             text = f"Listed {len(added)} more tool(s): {', '.join(added)}."
             text += " The client was sent notifications/tools/list_changed: its tools/list now has them."
@@ -98,11 +99,11 @@ class Catalog:
         ],
     ) -> ToolsListed:
         """List more tools in this session (see the description built by `description`)."""
-        names: list[str] = list(dict.fromkeys(groups))
-        added = self.enable(select(names))
+        selection = select(groups)
+        added = self.enable(selection)
         if added:
             await announce(ctx)
-        return self.reply(added, names)
+        return self.reply(added, selection)
 
     async def enable_for(self, tool: str, ctx: Context | None) -> bool:
         """List the group of ``tool``, a tool not listed yet; False if no group has it."""
@@ -136,7 +137,3 @@ async def announce(ctx: Context[Any, Any] | None) -> None:
     request = ctx.request_context
     if request.protocol_version not in MODERN_PROTOCOL_VERSIONS:
         await request.session.send_tool_list_changed()
-
-
-def _groups_of(names: list[str]) -> list[str]:
-    return list(GROUPS) if "all" in names else [n for n in names if n in GROUPS]
