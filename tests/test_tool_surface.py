@@ -16,6 +16,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.types import ToolListChangedNotification
 
 from conftest import MCPDEBUG
+from helpers import Events
 from mcpdebug.app import build_server
 from mcpdebug.store import Store
 from mcpdebug.tools.catalog import GroupName
@@ -102,6 +103,21 @@ async def test_a_client_of_the_2026_protocol_hears_of_it_on_its_listen_stream(tm
             assert type(event).__name__ == "ToolsListChanged"
         names = {t.name for t in (await client.list_tools()).tools}
         assert set(GROUPS["processes"].tools) <= names
+
+
+async def test_a_reply_naming_a_tool_not_listed_says_how_to_list_it(tmp_path: Path) -> None:
+    store = Store(tmp_path / ".mcpdebug")
+    events = Events("20261128-120000-a1b2c3")
+    store.apply([events.run_started(), events.start(), *events.test("test_a.py::test_ok", "passed")])
+    store.apply(events.run_finished(exit_status=0))
+    async with Client(build_server(store, groups=["core"])) as client:
+        summary = await client.call_tool("get_run_summary", {})
+        hint = 'list_tests(run_id="20261128-120000-a1b2c3") (after enable_tools(groups=["runs"]))'
+        assert summary.structured_content is not None and summary.structured_content["next_call"] == hint
+        assert not (await client.call_tool("enable_tools", {"groups": ["runs"]})).is_error
+        again = await client.call_tool("get_run_summary", {})
+        assert again.structured_content is not None
+        assert again.structured_content["next_call"] == 'list_tests(run_id="20261128-120000-a1b2c3")'
 
 
 async def test_read_only_keeps_its_rules_when_groups_are_enabled(tmp_path: Path) -> None:

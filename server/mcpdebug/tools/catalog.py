@@ -63,6 +63,16 @@ class Catalog:
             group.register_resources(self.server)
         return group
 
+    def unlisted(self) -> dict[str, str]:
+        """The tools enable_tools would list, each with its group (a withheld tool is never listed)."""
+        withheld = set(self.server.withheld)
+        return {
+            tool: name
+            for name, about in GROUPS.items()
+            for tool in about.tools
+            if tool not in self.listed.get(name, ()) and tool not in withheld
+        }
+
     def not_listed(self) -> list[str]:
         """The groups of which some tool is not listed yet."""
         return [name for name, about in GROUPS.items() if set(about.tools) - self.listed.get(name, set())]

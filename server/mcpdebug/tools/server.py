@@ -38,6 +38,7 @@ from mcpdebug.replies import Reply
 from mcpdebug.report import entries
 from mcpdebug.tools.annotations import side_effect
 from mcpdebug.tools.args import Example
+from mcpdebug.views import calls
 from mcpdebug.views.lookup import quoted
 
 if TYPE_CHECKING:
@@ -176,6 +177,7 @@ class ToolServer(MCPServer):
             raise ToolError(
                 f"{name} has no argument {', '.join(quoted(k) for k in unknown[:5])}; its arguments: {valid}."
             )
+        hidden = calls.unlisted(catalog.unlisted() if catalog is not None else {})
         try:
             return await super().call_tool(name, arguments, context)
         except UnexpectedToolError:
@@ -184,6 +186,8 @@ class ToolServer(MCPServer):
             if isinstance(exc.__cause__, ValidationError):
                 raise ToolError(_invalid(name, exc.__cause__, params)) from exc.__cause__
             raise ToolError(bounded(str(exc).removeprefix(f"{SDK_PREFIX}{name}: "))) from exc
+        finally:
+            calls.listed_again(hidden)
 
 
 def _logged(result: Any) -> Any:

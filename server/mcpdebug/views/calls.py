@@ -8,11 +8,13 @@ to an agent and ``mcpdebug failure R`` to a person.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable
-from contextvars import ContextVar
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar, Token
+from types import MappingProxyType
 from typing import Any
 
 _terminal: ContextVar[bool] = ContextVar("mcpdebug_terminal_hints", default=False)
+_unlisted: ContextVar[Mapping[str, str]] = ContextVar("mcpdebug_unlisted_tools", default=MappingProxyType({}))
 
 
 def for_terminal() -> None:
@@ -24,6 +26,16 @@ def in_terminal() -> bool:
     return _terminal.get()
 
 
+def unlisted(groups: Mapping[str, str]) -> Token[Mapping[str, str]]:
+    """While a tool answers: the tools its server does not list yet, each with the group that lists
+    it, so that a call of one also names the enable_tools call after which the agent can make it."""
+    return _unlisted.set(groups)
+
+
+def listed_again(token: Token[Mapping[str, str]]) -> None:
+    _unlisted.reset(token)
+
+
 def call(name: str, **args: Any) -> str:
     """The call of tool ``name`` with ``args`` (None values left out), in the current style."""
     given = {k: v for k, v in args.items() if v is not None}
@@ -32,7 +44,8 @@ def call(name: str, **args: Any) -> str:
         if command is not None:
             return "`" + shlex.join(command(given)) + "`"
         return f"{_tool(name, given)} (an MCP tool: `mcpdebug serve`)"
-    return _tool(name, given)
+    group = _unlisted.get().get(name)
+    return f'{_tool(name, given)} (after enable_tools(groups=["{group}"]))' if group else _tool(name, given)
 
 
 def _tool(name: str, args: dict[str, Any]) -> str:
