@@ -1,8 +1,10 @@
 """Measure what an agent sees of the MCP server: tools/list, the largest replies, hostile arguments,
 a catastrophic regex, and `mcpdebug show` of a big run.
 
-1. tools/list: per tool, name + description + inputSchema (what a client puts in the model's
-   context) and the outputSchema beside it, in characters of compact JSON.
+1. tools/list: the default list as a client of `mcpdebug serve` receives it (the SDK's stdio client,
+   compact JSON of the whole result: target at most 25,000 characters), and per tool of every group,
+   name + description + inputSchema (what a client puts in the model's context) and the outputSchema
+   beside it, in characters of compact JSON.
 2. The largest replies as the model sees them: the JSON of structuredContent (what Claude Code and
    VS Code show) and the text, for calls made to be large on a run of --tests tests (--failures of
    them failing with long messages, one printing --lines lines).
@@ -33,6 +35,8 @@ from typing import Any
 import anyio
 from hypothesis import HealthCheck, given, settings
 from mcp import Client
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "server"), str(ROOT)]
@@ -61,6 +65,19 @@ async def tools_list(client: Client) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+async def default_surface(folder: Path) -> dict[str, Any]:
+    """The default tools/list of `mcpdebug serve` over stdio, as the SDK's client receives it."""
+    params = StdioServerParameters(command=MCPDEBUG, args=["serve", "--dir", str(folder / ".mcpdebug")])
+    with open(folder / "serve.log", "w") as log:
+        async with stdio_client(params, errlog=log) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            listed = await session.list_tools()
+    return {
+        "chars": compact(listed.model_dump(by_alias=True, exclude_none=True, mode="json")),
+        "tools": sorted(t.name for t in listed.tools),
+    }
 
 
 def big_run(folder: Path, tests: int, failures: int, lines: int) -> tuple[Store, str]:
@@ -224,17 +241,27 @@ def show_timing(folder: Path, run_id: str) -> list[dict[str, Any]]:
 def markdown(report: dict[str, Any], command: str) -> str:
     tools = report["tools_list"]
     context = [t["context"] for t in tools]
+    default = report["default"]
+    core = set(default["tools"])
     lines = [
         f"Command: `{command}`",
         "",
-        f"**tools/list** ({len(tools)} tools): name + description + inputSchema {sum(context):,} characters, "
+        f"**Default tools/list** of `mcpdebug serve` (SDK stdio client, compact JSON of the result): "
+        f"{default['chars']:,} characters, {len(default['tools'])} tools (target at most 25,000).",
+        "",
+        f"**Every tool** (`--tools all`, {len(tools)} tools; **bold**: listed by default): name + "
+        f"description + inputSchema {sum(context):,} characters, "
         f"{sum(context) / len(tools):,.0f} a tool on average (target at most 1,000), largest "
         f"{max(context):,} ({max(tools, key=lambda t: t['context'])['tool']}); output schemas beside them "
         f"{sum(t['output_schema'] for t in tools):,} characters.",
         "",
         "| tool | name + description + inputSchema | outputSchema |",
         "| --- | ---: | ---: |",
-        *(f"| `{t['tool']}` | {t['context']:,} | {t['output_schema']:,} |" for t in tools),
+        *(
+            f"| {'**' if t['tool'] in core else ''}`{t['tool']}`{'**' if t['tool'] in core else ''} | "
+            f"{t['context']:,} | {t['output_schema']:,} |"
+            for t in tools
+        ),
         "",
         f"**Largest replies** on a run of {report['tests']:,} tests ({report['failures']} failing, one "
         f"printing {report['lines']:,} lines), as the model sees them (JSON of structuredContent) and "
@@ -290,7 +317,9 @@ def main() -> None:
         store.close()
         (base / "hostile").mkdir()
         (base / "regex").mkdir()
+        (base / "default").mkdir()
         report = {
+            "default": anyio.run(default_surface, base / "default"),
             "tests": args.tests,
             "failures": args.failures,
             "lines": args.lines,

@@ -37,6 +37,7 @@ VALID: dict[str, Any] = {  # a value every required argument may take while anot
     "script_path": "no_such_script.py",
     "filters": ["uncaught"],
     "enabled": True,
+    "groups": ["debug"],
 }
 CODE = {"command", "expression", "args", "tests", "env", "input"}
 """Free-form arguments of the tools that run code: only wrong types are sent (a well-typed value

@@ -132,6 +132,8 @@ async def test_every_request_needs_the_bearer_token(http_server: RunningServer) 
             pass
     assert any("error response" in str(leaf) for leaf in leaves(refused.value))
     async with http_client(url, token) as client:
+        listed = await client.call_tool("enable_tools", {"groups": ["all"]})  # the core set at first
+        assert not listed.is_error and "debug" in (listed.structured_content or {})["groups"]
         assert {t.name for t in (await client.list_tools()).tools} >= RUNS_CODE_TOOLS
         reply = await client.call_tool("list_sessions", {})
         assert not reply.is_error and "No sessions recorded" in text(reply)
@@ -155,7 +157,7 @@ async def test_read_only_server_over_http_with_the_token_from_the_environment(
 ) -> None:
     token = "env-token-0123456789abcdef"
     monkeypatch.setenv(http_auth.TOKEN_ENV, token)
-    server = start_server(tmp_path / ".mcpdebug", "--read-only")
+    server = start_server(tmp_path / ".mcpdebug", "--read-only", "--tools", "all")
     try:
         assert server.mcp_token == token
         assert "(the token of $MCPDEBUG_HTTP_TOKEN)" in startup_log(server)

@@ -167,9 +167,13 @@ async def test_every_tool_is_described_typed_and_its_replies_validate(recorded_d
         history = await call("get_test_history", test="test_output_then_fail")
         assert "test_output_then_fail" in history["text"]
         assert "text" in await call("list_flaky")
+        listed_all = await call("enable_tools", groups=["debug"])  # every group is listed here already
+        assert (
+            listed_all["added"] == [] and listed_all["not_listed"] == [] and "debug" in listed_all["groups"]
+        )
 
         called = {"list_sessions", "get_run_summary", "list_tests", "get_test", "get_failure"}
-        called |= {"get_suspects", "get_test_history", "list_flaky"}
+        called |= {"get_suspects", "get_test_history", "list_flaky", "enable_tools"}
         called |= {"get_stack_trace", "get_scopes", "get_variables", "get_local_variables"}
         called |= {"get_source_context", "get_hang", "get_output", "search_output", "get_logs"}
         live = {"detect_hang", "evaluate_expression", "continue_execution", "close_session"}
@@ -254,7 +258,7 @@ async def test_tool_groups_list_only_what_was_chosen(recorded_dir: Path, tmp_pat
     store = recorded(recorded_dir)
     async with Client(build_server(store, groups=["hangs", "output"])) as client:
         names = {t.name for t in (await client.list_tools()).tools}
-    assert names == {"get_hang", "detect_hang", "get_output", "search_output", "get_logs"}
+    assert names == {"get_hang", "detect_hang", "get_output", "search_output", "get_logs", "enable_tools"}
     assert set(GROUPS) == {"runs", "failures", "hangs", "live", "output", "processes", "debug", "diagnosis"}
     bad = subprocess.run(
         [MCPDEBUG, "serve", "--dir", str(recorded_dir), "--tools", "runs,nope"],
@@ -266,7 +270,7 @@ async def test_tool_groups_list_only_what_was_chosen(recorded_dir: Path, tmp_pat
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines()[-1] == (
         "mcpdebug serve: unknown tool group 'nope'; the groups are runs, failures, hangs, live, output, "
-        "processes, debug, diagnosis"
+        "processes, debug, diagnosis (or core, all)"
     )
 
 

@@ -133,16 +133,13 @@ def _serve(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     logging.getLogger("mcpdebug.ingest.websockets").setLevel(logging.WARNING)
-    from mcpdebug.app import GROUPS
+    from mcpdebug.tools import groups as tool_groups
 
-    groups = [g.strip() for g in args.tools.split(",") if g.strip()] if args.tools else None
-    unknown = [g for g in groups or [] if g not in GROUPS]
-    if unknown:
-        print(
-            f"mcpdebug serve: unknown tool group {', '.join(map(repr, unknown))}; "
-            f"the groups are {', '.join(GROUPS)}",
-            file=sys.stderr,
-        )
+    groups = [g.strip() for g in args.tools.split(",") if g.strip()] if args.tools else tool_groups.DEFAULT
+    try:
+        tool_groups.select(groups)
+    except tool_groups.SelectionError as exc:
+        print(f"mcpdebug serve: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
         security = http_auth.from_serve_args(args)
@@ -162,7 +159,7 @@ def _serve(args: argparse.Namespace) -> int:
         host=args.host,
         port=args.port,
         ingest_port=args.ingest_port,
-        tools=tuple(groups) if groups is not None else None,
+        tools=tuple(groups),
         debug_idle_timeout=args.debug_idle_timeout,
         read_only=args.read_only,
         security=security,
@@ -200,7 +197,7 @@ def _tui(args: argparse.Namespace) -> int:
 
 
 def _log_settings(args: argparse.Namespace) -> Any:
-    from mcpdebug.report.server_log import LogSettings
+    from mcpdebug.report.log_settings import LogSettings
 
     given = args.log_file
     return LogSettings(

@@ -176,8 +176,9 @@ def _serve_tools(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--tools",
         metavar="GROUPS",
-        help="list only these tool groups, comma-separated: runs, failures, hangs, live, output, "
-        "processes, debug, diagnosis (default: all)",
+        help="the tools listed at first, comma-separated: core (the tools a failing or hanging test "
+        "needs first), all, or groups: runs, failures, hangs, live, output, processes, debug, diagnosis "
+        "(default: core; the enable_tools tool lists more within a session)",
     )
     parser.add_argument(
         "--debug-idle-timeout",

@@ -28,11 +28,12 @@ import ssl
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from mcp.server.auth.provider import AccessToken
-from mcp.server.transport_security import TransportSecuritySettings
-from starlette.datastructures import Headers
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+if TYPE_CHECKING:  # imported where used: `serve` over stdio (and its flags' checks) never loads them
+    from mcp.server.auth.provider import AccessToken
+    from mcp.server.transport_security import TransportSecuritySettings
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 log = logging.getLogger("mcpdebug.http")
 
@@ -158,6 +159,8 @@ class StaticTokenVerifier:
         self._token = token.encode()
 
     async def verify_token(self, token: str) -> AccessToken | None:
+        from mcp.server.auth.provider import AccessToken
+
         if hmac.compare_digest(token.encode(), self._token):
             return AccessToken(token=token, client_id="mcpdebug", scopes=[])
         return None
@@ -169,6 +172,8 @@ def transport_security(host: str, security: HttpSecurity) -> TransportSecuritySe
     The SDK checks them only when bound to loopback; bound elsewhere (or to every interface), the
     legitimate names are this machine's names and addresses plus ``--allowed-host``.
     """
+    from mcp.server.transport_security import TransportSecuritySettings
+
     local = {"127.0.0.1", "localhost", "[::1]"}
     names = {*local, *security.allowed_hosts}
     names |= _machine_names(host) if not is_loopback(host) else {_bracket(host)}
@@ -275,6 +280,8 @@ class RefusalLog:
 
     @staticmethod
     def _log(scope: Scope) -> None:
+        from starlette.datastructures import Headers
+
         client = scope.get("client")
         peer = f"{client[0]}:{client[1]}" if client else "?"
         given = "authorization" in Headers(scope=scope)

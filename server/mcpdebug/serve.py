@@ -1,15 +1,21 @@
 """`mcpdebug serve`: the store, the WebSocket ingest and the MCP server, in one event loop.
 
 Start-up order matters: the HTTP port (with ``--http``) is taken first, so a busy port fails before
-anything else; then the store is opened and pending spool ingested, then the ingest endpoint (and the
-MCP URL and its bearer token) is advertised in ``server.json``, then MCP starts answering. On exit
-the advertisement is removed (a killed server leaves it behind, but naming a dead pid it is ignored
-by test processes).
+anything else; then the store is opened and pending spool ingested, the server built, then the
+ingest endpoint (and the MCP URL and its bearer token) is advertised in ``server.json``, then MCP
+answers tool calls. Over stdio the initialize reply comes first, before any of that is loaded
+(`mcpdebug.stdio_start`): the rest is built in a worker thread once it is out, and requests wait
+for it. On exit the advertisement is removed (a killed server leaves it behind, but naming a dead
+pid it is ignored by test processes).
+
+This module imports neither the MCP SDK nor the store at the top: what a start-up needs is
+imported where it is needed (`python -X importtime` shows it; benchmarks/startup.py times it).
 """
 
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import os
 import signal
@@ -17,22 +23,24 @@ import socket
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 
 from mcpdebug import http_auth
-from mcpdebug.app import DebugServer, build_server
-from mcpdebug.debug.manager import DEFAULT_IDLE_TIMEOUT, Debugger
-from mcpdebug.ingest.recovery import rebuild
-from mcpdebug.ingest.spool import ingest_spool
-from mcpdebug.ingest.websocket import IngestServer
-from mcpdebug.live.sessions import Sessions
-from mcpdebug.processes.managed import ProcessManager
-from mcpdebug.processes.test_runs import Runner
-from mcpdebug.report import server_log
-from mcpdebug.store import Store
+from mcpdebug.report.log_settings import LogSettings
 from pytest_mcpdebug.folder import SERVER_FILE, ServerInfo, read_server_info, write_server_info
 from pytest_mcpdebug.limits import Limits, describe
+
+if TYPE_CHECKING:
+    from mcpdebug.app import DebugServer
+    from mcpdebug.debug.manager import Debugger
+    from mcpdebug.ingest.websocket import IngestServer
+    from mcpdebug.live.sessions import Sessions
+    from mcpdebug.processes.managed import ProcessManager
+    from mcpdebug.processes.test_runs import Runner
+    from mcpdebug.report.server_log import ServerLog
+    from mcpdebug.store import Store
 
 log = logging.getLogger("mcpdebug.serve")
 
@@ -47,60 +55,67 @@ class ServeConfig:
     limits: Limits = field(default_factory=Limits)
     read_only: bool = False
     security: http_auth.HttpSecurity | None = None  # required with http: see `http_auth.resolve`
-    tools: tuple[str, ...] | None = None
-    """The tool groups to list (`mcpdebug serve --tools`); None: all of them."""
-    debug_idle_timeout: float = DEFAULT_IDLE_TIMEOUT
-    log: server_log.LogSettings = field(default_factory=server_log.LogSettings)
+    tools: tuple[str, ...] = ("core",)
+    """The tool groups to list at first (`mcpdebug serve --tools`: group names, core, all)."""
+    debug_idle_timeout: float | None = None
+    """Seconds a debug session lives without a tool call about it; None: the debugger's default."""
+    log: LogSettings = field(default_factory=LogSettings)
 
 
 async def run(config: ServeConfig) -> None:
     if config.http and config.security is None:
         raise ValueError("ServeConfig(http=True) needs security= (see mcpdebug.http_auth.resolve)")
-    listener = _listen(config) if config.http else None
+    if not config.http:
+        await _run_stdio(config)
+        return
+    listener = _listen(config)
     try:
-        await _run(config, listener)
+        await _run_http(config, listener)
     finally:
-        if listener is not None:
-            listener.close()
+        listener.close()
 
 
-async def _run(config: ServeConfig, listener: socket.socket | None) -> None:
-    security = config.security if listener is not None else None
-    mcp_url = ""
-    if listener is not None and security is not None:
-        mcp_url = http_auth.public_url(config.host, listener.getsockname()[1], security)
+@dataclass
+class _Served:
+    """What a serving process holds: built (`_build`), advertised (`_advertise`), then closed."""
+
+    store: Store
+    written: ServerLog | None
+    sessions: Sessions
+    runner: Runner
+    processes: ProcessManager
+    debugger: Debugger
+    app: DebugServer
+    ingest: IngestServer | None = None
+
+    async def close(self, directory: Path) -> None:
+        await self.debugger.shutdown()  # before the runner: a debugged run is detached, then ended
+        await self.runner.close()
+        await self.processes.close()  # while ingest still takes the last lines and states they send
+        if self.ingest is not None:
+            await self.ingest.close()
+            _remove_server_file(directory)
+        self.store.close()
+        if self.written is not None:
+            self.written.close()
+
+
+def _build(config: ServeConfig, security: http_auth.HttpSecurity | None) -> _Served:
+    """The store (spool ingested), the JSON log, the live parts and the MCP server: all that takes
+    imports and disk reads, and no event loop (stdio builds it in a worker thread)."""
+    from mcpdebug.app import build_server
+    from mcpdebug.debug.manager import DEFAULT_IDLE_TIMEOUT, Debugger
+    from mcpdebug.live.sessions import Sessions
+    from mcpdebug.processes.managed import ProcessManager
+    from mcpdebug.processes.test_runs import Runner
+
     store = _open_store(config)
     written = _open_log(config, store)
     sessions = Sessions(store)
     runner = Runner(store, sessions, url=None, token=None)
     processes = ProcessManager(store, sessions, url=None, token=None)
-    ingest: IngestServer | None = None
-    kept_in: Path | None = None
-    other = read_server_info(config.directory)
-    if other is not None and other.pid != os.getpid() and not store.read_only:
-        log.info(
-            "another mcpdebug serve (pid %d) ingests runs for %s; this one answers MCP from the same store",
-            other.pid,
-            config.directory,
-        )
-    elif not store.read_only:  # a store this process cannot write takes in no live runs
-        ingest = IngestServer(store, port=config.ingest_port, sessions=sessions)
-        url = await ingest.start()
-        runner.url, runner.token = url, ingest.token
-        processes.url, processes.token = url, ingest.token
-        kept_in = write_server_info(
-            config.directory,
-            ServerInfo(
-                url=url,
-                token=ingest.token,
-                pid=os.getpid(),
-                host=socket.gethostname(),
-                mcp_url=mcp_url,
-                mcp_token=security.token if security else "",
-            ),
-        )
-    verifier = http_auth.StaticTokenVerifier(security.token) if security else None
-    debugger = Debugger(store, sessions, runner, idle_timeout=config.debug_idle_timeout)
+    idle = DEFAULT_IDLE_TIMEOUT if config.debug_idle_timeout is None else config.debug_idle_timeout
+    debugger = Debugger(store, sessions, runner, idle_timeout=idle)
     app = build_server(
         store,
         sessions,
@@ -109,35 +124,111 @@ async def _run(config: ServeConfig, listener: socket.socket | None) -> None:
         debugger,
         groups=config.tools,
         read_only=config.read_only,
-        token_verifier=verifier,
+        token_verifier=http_auth.StaticTokenVerifier(security.token) if security else None,
     )
     if config.read_only:
         log.info("read-only: %s not offered", ", ".join(app.withheld))
+    return _Served(store, written, sessions, runner, processes, debugger, app)
+
+
+async def _advertise(
+    served: _Served, config: ServeConfig, mcp_url: str, security: http_auth.HttpSecurity | None
+) -> Path | None:
+    """Start the ingest endpoint and name it in server.json, unless another server ingests here or
+    the store is read-only; where server.json was written."""
+    from mcpdebug.ingest.websocket import IngestServer
+
+    store = served.store
+    other = read_server_info(config.directory)
+    if other is not None and other.pid != os.getpid() and not store.read_only:
+        log.info(
+            "another mcpdebug serve (pid %d) ingests runs for %s; this one answers MCP from the same store",
+            other.pid,
+            config.directory,
+        )
+        return None
+    if store.read_only:  # a store this process cannot write takes in no live runs
+        return None
+    served.ingest = IngestServer(store, port=config.ingest_port, sessions=served.sessions)
+    url = await served.ingest.start()
+    for part in (served.runner, served.processes):
+        part.url, part.token = url, served.ingest.token
+    return write_server_info(
+        config.directory,
+        ServerInfo(
+            url=url,
+            token=served.ingest.token,
+            pid=os.getpid(),
+            host=socket.gethostname(),
+            mcp_url=mcp_url,
+            mcp_token=security.token if security else "",
+        ),
+    )
+
+
+async def _run_http(config: ServeConfig, listener: socket.socket) -> None:
+    security = config.security
+    assert security is not None
+    mcp_url = http_auth.public_url(config.host, listener.getsockname()[1], security)
+    served = _build(config, security)
     try:
-        if listener is not None and security is not None:
-            for line in http_auth.client_help(mcp_url, security, kept_in):
-                print(line, file=sys.stderr, flush=True)
-            await _serve_http(app, config, security, listener)  # uvicorn handles SIGINT/SIGTERM itself
-        else:
-            async with anyio.create_task_group() as tasks:
-                tasks.start_soon(_stop_on_signal, tasks.cancel_scope)
-                await app.run_stdio_async()
-                tasks.cancel_scope.cancel()
+        kept_in = await _advertise(served, config, mcp_url, security)
+        for line in http_auth.client_help(mcp_url, security, kept_in):
+            print(line, file=sys.stderr, flush=True)
+        await _serve_http(served.app, config, security, listener)  # uvicorn handles SIGINT/SIGTERM itself
     finally:
-        await debugger.shutdown()  # before the runner: a debugged run is detached, then ended
-        await runner.close()
-        await processes.close()  # while ingest still takes the last lines and states they send
-        if ingest is not None:
-            await ingest.close()
-            _remove_server_file(config.directory)
-        store.close()
-        if written is not None:
-            written.close()
+        await served.close(config.directory)
+
+
+async def _run_stdio(config: ServeConfig) -> None:
+    """Answer initialize at once, build the rest in a worker thread meanwhile (`stdio_start`).
+
+    The cyclic garbage collector is off until the server is built: start-up creates hundreds of
+    thousands of objects (pydantic models) and no garbage worth a collection, and each collection
+    scans them all (about a tenth of the start-up's CPU here); what start-up made is then frozen
+    out of later collections."""
+    gc.disable()
+    from mcpdebug import lazy_sdk
+
+    deferred = lazy_sdk.defer_packages()  # before anything imports the SDK
+    from mcpdebug import stdio_start
+
+    pending = stdio_start.Pending(stdio_start.initialization(config.read_only))
+    served: _Served | None = None
+
+    def build() -> None:
+        nonlocal served
+        lazy_sdk.complete_packages(deferred)
+        served = _build(config, None)  # here, not from the await: a cancelled wait still closes it
+
+    async def load() -> None:
+        await pending.wanted.wait()
+        await anyio.to_thread.run_sync(build)
+        assert served is not None
+        await _advertise(served, config, "", None)
+        gc.freeze()
+        gc.enable()
+        pending.ready(served.app.lowlevel)
+
+    try:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(_stop_on_signal, tasks.cancel_scope)
+            tasks.start_soon(load)
+            await stdio_start.serve(pending)
+            tasks.cancel_scope.cancel()
+    finally:
+        gc.enable()
+        if served is not None:
+            await served.close(config.directory)
 
 
 def _open_store(config: ServeConfig) -> Store:
     """The store, rebuilt if it was found corrupted, with pending spool ingested and the retention
     limits applied; a store this process may not write is served as it is."""
+    from mcpdebug.ingest.recovery import rebuild
+    from mcpdebug.ingest.spool import ingest_spool
+    from mcpdebug.store import Store
+
     store = Store(config.directory, limits=config.limits)
     log.info("store %s (%s)", config.directory, describe(config.limits))
     if store.read_only:
@@ -158,8 +249,10 @@ def _open_store(config: ServeConfig) -> Store:
     return store
 
 
-def _open_log(config: ServeConfig, store: Store) -> server_log.ServerLog | None:
+def _open_log(config: ServeConfig, store: Store) -> ServerLog | None:
     """Seed 000's JSON log beside the store; a folder it cannot be written in costs a warning only."""
+    from mcpdebug.report import server_log
+
     if not config.log.enabled:
         return None
     if store.read_only and config.log.path is None:

@@ -29,6 +29,7 @@ from typing import Any, Final
 
 from pythonjsonlogger.msgspec import MsgspecFormatter
 
+from mcpdebug.report.log_settings import LogSettings
 from mcpdebug.report.log_values import Cleaner
 
 LOG_DIR: Final = "logs"
@@ -38,8 +39,6 @@ ROOT_LOGGER: Final = "debug-mcp"
 SERVER_LOGGER: Final = "mcpdebug"
 """The server's own loggers, written as ``server:log`` entries."""
 # Limits
-DEFAULT_MAX_BYTES: Final = 10 * 1024 * 1024
-DEFAULT_BACKUPS: Final = 5
 QUEUE_SIZE: Final = 20_000
 """Entries waiting for the writer thread; beyond that they are dropped and counted."""
 SERVER_TEXT_CHARS: Final = 4_000
@@ -145,19 +144,6 @@ class ServerLog:
                 "could not keep up",
                 file=sys.stderr,
             )
-
-
-@dataclass(frozen=True)
-class LogSettings:
-    """`mcpdebug serve`'s ``--log-*`` options."""
-
-    level: str = "info"
-    path: Path | None = None
-    """Default: ``<store folder>/logs/debug-mcp-server.log``; see `enabled`."""
-    enabled: bool = True
-    """``--log-file none``: no log file (the entries cost one level check each)."""
-    max_bytes: int = DEFAULT_MAX_BYTES
-    backups: int = DEFAULT_BACKUPS
 
 
 def open_log(directory: Path, settings: LogSettings, *, project: Path | None = None) -> ServerLog:

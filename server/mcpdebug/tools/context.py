@@ -1,8 +1,9 @@
 """What every tools module shares: the store, live sessions, the test runner, and error handling.
 
 Each tools module has one `ToolGroup` subclass named after its concern (``group = "runs"``): its
-methods marked ``@tool(ANNOTATIONS)`` are its tools, each returning a `mcpdebug.replies` model, and
-``register`` adds them (and the module's resources). A tool never lets a lookup failure escape as a
+methods marked ``@tool(ANNOTATIONS)`` are its tools, each returning a `mcpdebug.replies` model;
+``register`` adds them (all, or the core ones: see `tools.groups`) and ``register_resources`` the
+module's resources. A tool never lets a lookup failure escape as a
 server error: `reads_store` (sync tools), `ToolGroup.stored` (async tools computing in a worker
 thread) and `ToolGroup.asking` (live requests and runs) turn it into an error result whose message
 says what exists and what to call instead.
@@ -11,7 +12,7 @@ says what exists and what to call instead.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from functools import wraps
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
@@ -83,10 +84,14 @@ class ToolGroup:
                 found.append((getattr(self, name), annotations))
         return found
 
-    def register(self, server: ToolServer) -> None:
-        """Add the group's tools to ``server``; a group with resources extends this."""
+    def register(self, server: ToolServer, names: Collection[str] | None = None) -> None:
+        """Add the group's tools to ``server`` (only those in ``names``, if given)."""
         for method, hints in self.tools():
-            server.add_reply_tool(method, hints, inspect.cleandoc(method.__doc__ or ""))
+            if names is None or method.__name__ in names:
+                server.add_reply_tool(method, hints, inspect.cleandoc(method.__doc__ or ""))
+
+    def register_resources(self, server: ToolServer) -> None:
+        """Add the group's resources (once, when any of its tools is first listed); most have none."""
 
     async def stored(self, fn: Callable[[], T]) -> T:
         """A stored-data reply, computed in a worker thread (SQLite and files)."""

@@ -226,8 +226,7 @@ class OutputTools(ToolGroup):
             self.store, run, q, None, context=context, occurrence=occurrence, ignore_case=caseInsensitive
         ).render()
 
-    def register(self, server: ToolServer) -> None:
-        super().register(server)
+    def register_resources(self, server: ToolServer) -> None:
         node = ResourceSecurity(exempt_params={"nodeid"})
         for method, uri, name, mime, description, has_node in RESOURCES:
             server.resource(

@@ -126,8 +126,7 @@ class RunTools(ToolGroup):
     def run_resource(self, run_id: str) -> str:
         return runs_view.summary(self.store, lookup.run(self.store, run_id)).text
 
-    def register(self, server: ToolServer) -> None:
-        super().register(server)
+    def register_resources(self, server: ToolServer) -> None:
         server.resource(
             "mcpdebug://runs",
             name="runs",

@@ -8,7 +8,11 @@
 - a wrong, missing or unknown argument is answered with one line per argument: its name, what it
   must be, an example, no library text; inputs are quoted to at most `QUOTE_CHARS` characters and
   every error reply is cut to at most `MAX_ERROR_CHARS`.
-- schemas are listed without pydantic's generated titles (context an agent pays for, for nothing).
+- schemas are listed without pydantic's generated titles (context an agent pays for, for nothing),
+  and output schemas without descriptions and defaults: their fields' meaning is in the reply's
+  text, and every session pays for a schema's words before its first question.
+- the tool list can grow within a session (`tools.catalog`): the server declares
+  ``tools.listChanged``, and a call of a tool not listed yet lists its group first.
 """
 
 from __future__ import annotations
@@ -20,9 +24,10 @@ import time
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final, Literal, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Final, Literal, get_args, get_origin
 
 import annotated_types
+from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.types import CallToolResult, TextContent, Tool, ToolAnnotations
@@ -33,7 +38,11 @@ from mcpdebug.replies import Reply
 from mcpdebug.report import entries
 from mcpdebug.tools.annotations import side_effect
 from mcpdebug.tools.args import Example
+from mcpdebug.views import calls
 from mcpdebug.views.lookup import quoted
+
+if TYPE_CHECKING:
+    from mcpdebug.tools.catalog import Catalog
 
 MAX_ERROR_CHARS: Final = 2_000
 SDK_PREFIX: Final = "Error executing tool "
@@ -58,7 +67,20 @@ class ToolServer(MCPServer):
         self.read_only = read_only
         self.withheld: list[str] = []
         self.params: dict[str, dict[str, Param]] = {}
+        self.catalog: Catalog | None = None
+        """The tool groups this server can list more of (set by `mcpdebug.app.build_server`)."""
         self._calls = itertools.count(1)
+        # Every transport (stdio, HTTP, in-memory) asks the lowlevel server for its initialize
+        # options without notification options; the tool list grows within a session, so say so.
+        lowlevel = self._lowlevel_server
+        lowlevel.create_initialization_options = functools.partial(  # type: ignore[method-assign]
+            lowlevel.create_initialization_options, NotificationOptions(tools_changed=True)
+        )
+
+    @property
+    def lowlevel(self) -> Any:
+        """The SDK's lowlevel server under this one (what `mcpdebug.stdio_start` hands requests to)."""
+        return self._lowlevel_server
 
     def add_reply_tool(
         self, method: Callable[..., Any], annotations: ToolAnnotations, description: str
@@ -105,7 +127,7 @@ class ToolServer(MCPServer):
             tool.model_copy(
                 update={
                     "input_schema": _untitled(tool.input_schema),
-                    "output_schema": _untitled(tool.output_schema) if tool.output_schema else None,
+                    "output_schema": _bare(_untitled(tool.output_schema)) if tool.output_schema else None,
                 }
             )
             for tool in await super().list_tools()
@@ -133,12 +155,20 @@ class ToolServer(MCPServer):
         return result
 
     async def _answer(self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None) -> Any:
+        params = self.params.get(name)
+        catalog = self.catalog
+        if (
+            params is None
+            and name not in self.withheld
+            and catalog
+            and await catalog.enable_for(name, context)
+        ):
+            params = self.params.get(name)  # a tool of a group not listed yet, listed now
         if name in self.withheld:
             raise ToolError(
                 f"{name} is not offered: this server is read-only (mcpdebug serve --read-only) and "
                 f"{name} runs code or changes a process; the tools listed by tools/list read recorded runs."
             )
-        params = self.params.get(name)
         if params is None:
             raise ToolError(f"No tool {quoted(name)}; the tools are {', '.join(sorted(self.params))}.")
         unknown = [key for key in arguments if key not in params]
@@ -147,6 +177,7 @@ class ToolServer(MCPServer):
             raise ToolError(
                 f"{name} has no argument {', '.join(quoted(k) for k in unknown[:5])}; its arguments: {valid}."
             )
+        hidden = calls.unlisted(catalog.unlisted() if catalog is not None else {})
         try:
             return await super().call_tool(name, arguments, context)
         except UnexpectedToolError:
@@ -155,6 +186,8 @@ class ToolServer(MCPServer):
             if isinstance(exc.__cause__, ValidationError):
                 raise ToolError(_invalid(name, exc.__cause__, params)) from exc.__cause__
             raise ToolError(bounded(str(exc).removeprefix(f"{SDK_PREFIX}{name}: "))) from exc
+        finally:
+            calls.listed_again(hidden)
 
 
 def _logged(result: Any) -> Any:
@@ -202,6 +235,24 @@ def _untitled(schema: dict[str, Any]) -> dict[str, Any]:
         if isinstance(other.get("type"), str) and "anyOf" not in other and "$ref" not in other:
             del out["anyOf"]
             out = {**other, **out, "type": [other["type"], "null"]}
+    return out
+
+
+def _bare(schema: dict[str, Any]) -> dict[str, Any]:
+    """An output schema without the words: no ``description`` or ``default`` of any (sub)schema.
+
+    Keywords are dropped only where they are keywords: a property named "description" stays."""
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in ("description", "default"):
+            continue
+        if key in ("properties", "$defs", "patternProperties") and isinstance(value, dict):
+            value = {name: _bare(sub) if isinstance(sub, dict) else sub for name, sub in value.items()}
+        elif key in ("anyOf", "oneOf", "allOf", "prefixItems") and isinstance(value, list):
+            value = [_bare(sub) if isinstance(sub, dict) else sub for sub in value]
+        elif key in ("items", "additionalProperties", "not") and isinstance(value, dict):
+            value = _bare(value)
+        out[key] = value
     return out
 
 

@@ -10,9 +10,10 @@ PATH) and carry the location flags it was given (``--dir``).
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable, Sequence
-from contextvars import ContextVar
+from collections.abc import Callable, Mapping, Sequence
+from contextvars import ContextVar, Token
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 
@@ -25,12 +26,23 @@ class _Terminal:
 
 
 _terminal: ContextVar[_Terminal | None] = ContextVar("mcpdebug_terminal_hints", default=None)
+_unlisted: ContextVar[Mapping[str, str]] = ContextVar("mcpdebug_unlisted_tools", default=MappingProxyType({}))
 
 
 def for_terminal(program: str = "mcpdebug", location: Sequence[str] = ()) -> None:
     """From now on (in this context), name `mcpdebug` commands instead of MCP tools: run by
     ``program`` (already quoted for a shell), each followed by ``location``."""
     _terminal.set(_Terminal(program, tuple(location)))
+
+
+def unlisted(groups: Mapping[str, str]) -> Token[Mapping[str, str]]:
+    """While a tool answers: the tools its server does not list yet, each with the group that lists
+    it, so that a call of one also names the enable_tools call after which the agent can make it."""
+    return _unlisted.set(groups)
+
+
+def listed_again(token: Token[Mapping[str, str]]) -> None:
+    _unlisted.reset(token)
 
 
 def in_terminal() -> bool:
@@ -67,7 +79,8 @@ def call(name: str, **args: Any) -> str:
         if build is not None:
             return command(*build(given)[1:])
         return f"{_tool(name, given)} (an MCP tool: {command('serve')})"
-    return _tool(name, given)
+    group = _unlisted.get().get(name)
+    return f'{_tool(name, given)} (after enable_tools(groups=["{group}"]))' if group else _tool(name, given)
 
 
 def _tool(name: str, args: dict[str, Any]) -> str:
