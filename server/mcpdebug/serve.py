@@ -50,6 +50,8 @@ class ServeConfig:
     tools: tuple[str, ...] | None = None
     """The tool groups to list (`mcpdebug serve --tools`); None: all of them."""
     debug_idle_timeout: float = DEFAULT_IDLE_TIMEOUT
+    debug_spare: bool = True
+    """Keep a debuggee started ahead of the next debug session (`mcpdebug.debug.spares`)."""
     log: server_log.LogSettings = field(default_factory=server_log.LogSettings)
 
 
@@ -100,7 +102,9 @@ async def _run(config: ServeConfig, listener: socket.socket | None) -> None:
             ),
         )
     verifier = http_auth.StaticTokenVerifier(security.token) if security else None
-    debugger = Debugger(store, sessions, runner, idle_timeout=config.debug_idle_timeout)
+    debugger = Debugger(
+        store, sessions, runner, idle_timeout=config.debug_idle_timeout, spare=config.debug_spare
+    )
     app = build_server(
         store,
         sessions,

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
 import time
 from collections.abc import Coroutine
 from pathlib import Path
@@ -30,6 +29,7 @@ from mcpdebug.live.sessions import SessionError
 from mcpdebug.processes.test_runs import ManagedRun
 from mcpdebug.report import entries
 from mcpdebug.store import Store
+from pytest_mcpdebug.debug import logpoints
 
 # Timeouts
 SCRIPT_REPORT_TIMEOUT: Final = 60.0
@@ -73,6 +73,8 @@ class DebugSession:
         """A test run's process, as `Runner` follows it (terminal log, exit)."""
         self.logpoints_in_dap = True
         """debugpy's output events are stored (scripts); a test run prints logpoints itself."""
+        self.modules: list[str] = []
+        """What a test run imported before its tests that a spare may import first (`spares`)."""
         self._dap_ids: dict[int, str] = {}
         self._initialized = asyncio.Event()
         self._capture: asyncio.Task[None] | None = None
@@ -99,6 +101,7 @@ class DebugSession:
                 await self._failed(report)
                 return
             self.logpoints_in_dap = report.get("logpoints") != "stdout"
+            self.modules = [str(m) for m in report.get("modules", [])]
             if self.kind == "script":
                 self._record_output(report)
             self.dap = await debuggee.attach(report, self._on_event)
@@ -294,13 +297,15 @@ class DebugSession:
         if self.state == "closed":
             return
         self.ended = reason
+        disconnected = False
         if self.attached:
             assert self.dap is not None
-            with contextlib.suppress(Exception):  # resumes every thread, so the ending signal is heard
+            with contextlib.suppress(Exception):  # no breakpoints, every thread resumed
                 await self.dap.request("disconnect", {"terminateDebuggee": False}, timeout=0.5)
-        if self.process is not None:  # pytest takes SIGINT as Ctrl-C and records the run as interrupted
-            if self.kind == "tests":
-                await debuggee.end(self.process, signal.SIGINT, debuggee.END_GRACE_TESTS)
+                disconnected = True
+        if self.process is not None:
+            if self.kind == "tests":  # its test ends as it would; the run stops after it
+                await debuggee.end_tests(self.process, disconnected=disconnected)
             else:
                 await debuggee.end(self.process)
             with contextlib.suppress(TimeoutError, asyncio.TimeoutError):
@@ -365,7 +370,10 @@ class DebugSession:
 
     def _debugpy_output(self, body: dict[str, Any]) -> None:
         category = body.get("category", "console")
-        text = str(body.get("output", ""))
+        logpoint, text = logpoints.split(str(body.get("output", "")))
+        if logpoint is not None:
+            with contextlib.suppress(LookupError):
+                self.breakpoints.get(logpoint).hits += 1
         if category != "telemetry" and text and self.output is not None and self.logpoints_in_dap:
             self.output.log(text)
 
