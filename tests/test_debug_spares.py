@@ -86,6 +86,7 @@ async def test_the_next_debug_run_starts_in_the_spare_as_a_fresh_one(
         assert await evaluate(debug, sid, "__import__('os').environ['SPARE_CHECK']") == "'yes'"
         assert await evaluate(debug, sid, "__import__('os').getcwd()") == repr(str(pytester.path))
         assert await evaluate(debug, sid, "__import__('sys').path[0]") == repr(str(pytester.path))
+        assert "pytest_mcpdebug/debug" not in await evaluate(debug, sid, "repr(__import__('sys').path)")
         end = await debug.call("continue_execution", session_id=sid)
         assert end["state"] == "terminated" and end["exitCode"] == 0, end["text"]
         summary = await debug.text("get_run_summary", run_id=sid)

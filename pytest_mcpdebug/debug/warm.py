@@ -122,6 +122,7 @@ def _watch_parent(parent: int) -> None:
 def main(argv: list[str]) -> None:
     fd, parent, kind = int(argv[argv.index("--job") + 1]), int(argv[argv.index("--parent") + 1]), argv[-1]
     _watch_parent(parent)
+    here = sys.path.pop(0)  # this folder: its modules must not stand in for libraries of those names
     started = time.time()
     with os.fdopen(fd, "rb") as pipe:
         first = _line(pipe) or {}
@@ -143,10 +144,11 @@ def main(argv: list[str]) -> None:
     import runpy
 
     if kind == "tests":
-        sys.path[0] = os.getcwd()  # as `python -m` puts it
+        sys.path.insert(0, os.getcwd())  # as `python -m` puts it
         sys.argv = ["pytest", *args]
         runpy.run_module("pytest", run_name="__main__", alter_sys=True)
     else:
+        sys.path.insert(0, here)  # as `python launcher.py` has it (the launcher then puts the script's)
         sys.argv = [launcher, *args]
         runpy.run_path(launcher, run_name="__main__")
 
