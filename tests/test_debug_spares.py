@@ -22,6 +22,7 @@ from debug_helpers import SCRIPTS, Debug, alive, debug_server, line_of
 from conftest import FIXTURES
 from helpers import FAST
 from mcpdebug.command_line import build_parser
+from mcpdebug.debug import spares
 from pytest_mcpdebug.debug import warm
 
 pytestmark = pytest.mark.anyio
@@ -77,6 +78,8 @@ async def test_the_next_debug_run_starts_in_the_spare_as_a_fresh_one(
         assert not {"test_loop", "conftest", "pytest_mcpdebug", "anyio", "_pytest"} & {
             name.partition(".")[0] for name in learned
         }  # never the project's code, pytest's, or a plugin pytest rewrites
+        memory = pytester.path / ".mcpdebug" / spares.MEMORY
+        assert spares.Spares(pytester.path, memory=memory).preimports == learned  # a later server's
 
         spare = await spare_of(debug, "tests")
         stop = await debug_run(debug, pytester.path, env={"SPARE_CHECK": "yes"})

@@ -58,7 +58,7 @@ class Debugger:
         self.runner = runner
         self.idle_timeout = idle_timeout
         self.root = root or Path.cwd()
-        self.spares = spares.Spares(self.root, enabled=spare)
+        self.spares = spares.Spares(self.root, enabled=spare, memory=store.dir / spares.MEMORY)
         """Debuggees started ahead of the sessions that will use them: `mcpdebug serve` has them
         (unless ``--no-debug-spare``); whoever turns them on calls `shutdown`, which ends them."""
         self._live: dict[str, DebugSession] = {}
@@ -200,8 +200,7 @@ class Debugger:
 
         async def settled() -> None:
             await session.wait(0, SPARE_DELAY)
-            if session.modules:
-                self.spares.preimports = session.modules
+            self.spares.learn(session.modules)
 
         self.spares.fill(kind, after=asyncio.ensure_future(settled()))
 

@@ -32,6 +32,9 @@ WARM: Final = Path(warm.__file__).resolve()
 SPARE_LIFETIME: Final = 600.0
 """Seconds a spare waits for a job before it ends (a debug session every 10 minutes keeps one)."""
 
+MEMORY: Final = "debug-preimports.json"
+"""In the store's folder: what the last debug test run imported before its tests."""
+
 Kind = Literal["tests", "script"]
 
 
@@ -66,10 +69,12 @@ class Spare:
 
 
 class Spares:
-    def __init__(self, root: Path, *, enabled: bool = True) -> None:
+    def __init__(self, root: Path, *, enabled: bool = True, memory: Path | None = None) -> None:
         self.root = root
         self.enabled = enabled
-        self.preimports: list[str] = []
+        self.memory = memory
+        """Where the list below is kept for the next server (a missing or broken file: none)."""
+        self.preimports: list[str] = _recalled(memory) if enabled and memory is not None else []
         """What the last debug test run imported before its tests (`pytest_mcpdebug.debug.preimports`)."""
         self._ready: dict[Kind, Spare] = {}
         self._starting: dict[Kind, asyncio.Task[None]] = {}
@@ -89,6 +94,14 @@ class Spares:
             return None
         del self._ready[kind]
         return spare
+
+    def learn(self, modules: list[str]) -> None:
+        """A debug test run's list: the next spares import these, and so does a later server's."""
+        if modules and modules != self.preimports:
+            self.preimports = modules
+            if self.memory is not None:
+                with contextlib.suppress(OSError):
+                    self.memory.write_text(json.dumps(modules))
 
     def process(self, kind: Kind) -> asyncio.subprocess.Process | None:
         """The spare of ``kind`` waiting for a job, if there is one."""
@@ -169,6 +182,14 @@ class Spares:
                 if now - spare.started > SPARE_LIFETIME or spare.process.returncode is not None:
                     del self._ready[kind]
                     await spare.discard()
+
+
+def _recalled(memory: Path) -> list[str]:
+    try:
+        names = json.loads(memory.read_text())
+    except (OSError, ValueError):
+        return []
+    return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
 
 
 def _write(pipe: asyncio.WriteTransport, message: dict[str, object]) -> None:
