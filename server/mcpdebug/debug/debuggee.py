@@ -144,24 +144,30 @@ async def attach(report: dict[str, Any], on_event: EventHandler) -> DapClient:
 async def configure(
     dap: DapClient,
     initialized: asyncio.Event,
-    send_settings: Callable[[], Awaitable[None]],
+    send_settings: Callable[[], list[Awaitable[None]]],
     *,
     stop_on_entry: bool,
     just_my_code: bool,
 ) -> None:
     """DAP's handshake: the attach (or launch) is answered only after configurationDone.
 
-    ``send_settings`` (breakpoints, exception filters) runs once debugpy is initialized, before the
-    debuggee is let go.
+    ``send_settings`` (breakpoints, exception filters) sends them once debugpy is initialized, before
+    the debuggee is let go. pydevd reads one connection's requests in order, so each group goes out
+    at once and the answers are awaited together: two round trips in all, not one per request.
     """
-    await dap.request("initialize", INITIALIZE)
+    initialize = dap.send("initialize", INITIALIZE)
     started = dap.send(  # pydevd stops on entry only for a "launch"
         "launch" if stop_on_entry else "attach", attach_arguments(stop_on_entry, just_my_code)
     )
+    await asyncio.wait_for(initialize, CONFIGURE_TIMEOUT)
     await asyncio.wait_for(initialized.wait(), CONFIGURE_TIMEOUT)
-    await send_settings()
+    settings = send_settings()
+    done = dap.send("configurationDone")
+    for future in (done, started):  # a debuggee that ends at once answers neither: not an error
+        future.add_done_callback(_retrieved)
     try:
-        await dap.request("configurationDone")
+        await asyncio.gather(*settings)
+        await asyncio.wait_for(done, CONFIGURE_TIMEOUT)
         await asyncio.wait_for(started, CONFIGURE_TIMEOUT)
     except DapClosed:
         pass  # it ran and ended at once (before answering): its exit code tells the rest
@@ -191,6 +197,11 @@ async def end_tests(process: asyncio.subprocess.Process, *, disconnected: bool) 
         with contextlib.suppress(TimeoutError, asyncio.TimeoutError):
             await asyncio.wait_for(process.wait(), CLOSE_TIMEOUT)
     return await end(process, signal.SIGINT, END_GRACE_TESTS)
+
+
+def _retrieved(future: asyncio.Future[dict[str, Any]]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 def _signal_group(pid: int, sig: signal.Signals) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Coroutine
 from pathlib import Path
 from typing import Any, Final
 
@@ -144,10 +144,10 @@ class DebugSession:
         self._spawn(self.output.read("stdout", self.process.stdout))
         self._spawn(self.output.read("stderr", self.process.stderr))
 
-    async def _send_settings(self) -> None:
-        for path in self.breakpoints.files():
-            await self.sync_breakpoints(path)
-        await self.sync_exception_filters()
+    def _send_settings(self) -> list[Awaitable[None]]:
+        """Send every file's breakpoints and the exception filters now (one round trip for all);
+        the answers are taken as they come."""
+        return [*(self._send_breakpoints(path) for path in self.breakpoints.files()), self._send_filters()]
 
     # Breakpoints ----------------------------------------------------------------------------------
 
@@ -157,21 +157,37 @@ class DebugSession:
 
     async def sync_breakpoints(self, path: str) -> None:
         """Send a file's breakpoints to debugpy (all at once, as DAP wants); pending until attached."""
-        if not self.attached:
-            return
-        assert self.dap is not None
-        sent = self.breakpoints.to_send(path)
-        body = await self.dap.request(
-            "setBreakpoints", {"source": {"path": path}, "breakpoints": [b.dap() for b in sent]}
-        )
-        self._dap_ids.update(self.breakpoints.bound(sent, list(body.get("breakpoints", [])), path))
-        for bp in sent:
-            log_breakpoint(self.id, "verified", bp)
+        if self.attached:
+            await self._send_breakpoints(path)
 
     async def sync_exception_filters(self) -> None:
         if self.attached:
-            assert self.dap is not None
-            await self.dap.request("setExceptionBreakpoints", {"filters": self.exception_filters})
+            await self._send_filters()
+
+    def _send_breakpoints(self, path: str) -> Awaitable[None]:
+        """Send now; the returned awaitable takes debugpy's answer (where it bound each one)."""
+        assert self.dap is not None
+        sent = self.breakpoints.to_send(path)
+        answer = self.dap.send(
+            "setBreakpoints", {"source": {"path": path}, "breakpoints": [b.dap() for b in sent]}
+        )
+
+        async def bound() -> None:
+            body = await _answer(answer, "setBreakpoints")
+            self._dap_ids.update(self.breakpoints.bound(sent, list(body.get("breakpoints", [])), path))
+            for bp in sent:
+                log_breakpoint(self.id, "verified", bp)
+
+        return bound()
+
+    def _send_filters(self) -> Awaitable[None]:
+        assert self.dap is not None
+        answer = self.dap.send("setExceptionBreakpoints", {"filters": self.exception_filters})
+
+        async def taken() -> None:
+            await _answer(answer, "setExceptionBreakpoints")
+
+        return taken()
 
     async def add_watch(self, expression: str) -> Watch:
         """Watch ``expression``; paused, its value now is the one the next stop compares with."""
@@ -399,3 +415,10 @@ class DebugSession:
 
     def _notify(self) -> None:
         self._changes.notify()
+
+
+async def _answer(future: asyncio.Future[dict[str, Any]], command: str) -> dict[str, Any]:
+    try:
+        return await asyncio.wait_for(future, REQUEST_TIMEOUT)
+    except (TimeoutError, asyncio.TimeoutError):
+        raise DapError(f"debugpy did not answer {command} within {REQUEST_TIMEOUT:g} s") from None
