@@ -253,8 +253,8 @@ class DebugTools(ToolGroup):
         filters: Annotated[
             list[str],
             Field(
-                description='Where to stop on exceptions: "raised" (every raise), "uncaught", '
-                '"userUnhandled" '
+                description='Where to stop on exceptions: "raised" (every raise), "uncaught" (not in a test '
+                'run: pytest catches all), "userUnhandled" '
                 "(leaving the project's code: the default, before the frames unwind); [] for none."
             ),
         ],
