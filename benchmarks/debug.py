@@ -9,12 +9,14 @@ Run it with the interpreter to measure (each needs the project installed: `pip i
    run_tests(debug=True) without breakpoints; with a breakpoint elsewhere in the same file (never
    hit); with a breakpoint whose condition is false in the hot function (evaluated at every call).
 2. Through MCP over stdio against a real `mcpdebug serve` (the SDK's client), medians of
-   `--flow-repeats`: a debug run's start to its first stop (run_tests(debug=True) with a breakpoint
-   in the test), and each step's round trip (step_over, step_into, step_out, evaluate_expression,
-   get_local_variables).
+   `--flow-repeats`: each step's round trip (step_over, step_into, step_out, evaluate_expression,
+   get_local_variables) in a debug run stopped at a breakpoint.
 3. The peers' flow of FIELD-NOTES on a 20-step loop, as a script: a breakpoint with condition
    i == 7, start, read locals, step into, evaluate i * 100, run to the end: calls, characters of the
-   replies, start to stop, step, evaluate.
+   replies, step, evaluate.
+
+Start to first stop is `debug_start.py`'s (here sessions start back to back, so a spare debuggee
+the server starts for the next session may still be importing when it is asked for).
 """
 
 from __future__ import annotations
@@ -195,17 +197,13 @@ async def steps(folder: Path, repeats: int) -> dict[str, list[float]]:
 
     async def flow(call: Timed) -> None:
         for _ in range(repeats):
-            start = time.perf_counter()
             stop = await call(
                 "run_tests",
                 args=[*FAST, "test_loop.py"],
                 debug=True,
                 breakpoints=[{"file": "test_loop.py", "line": body, "condition": "i == 7"}],
             )
-            times.setdefault("run_tests(debug=True): start to first stop", []).append(
-                time.perf_counter() - start
-            )
-            sid = stop["sessionId"]
+            sid = stop.get("session_id") or stop["sessionId"]
             for tool, arguments in (
                 ("step_into", {}),
                 ("get_local_variables", {}),
@@ -224,24 +222,22 @@ async def steps(folder: Path, repeats: int) -> dict[str, list[float]]:
 async def peers_flow(folder: Path, repeats: int) -> dict[str, Any]:
     (folder / "loop.py").write_text(LOOP)
     body = line(LOOP, "total += price(i)")
-    marks: dict[str, list[float]] = {"start to stop": [], "step": [], "evaluate": []}
+    marks: dict[str, list[float]] = {"step": [], "evaluate": []}
     sizes: dict[str, int] = {}
 
     async def flow(call: Timed) -> None:
         for _ in range(repeats):
             call.calls.clear()
-            start = time.perf_counter()
             sid = (await call("create_debug_session", name="loop"))["sessionId"]
             await call("set_breakpoint", session_id=sid, file="loop.py", line=body, condition="i == 7")
             stop = await call("start_debugging", session_id=sid, script_path="loop.py")
-            marks["start to stop"].append(time.perf_counter() - start)
             assert {v["name"]: v["value"] for v in stop["locals"]}["i"] == "7"  # the stop has the locals
             await call("step_into", session_id=sid)
             marks["step"].append(call.calls[-1][1])
             await call("evaluate_expression", session_id=sid, expression="i * 100")
             marks["evaluate"].append(call.calls[-1][1])
             end = await call("continue_execution", session_id=sid)
-            assert end["state"] == "terminated"
+            assert (end.get("debug") or end)["state"] == "terminated", end
             sizes["calls"], sizes["characters"] = len(call.calls), sum(c[2] for c in call.calls)
         tools = (await call.client.list_tools()).tools
         sizes["tools"] = len(tools)
@@ -290,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
         peers = asyncio.run(peers_flow(Path(tmp) / "peers", args.flow_repeats))
         print(
             f"\nThe peers' flow as a script (medians of {args.flow_repeats}): {peers['calls']} calls, "
-            f"{peers['characters']:,} characters of replies; start to stop {peers['start to stop']:.2f} s; "
+            f"{peers['characters']:,} characters of replies; "
             f"step {peers['step'] * 1000:.0f} ms; "
             f"evaluate {peers['evaluate'] * 1000:.0f} ms; {peers['tools']} tools, "
             f"{peers['tools/list characters']:,} characters of tools/list."

@@ -46,6 +46,8 @@ class Service:
         self._watch = watch
         self._arrived = threading.Condition()
         self._reader = threading.Thread(target=self._read, name=f"mcpdebug-service-{label}", daemon=True)
+        self._reader.pydev_do_not_trace = True  # type: ignore[attr-defined]  # a debug run's debugpy
+        self._reader.is_pydev_daemon_thread = True  # type: ignore[attr-defined]  # leaves it running
         self._reader.start()
 
     @property

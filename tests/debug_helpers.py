@@ -113,14 +113,16 @@ class Debug(Calls):
 
 
 @asynccontextmanager
-async def debug_server(directory: Path, root: Path, *, idle_timeout: float = 1800.0) -> AsyncIterator[Debug]:
+async def debug_server(
+    directory: Path, root: Path, *, idle_timeout: float = 1800.0, spare: bool = True
+) -> AsyncIterator[Debug]:
     """The MCP server of `mcpdebug serve` in this event loop: ingest, runner, debugger, in-memory client."""
     store = Store(directory)
     sessions = Sessions(store)
     ingest = IngestServer(store, sessions=sessions)
     url = await ingest.start()
     runner = Runner(store, sessions, url=url, token=ingest.token)
-    debugger = Debugger(store, sessions, runner, idle_timeout=idle_timeout, root=root)
+    debugger = Debugger(store, sessions, runner, idle_timeout=idle_timeout, root=root, spare=spare)
     try:
         async with Client(build_server(store, sessions, runner, debugger=debugger)) as client:
             yield Debug(client, debugger, store)

@@ -105,7 +105,54 @@ async def test_hit_condition_stops_on_the_third_hit_and_logpoints_are_stored(tmp
                 break
             assert time.monotonic() < deadline, found.content[0].text
             await anyio.sleep(0.05)
-        assert "visit 11: doubled is 22" in (await debug.text("get_output", run_id=sid))
+        output = await debug.text("get_output", run_id=sid)
+        assert "visit 11: doubled is 22" in output and "\x1f" not in output  # the logpoint's own mark
+        logpoint = (await debug.call("list_breakpoints", session_id=sid))["breakpoints"][0]
+        assert logpoint["logMessage"] == "visit {i}: doubled is {doubled}"
+        assert logpoint["hits"] == 12  # each line it logged (the events came before the stop)
+        await debug.call("close_debug_session", session_id=sid)
+
+
+async def test_a_fixed_condition_replaces_its_error_in_the_reply(tmp_path: Path) -> None:
+    """A condition that is not Python is refused; set_breakpoint with a valid one on the same line
+    answers with the breakpoint as it is now (pending, then bound), not the old error."""
+    rounds = SCRIPTS / "rounds.py"
+    visit = line_of(rounds, "visit")
+    async with debug_server(tmp_path / ".mcpdebug", SCRIPTS) as debug:
+        sid = (await debug.call("create_debug_session", name="fixed"))["sessionId"]
+        bad = await debug.call(
+            "set_breakpoint", session_id=sid, file="rounds.py", line=visit, condition="i =="
+        )
+        assert "SyntaxError" in bad["conditionError"] and bad["message"].startswith("not set in debugpy")
+        fixed = await debug.call(
+            "set_breakpoint", session_id=sid, file="rounds.py", line=visit, condition="i == 3"
+        )
+        assert fixed["breakpointId"] == bad["breakpointId"]
+        assert "conditionError" not in fixed and fixed["verified"] is False
+        assert fixed["message"] == "pending: bound when the debugged process starts"
+        stop = await debug.call("start_debugging", session_id=sid, script_path="rounds.py")
+        assert stop["breakpointId"] == fixed["breakpointId"] and stop["locals"][0] == {
+            "name": "i",
+            "value": "3",
+            "type": "int",
+            "variablesReference": 0,
+        }
+        listed = (await debug.call("list_breakpoints", session_id=sid))["breakpoints"][0]
+        assert listed["verified"] is True and listed["hits"] == 1
+        assert "not set" not in listed["message"]
+
+        # The same while attached: the reply is debugpy's answer for the fixed condition.
+        again = await debug.call(
+            "set_breakpoint", session_id=sid, file="rounds.py", line=visit, condition="i =="
+        )
+        assert again["verified"] is False and "SyntaxError" in again["conditionError"]
+        bound = await debug.call(
+            "set_breakpoint", session_id=sid, file="rounds.py", line=visit, condition="i == 5"
+        )
+        assert bound["verified"] is True and "conditionError" not in bound
+        assert bound["line"] == visit and "not set" not in bound["message"]
+        stop = await debug.call("continue_execution", session_id=sid)
+        assert {v["name"]: v["value"] for v in stop["locals"]}["i"] == "5"
         await debug.call("close_debug_session", session_id=sid)
 
 

@@ -34,6 +34,7 @@ from typing import Any
 
 PARENT_POLL = 0.5
 """Seconds between looks at the parent: a dead server's debuggee ends within about this long."""
+WATCH_THREAD = "mcpdebug-parent-watch"
 
 
 def report(fd: int | None, message: dict[str, Any]) -> None:
@@ -70,6 +71,7 @@ def listen(
         )
         raise SystemExit(3) from None
     watch_parent(parent)
+    _skip_environment_log()
     debugpy.configure(subProcess=False)  # else a subprocess of the target waits for a client forever
     try:
         _, port = debugpy.listen(("127.0.0.1", 0), in_process_debug_adapter=True)
@@ -102,6 +104,19 @@ def listen(
     _stop_listening()
 
 
+def _skip_environment_log() -> None:
+    """debugpy's first call describes the environment, every installed package's metadata read
+    (40-70 ms), for a log file it writes only with DEBUGPY_LOG_DIR: without one, skip it."""
+    try:
+        from debugpy.common import log
+        from debugpy.server import api
+
+        if log.log_dir is None:
+            api.ensure_logging.ensured = True  # type: ignore[attr-defined]  # nothing else to do
+    except Exception:
+        pass  # another debugpy: it logs as it likes
+
+
 def _secure() -> str | None:
     """Only the server may drive this process: pydevd refuses every request not preceded by a
     ``pydevdAuthorize`` with this token (which only the server reads, on the report pipe), and
@@ -129,8 +144,9 @@ def _stop_listening() -> None:
 
 
 def watch_parent(parent: int | None) -> None:
-    """End this process group (this process and what it started) once ``parent`` is gone."""
-    if not parent:
+    """End this process group (this process and what it started) once ``parent`` is gone (unless a
+    watch runs already: a spare's, `warm`)."""
+    if not parent or any(t.name == WATCH_THREAD for t in threading.enumerate()):
         return
     direct = os.getppid() == parent
 
@@ -141,7 +157,7 @@ def watch_parent(parent: int | None) -> None:
             if gone:
                 _end("the mcpdebug server that was debugging this process is gone")
 
-    thread = threading.Thread(target=watch, name="mcpdebug-parent-watch", daemon=True)
+    thread = threading.Thread(target=watch, name=WATCH_THREAD, daemon=True)
     thread.pydev_do_not_trace = True  # type: ignore[attr-defined]  # pydevd neither traces nor
     thread.is_pydev_daemon_thread = True  # type: ignore[attr-defined]  # suspends this thread
     thread.start()
@@ -188,10 +204,30 @@ def _parse(argv: list[str]) -> tuple[int | None, int | None, str | None, list[st
     return fd, parent, module, rest
 
 
+def _script_traceback() -> Callable[[type[BaseException], BaseException, Any], None]:
+    """``sys.excepthook`` showing an uncaught exception as ``python SCRIPT`` shows it: without the
+    frames that ran the script (the launcher's, a spare's, runpy's). A closure: runpy may clear this
+    module's globals by the time it is called."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    dirname, abspath, show = os.path.dirname, os.path.abspath, sys.__excepthook__
+
+    def hook(kind: type[BaseException], value: BaseException, tb: Any) -> None:
+        while tb is not None:
+            name = tb.tb_frame.f_code.co_filename
+            if dirname(abspath(name)) != here and "runpy" not in name:
+                break
+            tb = tb.tb_next
+        show(kind, value.with_traceback(tb), tb)  # it shows the exception's own traceback
+
+    return hook
+
+
 def main(argv: list[str] | None = None) -> None:
     fd, parent, module, rest = _parse(sys.argv[1:] if argv is None else argv)
     listen(fd, parent, target=module or rest[0])
     import runpy
+
+    sys.excepthook = _script_traceback()
 
     if module is not None:
         sys.argv = [module, *rest]

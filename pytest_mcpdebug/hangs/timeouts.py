@@ -96,6 +96,8 @@ class Timeouts(PluginObject):
         self._started = False
         self._previous: dict[int, Any] = {}
         self._killed = False
+        self.interrupter: str | None = None
+        """Who sends SIGINT when it is not a Ctrl-C (a debug run's close): its stop says so."""
         self._timer: TestTimer | None = None
         self._call_timer: CallTimer | None = None
         self.on_timed: Callable[[], None] | None = None
@@ -251,6 +253,8 @@ class Timeouts(PluginObject):
         if not self._killed:
             self._killed = True
             name = signal.Signals(signum).name
+            if signum == signal.SIGINT and self.interrupter:
+                name = self.interrupter
             # In a thread of its own: this handler may have interrupted the main thread inside the
             # reporter's lock, and must not wait on it for ever.
             recorder = threading.Thread(

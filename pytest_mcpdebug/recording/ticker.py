@@ -97,7 +97,10 @@ class Ticker:
         # The helper's parent exits once it has forked the helper (~10 ms: an interpreter's start):
         # a thread of its own waits for it, so the thread that started it (the sender's) goes on at
         # once and no child is left over.
-        threading.Thread(target=_reap, args=(pid,), name="mcpdebug-ticker-reaper", daemon=True).start()
+        reaper = threading.Thread(target=_reap, args=(pid,), name="mcpdebug-ticker-reaper", daemon=True)
+        reaper.pydev_do_not_trace = True  # type: ignore[attr-defined]  # a debug run's debugpy neither
+        reaper.is_pydev_daemon_thread = True  # type: ignore[attr-defined]  # traces nor suspends it
+        reaper.start()
 
     @classmethod
     def start(cls, header: Path, server_file: Path, tick: float) -> Ticker | None:

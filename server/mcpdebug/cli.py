@@ -161,6 +161,7 @@ def _serve(args: argparse.Namespace) -> int:
         ingest_port=args.ingest_port,
         tools=tuple(groups),
         debug_idle_timeout=args.debug_idle_timeout,
+        debug_spare=args.debug_spare,
         read_only=args.read_only,
         security=security,
         log=_log_settings(args),

@@ -188,6 +188,14 @@ def _serve_tools(parser: argparse.ArgumentParser) -> None:
         help="close a debug session after this long without a tool call about it: seconds, or 30m, 2h "
         "(default: 30m)",
     )
+    parser.add_argument(
+        "--debug-spare",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="keep one debuggee started (pytest and debugpy imported) for the next debug session once "
+        "one has started, a script session is created or a run fails; it ends after 10 min unused "
+        "(default: on)",
+    )
 
 
 def _serve_log(parser: argparse.ArgumentParser) -> None:

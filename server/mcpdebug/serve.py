@@ -59,6 +59,8 @@ class ServeConfig:
     """The tool groups to list at first (`mcpdebug serve --tools`: group names, core, all)."""
     debug_idle_timeout: float | None = None
     """Seconds a debug session lives without a tool call about it; None: the debugger's default."""
+    debug_spare: bool = True
+    """Keep a debuggee started ahead of the next debug session (`mcpdebug.debug.spares`)."""
     log: LogSettings = field(default_factory=LogSettings)
 
 
@@ -115,7 +117,7 @@ def _build(config: ServeConfig, security: http_auth.HttpSecurity | None) -> _Ser
     runner = Runner(store, sessions, url=None, token=None)
     processes = ProcessManager(store, sessions, url=None, token=None)
     idle = DEFAULT_IDLE_TIMEOUT if config.debug_idle_timeout is None else config.debug_idle_timeout
-    debugger = Debugger(store, sessions, runner, idle_timeout=idle)
+    debugger = Debugger(store, sessions, runner, idle_timeout=idle, spare=config.debug_spare)
     app = build_server(
         store,
         sessions,

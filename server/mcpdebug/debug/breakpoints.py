@@ -21,10 +21,13 @@ from typing import Any, Final
 
 from mcpdebug.report import entries
 from mcpdebug.views.lookup import quoted
+from pytest_mcpdebug.debug import logpoints
 from pytest_mcpdebug.redaction import redact
 
 SURROUNDING: Final = 2
 """Lines shown before and after a breakpoint's line in set_breakpoint's reply."""
+PENDING: Final = "pending: bound when the debugged process starts"
+INVALID: Final = "not set in debugpy: fix the error and call set_breakpoint again on this line"
 
 
 class BreakpointError(LookupError):
@@ -44,7 +47,7 @@ class Breakpoint:
     enabled: bool = True
     verified: bool = False
     bound_line: int | None = None
-    message: str = "pending: bound when the debugged process starts"
+    message: str = PENDING
     condition_error: str | None = None
     hits: int = 0
 
@@ -59,8 +62,8 @@ class Breakpoint:
             source["condition"] = self.condition
         if self.hit_condition:
             source["hitCondition"] = self.hit_condition
-        if self.log_message:
-            source["logMessage"] = self.log_message
+        if self.log_message:  # named, so the server counts its hits (`logpoints`)
+            source["logMessage"] = logpoints.marked(self.id, self.log_message)
         return source
 
     def where(self) -> str:
@@ -98,9 +101,8 @@ class Breakpoints:
         bp.log_message = log_message or None
         bp.enabled = True  # setting a breakpoint asks for it to be on
         bp.condition_error = check(bp)
-        if bp.condition_error:
-            bp.verified, bp.bound_line = False, None
-            bp.message = "not set in debugpy: fix the error and call set_breakpoint again on this line"
+        bp.verified, bp.bound_line = False, None  # until debugpy binds it as it is now
+        bp.message = INVALID if bp.condition_error else PENDING
         self._items[bp.id] = bp
         entries.debug_breakpoint(self.session, "set", bp.id, bp.file, line, False, condition=bp.condition)
         return bp, existing is not None
@@ -206,6 +208,8 @@ def check(bp: Breakpoint) -> str | None:
             f"hit_condition {bp.hit_condition!r} is not a hit count: use a number (5: the 5th hit), a "
             "comparison (>= 3, > 2, == 5, < 10) or a modulo (% 2: every 2nd hit)"
         )
+    if bp.log_message and logpoints.MARK in bp.log_message:
+        return "log_message: it has a control character (\\x1f): leave it out"
     if bp.log_message:
         try:
             parts = log_expressions(bp.log_message)

@@ -27,13 +27,18 @@ DEBUGGEE_ENV: Final = {
     "PYTHONUNBUFFERED": "1",  # output reaches the store as it is written
     "PYDEVD_DISABLE_FILE_VALIDATION": "1",  # no "frozen modules" warning in the debuggee's stderr
 }
+TESTS_ENV: Final = "MCPDEBUG_DEBUG"
+"""A debug test run's ``<report fd>,<server pid>`` (`pytest_mcpdebug.debug.in_tests.ENV`)."""
 # Timeouts
 CONFIGURE_TIMEOUT: Final = 15.0
 """How long debugpy may take to answer each step of the handshake."""
 END_GRACE: Final = 2.0
 """After SIGTERM, how long a debuggee may take to exit before SIGKILL."""
-END_GRACE_TESTS: Final = 3.0
-"""After SIGINT, how long pytest may take to report the interrupted run (traced, it is slower)."""
+CLOSE_TIMEOUT: Final = 8.0
+"""After a test run's disconnect, how long it may take to end: its test ends (or is interrupted
+after 2 s, `pytest_mcpdebug.debug.in_tests.CLOSE_GRACE`), then pytest reports."""
+END_GRACE_TESTS: Final = 1.5
+"""After pytest's Ctrl-C (a second SIGINT), how long it may take to report the interrupted run."""
 
 
 class DebuggeeError(Exception):
@@ -74,16 +79,7 @@ async def spawn_script(
     """Start ``target`` (a script path, or ``["-m", module]``) under the launcher; returns the process
     and the read end of its report pipe."""
     read, write = os.pipe()
-    command = [
-        executable,
-        str(LAUNCHER),
-        "--report",
-        str(write),
-        "--parent",
-        str(os.getpid()),
-        *target,
-        *args,
-    ]
+    command = [executable, str(LAUNCHER), *launcher_args(write, target, args)]
     try:
         process = await asyncio.create_subprocess_exec(
             *command,
@@ -101,6 +97,11 @@ async def spawn_script(
     finally:
         os.close(write)
     return process, read
+
+
+def launcher_args(report: int, target: list[str], args: list[str]) -> list[str]:
+    """The launcher's arguments: where to report, whom to outlive not, what to run."""
+    return ["--report", str(report), "--parent", str(os.getpid()), *target, *args]
 
 
 async def read_report(fd: int, timeout: float | None) -> dict[str, Any] | None:
@@ -143,24 +144,30 @@ async def attach(report: dict[str, Any], on_event: EventHandler) -> DapClient:
 async def configure(
     dap: DapClient,
     initialized: asyncio.Event,
-    send_settings: Callable[[], Awaitable[None]],
+    send_settings: Callable[[], list[Awaitable[None]]],
     *,
     stop_on_entry: bool,
     just_my_code: bool,
 ) -> None:
     """DAP's handshake: the attach (or launch) is answered only after configurationDone.
 
-    ``send_settings`` (breakpoints, exception filters) runs once debugpy is initialized, before the
-    debuggee is let go.
+    ``send_settings`` (breakpoints, exception filters) sends them once debugpy is initialized, before
+    the debuggee is let go. pydevd reads one connection's requests in order, so each group goes out
+    at once and the answers are awaited together: two round trips in all, not one per request.
     """
-    await dap.request("initialize", INITIALIZE)
+    initialize = dap.send("initialize", INITIALIZE)
     started = dap.send(  # pydevd stops on entry only for a "launch"
         "launch" if stop_on_entry else "attach", attach_arguments(stop_on_entry, just_my_code)
     )
+    await asyncio.wait_for(initialize, CONFIGURE_TIMEOUT)
     await asyncio.wait_for(initialized.wait(), CONFIGURE_TIMEOUT)
-    await send_settings()
+    settings = send_settings()
+    done = dap.send("configurationDone")
+    for future in (done, started):  # a debuggee that ends at once answers neither: not an error
+        future.add_done_callback(_retrieved)
     try:
-        await dap.request("configurationDone")
+        await asyncio.gather(*settings)
+        await asyncio.wait_for(done, CONFIGURE_TIMEOUT)
         await asyncio.wait_for(started, CONFIGURE_TIMEOUT)
     except DapClosed:
         pass  # it ran and ended at once (before answering): its exit code tells the rest
@@ -180,6 +187,21 @@ async def end(
                 await asyncio.wait_for(process.wait(), END_GRACE)
     _signal_group(process.pid, signal.SIGKILL)  # what it started and left behind goes with it
     return process.returncode
+
+
+async def end_tests(process: asyncio.subprocess.Process, *, disconnected: bool) -> int | None:
+    """End a debug test run. Once ``disconnected`` it ends by itself (the plugin stops it after its
+    current test); else, or if it has not within `CLOSE_TIMEOUT`, as Ctrl-C would (SIGINT), then
+    killed."""
+    if disconnected:
+        with contextlib.suppress(TimeoutError, asyncio.TimeoutError):
+            await asyncio.wait_for(process.wait(), CLOSE_TIMEOUT)
+    return await end(process, signal.SIGINT, END_GRACE_TESTS)
+
+
+def _retrieved(future: asyncio.Future[dict[str, Any]]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 def _signal_group(pid: int, sig: signal.Signals) -> None:

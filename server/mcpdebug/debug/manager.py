@@ -21,17 +21,22 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Final
 
-from mcpdebug.debug import DebugError, debuggee
+from mcpdebug.debug import DebugError, debuggee, spares
 from mcpdebug.debug.breakpoints import BreakpointError
 from mcpdebug.debug.session import DebugSession
 from mcpdebug.live.sessions import Sessions
-from mcpdebug.processes.test_runs import ManagedRun, RunError, Runner
+from mcpdebug.processes.test_runs import ManagedRun, RunError, Runner, spawn_run
 from mcpdebug.report import entries
 from mcpdebug.store import Store
 from mcpdebug.views.lookup import quoted
 from pytest_mcpdebug.recording.run_id import new_run_id
 
+Process = asyncio.subprocess.Process
+
 DEFAULT_IDLE_TIMEOUT: Final = 1800.0
+# Timeouts
+SPARE_DELAY: Final = 60.0
+"""The next spare starts once a session has stopped or ended, or after this long in any case."""
 # Limits
 ENDED_KEPT: Final = 50
 """Closed sessions remembered, so list_sessions and a late call can say how each ended."""
@@ -46,12 +51,16 @@ class Debugger:
         *,
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
         root: Path | None = None,
+        spare: bool = False,
     ) -> None:
         self.store = store
         self.sessions = sessions
         self.runner = runner
         self.idle_timeout = idle_timeout
         self.root = root or Path.cwd()
+        self.spares = spares.Spares(self.root, enabled=spare, memory=store.dir / spares.MEMORY)
+        """Debuggees started ahead of the sessions that will use them: `mcpdebug serve` has them
+        (unless ``--no-debug-spare``); whoever turns them on calls `shutdown`, which ends them."""
         self._live: dict[str, DebugSession] = {}
         self._ended: OrderedDict[str, DebugSession] = OrderedDict()
         self._reaper: asyncio.Task[None] | None = None
@@ -76,6 +85,8 @@ class Debugger:
             store=self.store,
         )
         self._register(session)
+        if executable == sys.executable:
+            self.prepare("script")  # set_breakpoint and start_debugging come next
         return session
 
     def get(self, session_id: str) -> DebugSession:
@@ -121,11 +132,19 @@ class Debugger:
             )
         target = _target(self.root, script_path)
         session.target = " ".join([*target, *args])
-        try:
-            process, report = await debuggee.spawn_script(session.executable, target, args, self.root)
-        except debuggee.DebuggeeError as exc:
-            raise DebugError(str(exc)) from None
+        spare = None
+        if session.executable == sys.executable:
+            spare = await self.spares.take("script", spares.spare_environment())
+        if spare is not None:
+            spare.give(self.root, spare.env, debuggee.launcher_args(spare.report_fd, target, args))
+            process, report = spare.process, spare.report
+        else:
+            try:
+                process, report = await debuggee.spawn_script(session.executable, target, args, self.root)
+            except debuggee.DebuggeeError as exc:
+                raise DebugError(str(exc)) from None
         session.launch(process, report, stop_on_entry=stop_on_entry, just_my_code=just_my_code)
+        self._refill(session)
 
     async def start_tests(
         self,
@@ -166,28 +185,57 @@ class Debugger:
         session.id, session.target, session.managed = managed.run_id, session.name, managed
         self._register(session)
         session.launch(managed.process, report, stop_on_entry=stop_on_entry, just_my_code=True)
+        self._refill(session)
         return session
+
+    def prepare(self, kind: spares.Kind) -> None:
+        """A debug session of ``kind`` is likely next: have a spare ready for it."""
+        self.spares.fill(kind)
+
+    def _refill(self, session: DebugSession) -> None:
+        """A spare for the next session of this kind, started once this one has stopped or ended."""
+        kind: spares.Kind = "tests" if session.kind == "tests" else "script"
+        if kind == "script" and session.executable != sys.executable:
+            return
+
+        async def settled() -> None:
+            await session.wait(0, SPARE_DELAY)
+            self.spares.learn(session.modules)
+
+        self.spares.fill(kind, after=asyncio.ensure_future(settled()))
 
     async def _start_run(
         self, args: list[str], cwd: str | None, env: dict[str, str] | None
     ) -> tuple[ManagedRun, int]:
-        """pytest --mcp-debug with the debug plugin on; returns the run and its report pipe."""
-        read, write = os.pipe()
+        """pytest --mcp-debug with the debug plugin on (in the spare if it fits); returns the run and
+        the read end of its report pipe."""
+        reports: list[int] = []
+
+        async def spawn(command: list[str], folder: Path, environment: dict[str, str]) -> Process:
+            environment = {**environment, **debuggee.DEBUGGEE_ENV}
+            spare = await self.spares.take("tests", environment)
+            if spare is not None:
+                environment[debuggee.TESTS_ENV] = f"{spare.report_fd},{os.getpid()}"
+                spare.give(folder, environment, command[3:])  # after `python -m pytest`
+                reports.append(spare.report)
+                return spare.process
+            read, write = os.pipe()
+            environment[debuggee.TESTS_ENV] = f"{write},{os.getpid()}"
+            try:
+                process = await spawn_run(command, folder, environment, pass_fds=(write,))
+            except OSError:
+                os.close(read)
+                raise
+            finally:
+                os.close(write)
+            reports.append(read)
+            return process
+
         try:
-            managed = await self.runner.start(
-                args,
-                cwd,
-                env,
-                False,
-                debug_env={"MCPDEBUG_DEBUG": f"{write},{os.getpid()}", **debuggee.DEBUGGEE_ENV},
-                pass_fds=(write,),
-            )
+            managed = await self.runner.start(args, cwd, env, False, spawn=spawn)
         except RunError as exc:
-            os.close(read)
             raise DebugError(str(exc)) from None
-        finally:
-            os.close(write)
-        return managed, read
+        return managed, reports[0]
 
     # Closing --------------------------------------------------------------------------------------
 
@@ -201,6 +249,7 @@ class Debugger:
         """The server is stopping: no debuggee outlives it."""
         if self._reaper is not None:
             self._reaper.cancel()
+        await self.spares.close()
         await asyncio.gather(
             *(s.close("the server stopped") for s in list(self._live.values())), return_exceptions=True
         )

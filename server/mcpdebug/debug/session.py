@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
 import time
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Coroutine
 from pathlib import Path
 from typing import Any, Final
 
@@ -30,6 +29,7 @@ from mcpdebug.live.sessions import SessionError
 from mcpdebug.processes.test_runs import ManagedRun
 from mcpdebug.report import entries
 from mcpdebug.store import Store
+from pytest_mcpdebug.debug import logpoints
 
 # Timeouts
 SCRIPT_REPORT_TIMEOUT: Final = 60.0
@@ -73,6 +73,8 @@ class DebugSession:
         """A test run's process, as `Runner` follows it (terminal log, exit)."""
         self.logpoints_in_dap = True
         """debugpy's output events are stored (scripts); a test run prints logpoints itself."""
+        self.modules: list[str] = []
+        """What a test run imported before its tests that a spare may import first (`spares`)."""
         self._dap_ids: dict[int, str] = {}
         self._initialized = asyncio.Event()
         self._capture: asyncio.Task[None] | None = None
@@ -99,6 +101,7 @@ class DebugSession:
                 await self._failed(report)
                 return
             self.logpoints_in_dap = report.get("logpoints") != "stdout"
+            self.modules = [str(m) for m in report.get("modules", [])]
             if self.kind == "script":
                 self._record_output(report)
             self.dap = await debuggee.attach(report, self._on_event)
@@ -141,10 +144,10 @@ class DebugSession:
         self._spawn(self.output.read("stdout", self.process.stdout))
         self._spawn(self.output.read("stderr", self.process.stderr))
 
-    async def _send_settings(self) -> None:
-        for path in self.breakpoints.files():
-            await self.sync_breakpoints(path)
-        await self.sync_exception_filters()
+    def _send_settings(self) -> list[Awaitable[None]]:
+        """Send every file's breakpoints and the exception filters now (one round trip for all);
+        the answers are taken as they come."""
+        return [*(self._send_breakpoints(path) for path in self.breakpoints.files()), self._send_filters()]
 
     # Breakpoints ----------------------------------------------------------------------------------
 
@@ -154,21 +157,37 @@ class DebugSession:
 
     async def sync_breakpoints(self, path: str) -> None:
         """Send a file's breakpoints to debugpy (all at once, as DAP wants); pending until attached."""
-        if not self.attached:
-            return
-        assert self.dap is not None
-        sent = self.breakpoints.to_send(path)
-        body = await self.dap.request(
-            "setBreakpoints", {"source": {"path": path}, "breakpoints": [b.dap() for b in sent]}
-        )
-        self._dap_ids.update(self.breakpoints.bound(sent, list(body.get("breakpoints", [])), path))
-        for bp in sent:
-            log_breakpoint(self.id, "verified", bp)
+        if self.attached:
+            await self._send_breakpoints(path)
 
     async def sync_exception_filters(self) -> None:
         if self.attached:
-            assert self.dap is not None
-            await self.dap.request("setExceptionBreakpoints", {"filters": self.exception_filters})
+            await self._send_filters()
+
+    def _send_breakpoints(self, path: str) -> Awaitable[None]:
+        """Send now; the returned awaitable takes debugpy's answer (where it bound each one)."""
+        assert self.dap is not None
+        sent = self.breakpoints.to_send(path)
+        answer = self.dap.send(
+            "setBreakpoints", {"source": {"path": path}, "breakpoints": [b.dap() for b in sent]}
+        )
+
+        async def bound() -> None:
+            body = await _answer(answer, "setBreakpoints")
+            self._dap_ids.update(self.breakpoints.bound(sent, list(body.get("breakpoints", [])), path))
+            for bp in sent:
+                log_breakpoint(self.id, "verified", bp)
+
+        return bound()
+
+    def _send_filters(self) -> Awaitable[None]:
+        assert self.dap is not None
+        answer = self.dap.send("setExceptionBreakpoints", {"filters": self.exception_filters})
+
+        async def taken() -> None:
+            await _answer(answer, "setExceptionBreakpoints")
+
+        return taken()
 
     async def add_watch(self, expression: str) -> Watch:
         """Watch ``expression``; paused, its value now is the one the next stop compares with."""
@@ -294,13 +313,15 @@ class DebugSession:
         if self.state == "closed":
             return
         self.ended = reason
+        disconnected = False
         if self.attached:
             assert self.dap is not None
-            with contextlib.suppress(Exception):  # resumes every thread, so the ending signal is heard
+            with contextlib.suppress(Exception):  # no breakpoints, every thread resumed
                 await self.dap.request("disconnect", {"terminateDebuggee": False}, timeout=0.5)
-        if self.process is not None:  # pytest takes SIGINT as Ctrl-C and records the run as interrupted
-            if self.kind == "tests":
-                await debuggee.end(self.process, signal.SIGINT, debuggee.END_GRACE_TESTS)
+                disconnected = True
+        if self.process is not None:
+            if self.kind == "tests":  # its test ends as it would; the run stops after it
+                await debuggee.end_tests(self.process, disconnected=disconnected)
             else:
                 await debuggee.end(self.process)
             with contextlib.suppress(TimeoutError, asyncio.TimeoutError):
@@ -365,7 +386,10 @@ class DebugSession:
 
     def _debugpy_output(self, body: dict[str, Any]) -> None:
         category = body.get("category", "console")
-        text = str(body.get("output", ""))
+        logpoint, text = logpoints.split(str(body.get("output", "")))
+        if logpoint is not None:
+            with contextlib.suppress(LookupError):
+                self.breakpoints.get(logpoint).hits += 1
         if category != "telemetry" and text and self.output is not None and self.logpoints_in_dap:
             self.output.log(text)
 
@@ -391,3 +415,10 @@ class DebugSession:
 
     def _notify(self) -> None:
         self._changes.notify()
+
+
+async def _answer(future: asyncio.Future[dict[str, Any]], command: str) -> dict[str, Any]:
+    try:
+        return await asyncio.wait_for(future, REQUEST_TIMEOUT)
+    except (TimeoutError, asyncio.TimeoutError):
+        raise DapError(f"debugpy did not answer {command} within {REQUEST_TIMEOUT:g} s") from None

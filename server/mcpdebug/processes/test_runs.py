@@ -40,6 +40,8 @@ STOP_GRACE: Final = 10.0
 TERMINAL_LINES: Final = 400
 
 Progress = Callable[[float, float | None, str], Awaitable[None]]
+Spawn = Callable[[list[str], Path, dict[str, str]], Awaitable[asyncio.subprocess.Process]]
+"""Starts a run's process: its command, folder and environment (`spawn_run` by default)."""
 
 
 class RunError(Exception):
@@ -118,10 +120,9 @@ class Runner:
         env: dict[str, str] | None,
         break_on_failure: bool,
         *,
-        debug_env: dict[str, str] | None = None,
-        pass_fds: tuple[int, ...] = (),
+        spawn: Spawn | None = None,
     ) -> ManagedRun:
-        """``debug_env`` and ``pass_fds``: a debug run's settings and report pipe (`mcpdebug.debug`)."""
+        """``spawn``: how a debug run starts its process (`mcpdebug.debug`: a spare, a report pipe)."""
         folder = working_dir(cwd, project_of(self.store.dir))
         bad = [a for a in args if not isinstance(a, str)]
         if bad:
@@ -144,20 +145,10 @@ class Runner:
             MCPDEBUG_DIR=str(self.store.dir),  # without the server, it spools where this server looks
             PYTHONUNBUFFERED="1",
         )
-        environment.update(debug_env or {})
         log_dir = self.store.dir / "processes"
         log_dir.mkdir(parents=True, exist_ok=True)
         try:
-            process = await asyncio.create_subprocess_exec(
-                *command,
-                cwd=folder,
-                env=environment,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT,
-                start_new_session=True,  # a Ctrl-C meant for the server does not hit the run
-                pass_fds=pass_fds,
-            )
+            process = await (spawn or spawn_run)(command, folder, environment)
         except OSError as exc:
             raise RunError(f"Could not start {command[0]}: {exc.strerror}") from None
         run = ManagedRun(run_id, command, folder, process, log_dir / f"{run_id}.log")
@@ -240,6 +231,22 @@ class Runner:
             if run.reader is not None:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(run.reader, 2.0)
+
+
+async def spawn_run(
+    command: list[str], folder: Path, environment: dict[str, str], pass_fds: tuple[int, ...] = ()
+) -> asyncio.subprocess.Process:
+    """A run's process: its output (stdout and stderr) on one pipe, in a session of its own."""
+    return await asyncio.create_subprocess_exec(
+        *command,
+        cwd=folder,
+        env=environment,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        start_new_session=True,  # a Ctrl-C meant for the server does not hit the run
+        pass_fds=pass_fds,
+    )
 
 
 def _progress_text(run: dict[str, Any] | None, store: Store) -> str:

@@ -60,8 +60,8 @@ SessionId = Annotated[
     str,
     Field(
         min_length=1,
-        description="A live session: a test held alive at its failure, from run_tests, wait_for_stop or "
-        "list_sessions (ids end in -main-N or -gwN-N).",
+        description="A live session: a test held alive at its failure (ids end in -main-N or -gwN-N) or a "
+        "debug session, from run_tests, wait_for_stop or list_sessions.",
     ),
     Example('"20261122-011523-424242-main-1"'),
 ]
@@ -69,8 +69,8 @@ LiveSessionId = Annotated[
     str | None,
     Field(
         min_length=1,
-        description="A live session from run_tests, wait_for_stop or list_sessions: read the held "
-        "test's live frames instead of the stored snapshot. Default: the stored snapshot.",
+        description="A live session (a held test or a debug session) from run_tests, wait_for_stop or "
+        "list_sessions: read its live frames instead of the stored snapshot. Default: the stored snapshot.",
     ),
     Example('"20261122-011523-424242-main-1"'),
 ]
@@ -79,14 +79,16 @@ FrameId = Annotated[
     Field(
         ge=0,
         description="A frame id from get_stack_trace: 0 is where the exception was raised, the test's "
-        "own frame is the highest.",
+        "own frame is the highest (a debug session: 0 is where it stopped).",
     ),
     Example("0"),
 ]
 OptionalFrameId = Annotated[
     int | None,
     Field(
-        ge=0, description="A frame id from get_stack_trace (0: the raise point). Default: the test's frame."
+        ge=0,
+        description="A frame id from get_stack_trace (0: the raise point). Default: the test's frame; in a "
+        "debug session, 0 (where it stopped).",
     ),
     Example("0"),
 ]

@@ -129,7 +129,7 @@ class DebugTools(ToolGroup):
     ) -> Annotated[CallToolResult, debug_view.ExecutionReply]:
         """Run the session's script under debugpy and return at its first stop or its end.
 
-        A stop is a breakpoint, an exception or the entry; the project's interpreter runs it. Its
+        A stop is a breakpoint, an exception or the entry; the session's interpreter runs it. Its
         stdout and stderr are stored: get_output(run_id=session_id).
         """
         session = self._session(session_id)
@@ -160,7 +160,11 @@ class DebugTools(ToolGroup):
     async def close_debug_session(
         self, session_id: SessionId
     ) -> Annotated[CallToolResult, debug_view.SessionClosed]:
-        """End a debug session: its debuggee and every process it started end within 5 s."""
+        """End a debug session: a script and what it started end within 5 s.
+
+        A test run stops after its current test, which ends as it would (or fails as interrupted
+        after 2 s); its outcome is recorded.
+        """
         session = await self._await(self.debugger.close(session_id))
         return reply(_closed(session))
 
@@ -249,8 +253,8 @@ class DebugTools(ToolGroup):
         filters: Annotated[
             list[str],
             Field(
-                description='Where to stop on exceptions: "raised" (every raise), "uncaught", '
-                '"userUnhandled" '
+                description='Where to stop on exceptions: "raised" (every raise), "uncaught" (not in a test '
+                'run: pytest catches all), "userUnhandled" '
                 "(leaving the project's code: the default, before the frames unwind); [] for none."
             ),
         ],

@@ -70,7 +70,10 @@ class FailureTools(ToolGroup):
         ] = False,
         session_id: LiveSessionId = None,
     ) -> Stack:
-        """The failing test's frames, innermost (the raise point, id 0) first: id, function, file, line."""
+        """The failing test's frames, innermost (the raise point, id 0) first: id, function, file, line.
+
+        For a debug session, the frames where it stopped.
+        """
         if session_id:
             return await self.asking(
                 live_view.inspect(self.sessions, session_id, "stack", include_library=include_library)

@@ -53,11 +53,11 @@ class LiveTools(ToolGroup):
         ],
         frame_id: OptionalFrameId = None,
     ) -> Evaluation:
-        """Run Python in a held test's frame and return the value's repr and type.
+        """Run Python in a held test's or debug session's frame and return the value's repr and type.
 
         Side effects are real and stay for the rest of the test. The value's variablesReference
-        expands it with get_variables. An exception comes back as an error with its traceback; a
-        runaway expression is interrupted after 10 s.
+        expands it with get_variables. An exception comes back as an error with its traceback; in a
+        held test a runaway expression is interrupted after 10 s.
         """
         return await self.asking(
             live_view.inspect(self.sessions, session_id, "evaluate", expression=expression, frame_id=frame_id)
@@ -194,7 +194,10 @@ class LiveTools(ToolGroup):
             await session.wait(0, 10.0 if timeout is None else timeout)
             return await self._debug_reply(session.id)
         managed = await self.asking(self.runner.start(args or [], cwd, env, break_on_failure))
-        return await self._wait(ctx, managed.run_id, timeout)
+        state = await self._wait(ctx, managed.run_id, timeout)
+        if state.state == "stopped" or state.exit_status == 1:
+            self.debugger.prepare("tests")  # a failure is what one debugs next
+        return state
 
     @tool(READ_ONLY)
     async def wait_for_stop(
