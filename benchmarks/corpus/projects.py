@@ -1,0 +1,186 @@
+"""The corpus: real projects' own test suites, each pinned by version and sdist hash, with the small recipe
+it needs to run here (test dependencies, the part of the suite that runs in about a minute, the tests
+deselected and why).
+
+A recipe says what of the run matters for the plugin (``covers``): the kinds of concurrency and
+test styles the suite exercises. Together the corpus covers multiprocessing with fork and spawn,
+concurrent.futures, threads, subprocesses, signals, asyncio through pytest-asyncio, anyio's pytest
+plugin, hypothesis, doctests, unittest-style suites; every suite also runs under xdist (``-n 2``).
+
+Deselections are kept minimal: only tests that need the network or a service this machine lacks,
+or that cannot pass here with or without the plugin, each with its reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Project:
+    name: str
+    """The distribution's name on PyPI."""
+    version: str
+    sha256: str
+    """Of the sdist; the download is refused if it differs."""
+    covers: tuple[str, ...]
+    args: tuple[str, ...] = ()
+    """What to run, relative to the unpacked sdist (paths, ``-k``, ``-p``): the suite, or the part of it
+    named in ``notes``."""
+    deps: tuple[str, ...] = ()
+    """Test dependencies, installed into the project's venv beside the project and this plugin."""
+    deselect: dict[str, str] = field(default_factory=dict)
+    """Node id (or path given to ``--ignore`` when it ends in ``.py``) -> why it cannot run here."""
+    forks: bool = False
+    """A test forks: it gets three times the runs (30 for 10)."""
+    editable: bool = True
+    """Install the project with ``pip install -e`` (as its developers do); False: a plain install."""
+    timeout: float = 300.0
+    """Seconds after which a run counts as a hang (it is dumped with py-spy, then killed)."""
+    notes: str = ""
+
+
+PROJECTS: tuple[Project, ...] = (
+    Project(
+        "toolz",
+        "1.2.0",
+        "9667a038e9d6ecba37995e26cb2f59ec6420b6ad8dd9677de59db9b956b08490",
+        covers=("fork", "doctests", "filterwarnings=error"),
+        forks=True,
+        notes="whole suite; `test_parallel.py::test_fold` opens a fork `multiprocessing.Pool()` (issue 43)",
+    ),
+    Project(
+        "pebble",
+        "5.2.3",
+        "6fce8cc8cbf367588406f66e4b62ec36e22594a6c720bff1d08cc2e565a66af3",
+        covers=("fork", "spawn", "forkserver", "concurrent.futures", "threads", "signals", "asyncio"),
+        args=(
+            "test/test_process_pool_fork.py",
+            "test/test_process_pool_spawn.py",
+            "test/test_concurrent_process_fork.py",
+            "test/test_thread_pool.py",
+            "test/test_pebble.py",
+        ),
+        forks=True,
+        notes="pool (fork, spawn), concurrent (fork), thread pool, decorators; its timeouts kill workers with SIGTERM",
+    ),
+    Project(
+        "sh",
+        "2.4.0",
+        "a250aef68509ed93419c9a1d90b0647cd5cbe26107ba94d3717ef5b6d595ffd9",
+        covers=("subprocesses", "signals", "ptys", "threads", "unittest"),
+        args=("tests/sh_test.py",),
+        forks=True,
+        notes="unittest.TestCase suite; every test starts processes (fork-exec, ptys), sends them signals",
+    ),
+    Project(
+        "anyio",
+        "4.16.0",
+        "59bb03251907983d1603d27c3087ddb1e93299ea2163adcdba37899a4fb12ffb",
+        covers=("anyio plugin", "asyncio", "trio", "threads", "subprocesses", "signals", "pytest-timeout"),
+        args=(
+            "tests/test_subprocesses.py",
+            "tests/test_signals.py",
+            "tests/test_to_thread.py",
+            "tests/test_from_thread.py",
+            "tests/test_synchronization.py",
+            "tests/test_taskgroups.py",
+            "tests/test_pytest_plugin.py",
+        ),
+        deps=(
+            "trio>=0.32",
+            "blockbuster>=1.5.29",
+            "hypothesis>=4.18.2",
+            "psutil>=5.9",
+            "pytest-mock>=3.14",
+            "pytest-timeout>=2.4.0",
+            "trustme>=1.0.0",
+            "truststore>=0.9.1",
+            "uvloop>=0.22.1",
+        ),
+        notes="subprocesses, signals, threads, sync primitives, task groups, its pytest plugin (pytester)",
+    ),
+    Project(
+        "asgiref",
+        "3.13.0",
+        "034cc8cbf72d00553b4be256703ac545120b4e50af13b49dec99da899aeeecb4",
+        covers=("pytest-asyncio", "threads", "concurrent.futures"),
+        deps=("pytest-asyncio>=1.0",),
+        notes="whole suite; sync_to_async/async_to_sync run code in thread pools",
+    ),
+    Project(
+        "janus",
+        "2.0.0",
+        "0970f38e0e725400496c834a368a67ee551dc3b5ad0a257e132f5b46f2e77770",
+        covers=("pytest-asyncio", "threads", "filterwarnings=error"),
+        deps=("pytest-asyncio>=1.0", "pytest-cov", "pytest-codspeed"),
+        notes="whole suite; a queue between asyncio tasks and threads",
+    ),
+    Project(
+        "attrs",
+        "26.1.0",
+        "d03ceb89cb322a8fd706d4fb91940737b6642aa36998fe130a9bc96c985eff32",
+        covers=("hypothesis", "--import-mode=importlib"),
+        deps=("hypothesis", "pympler", "cloudpickle"),
+        editable=False,
+        deselect={
+            "tests/test_mypy.yml": "needs pytest-mypy-plugins and mypy runs (minutes)",
+            "tests/test_pyright.py": "needs pyright (a Node program)",
+        },
+        notes="whole suite but the type checkers'; installed as a wheel (its tests import the installed package)",
+    ),
+    Project(
+        "pyrsistent",
+        "0.20.0",
+        "4c48f78f62ab596c679086084d0dd13254ae4f3d6c72a83ffdf5ebdef8f265a4",
+        covers=("hypothesis", "doctests", "C extension"),
+        args=("--doctest-modules", "pyrsistent", "tests"),
+        deps=("hypothesis",),
+        deselect={"tests/memory_profiling.py": "a script, not tests"},
+        notes="tests and the package's doctests (`--doctest-modules`, as its tox.ini runs)",
+    ),
+    Project(
+        "boltons",
+        "26.2.0",
+        "d39cfd15c1a1c3bd4d705c82252fa9edb8e4f5e8cc039f8e39afac7b1b47e92c",
+        covers=("doctests", "sockets"),
+        args=("--doctest-modules", "boltons", "tests"),
+        notes="tests and the package's doctests (as its tox.ini runs them)",
+    ),
+    Project(
+        "more-itertools",
+        "11.2.1",
+        "cbf08fd0af284dc69718b9b76a8e6203df624d70209ea511e4219d350c856f63",
+        covers=("unittest", "doctests"),
+        args=("--doctest-modules", "more_itertools", "tests"),
+        notes="unittest.TestCase suite and the package's doctests",
+    ),
+    Project(
+        "cachetools",
+        "8.0.0",
+        "5ed01bd676800d51f0025605e4fd8ad0891550513e7b0a4c3da478463764e5c3",
+        covers=("unittest", "threads"),
+        notes="whole suite; unittest.TestCase classes, a threading test",
+    ),
+    Project(
+        "portalocker",
+        "4.4.2",
+        "7ac85bb2aa3c7873bf2ac72586fc6154afa4671ac786994a16617a6b7ccb3e5e",
+        covers=("multiprocessing", "threads", "doctests", "pytest-timeout", "filterwarnings=error"),
+        args=("-p", "no:cov", "portalocker_tests"),
+        deps=("pytest-timeout", "pytest-cov", "pytest-mypy"),
+        forks=True,
+        deselect={
+            "portalocker_tests/test_redis.py": "needs a Redis server",
+        },
+        notes="its tests (not docs, no `--cov-fail-under`); locks across processes and threads",
+    ),
+)
+
+
+def by_name(names: list[str]) -> list[Project]:
+    known = {p.name: p for p in PROJECTS}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise SystemExit(f"unknown project(s) {', '.join(unknown)}; known: {', '.join(known)}")
+    return [known[n] for n in names]
