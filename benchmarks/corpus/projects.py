@@ -33,6 +33,9 @@ class Project:
     """Node id (or path given to ``--ignore`` when it ends in ``.py``) -> why it cannot run here."""
     forks: bool = False
     """A test forks: it gets three times the runs (30 for 10)."""
+    plugins: tuple[str, ...] = ()
+    """Modules of ``plugins/`` loaded with ``-p`` into every run, plain and recorded (what the suite needs
+    to run here at all, said in ``notes``)."""
     editable: bool = True
     """Install the project with ``pip install -e`` (as its developers do); False: a plain install."""
     timeout: float = 300.0
@@ -55,23 +58,36 @@ PROJECTS: tuple[Project, ...] = (
         "6fce8cc8cbf367588406f66e4b62ec36e22594a6c720bff1d08cc2e565a66af3",
         covers=("fork", "spawn", "forkserver", "concurrent.futures", "threads", "signals", "asyncio"),
         args=(
-            "test/test_process_pool_fork.py",
-            "test/test_process_pool_spawn.py",
             "test/test_concurrent_process_fork.py",
-            "test/test_thread_pool.py",
             "test/test_pebble.py",
+            "test/test_process_pool_spawn.py::TestProcessPoolDeadlockOnResult",
+            "test/test_process_pool_spawn.py::TestProcessPoolDeadlockOnNewFutures",
+            "test/test_process_pool_spawn.py::TestProcessPoolDeadlockOnCancelLargeData",
+            "test/test_thread_pool.py::TestAsyncIOThreadPool",
         ),
         forks=True,
-        notes="pool (fork, spawn), concurrent (fork), thread pool, decorators; its timeouts kill workers with SIGTERM",
+        notes="about a tenth of the suite's time (all of it: 110 s): @concurrent.process with fork (timeouts end "
+        "workers with SIGTERM), spawn pools' deadlock tests, asyncio thread pool, signal handler decorators",
     ),
     Project(
         "sh",
         "2.4.0",
         "a250aef68509ed93419c9a1d90b0647cd5cbe26107ba94d3717ef5b6d595ffd9",
         covers=("subprocesses", "signals", "ptys", "threads", "unittest"),
-        args=("tests/sh_test.py",),
+        args=(
+            "tests/sh_test.py",
+            "-k",
+            "(MiscTests or ExecutionContextTests or ArgTests or StreamBuffererTests or signal or kill or terminate"
+            " or test_fg or test_bg or pipe or fork) and not (test_general_signal or test_eintr or test_piped_generator"
+            " or test_bad_sig or test_ok_code_ignores_bad_sig or test_threaded_with_contexts or test_no_interfere1"
+            " or test_set_in_parent_function or test_multiple_pipes or test_sigpipe or test_signal_group"
+            " or test_stdout_callback_terminate or test_stdout_callback_kill or test_bg_exit_code)",
+        ),
+        plugins=("corpus_sorted",),
         forks=True,
-        notes="unittest.TestCase suite; every test starts processes (fork-exec, ptys), sends them signals",
+        notes="unittest.TestCase suite; the tests about signals, pipes, fg/bg processes, contexts and arguments, "
+        "without those over 1 s (the whole suite: 95 s); sh forks (os.fork, then exec) in the test's process, "
+        "ptys; its loader orders tests at random on purpose, which xdist refuses: `corpus_sorted` sorts them",
     ),
     Project(
         "anyio",

@@ -47,6 +47,7 @@ from prepare import REPO, cache_dir, prepare  # noqa: E402
 from projects import PROJECTS, Project, by_name  # noqa: E402
 from table import markdown  # noqa: E402
 
+PLUGINS = Path(__file__).resolve().parent / "plugins"
 CONFIGS: dict[str, tuple[list[str], list[str]]] = {
     "serial": (["-p", "no:mcpdebug"], ["--mcp-debug"]),
     "xdist": (["-p", "no:mcpdebug", "-n", "2"], ["--mcp-debug", "-n", "2"]),
@@ -132,10 +133,12 @@ def command(project: Project, bin_dir: Path, extra: list[str], junit: Path) -> l
             deselect += ["--ignore", target]
         else:
             deselect += ["--deselect", target]
+    plugins = [arg for name in project.plugins for arg in ("-p", name)]
     return [
         str(bin_dir / "pytest"),
         "-p",
         "no:cacheprovider",
+        *plugins,
         "-rA",
         f"--junitxml={junit}",
         *extra,
@@ -144,10 +147,12 @@ def command(project: Project, bin_dir: Path, extra: list[str], junit: Path) -> l
     ]
 
 
-def _env(tmp: Path) -> dict[str, str]:
+def _env(tmp: Path, project: Project) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MCPDEBUG", "PYTEST_"))}
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # as a developer's machine: bytecode cached after the first run
     env["MCPDEBUG_DIR"] = str(tmp / "mcpdebug")
+    if project.plugins:
+        env["PYTHONPATH"] = os.pathsep.join(x for x in (str(PLUGINS), env.get("PYTHONPATH")) if x)
     return env
 
 
@@ -159,7 +164,7 @@ def run_once(project: Project, src: Path, bin_dir: Path, cache: Path, extra: lis
     argv = command(project, bin_dir, extra, junit)
     with open(tmp / "stdout", "wb") as out, open(tmp / "stderr", "wb") as err:
         start = time.monotonic()
-        proc = subprocess.Popen(argv, cwd=src, env=_env(tmp), stdout=out, stderr=err, start_new_session=True)
+        proc = subprocess.Popen(argv, cwd=src, env=_env(tmp, project), stdout=out, stderr=err, start_new_session=True)
         hung, dumps = False, []
         try:
             rc = proc.wait(timeout=project.timeout)
