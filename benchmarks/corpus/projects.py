@@ -94,15 +94,7 @@ PROJECTS: tuple[Project, ...] = (
         "4.16.0",
         "59bb03251907983d1603d27c3087ddb1e93299ea2163adcdba37899a4fb12ffb",
         covers=("anyio plugin", "asyncio", "trio", "threads", "subprocesses", "signals", "pytest-timeout"),
-        args=(
-            "tests/test_subprocesses.py",
-            "tests/test_signals.py",
-            "tests/test_to_thread.py",
-            "tests/test_from_thread.py",
-            "tests/test_synchronization.py",
-            "tests/test_taskgroups.py",
-            "tests/test_pytest_plugin.py",
-        ),
+        args=("tests/test_subprocesses.py", "tests/test_signals.py", "tests/test_to_thread.py"),
         deps=(
             "trio>=0.32",
             "blockbuster>=1.5.29",
@@ -114,7 +106,8 @@ PROJECTS: tuple[Project, ...] = (
             "truststore>=0.9.1",
             "uvloop>=0.22.1",
         ),
-        notes="subprocesses, signals, threads, sync primitives, task groups, its pytest plugin (pytester)",
+        notes="its subprocess, signal and worker-thread tests, each on asyncio, asyncio+uvloop and trio through "
+        "anyio's pytest plugin (`anyio_mode = auto`), under pytest-timeout (the whole suite: 80-110 s)",
     ),
     Project(
         "asgiref",
@@ -142,18 +135,25 @@ PROJECTS: tuple[Project, ...] = (
         deselect={
             "tests/test_mypy.yml": "needs pytest-mypy-plugins and mypy runs (minutes)",
             "tests/test_pyright.py": "needs pyright (a Node program)",
+            "tests/test_make.py": "time: 25 s of the suite's 55 under load (hypothesis; other files keep it)",
+            "tests/test_funcs.py": "time: 20 s of the suite's 55 under load (hypothesis; other files keep it)",
         },
-        notes="whole suite but the type checkers'; installed as a wheel (its tests import the installed package)",
+        notes="the suite but its two slowest files and the type checkers' (hypothesis in test_dunders, "
+        "test_functional, test_3rd_party); installed as a wheel (its tests import the installed package); "
+        "`test_converters.py::TestPipe::test_wrapped_annotation` fails here on Python 3.11, plain too",
     ),
     Project(
         "pyrsistent",
         "0.20.0",
         "4c48f78f62ab596c679086084d0dd13254ae4f3d6c72a83ffdf5ebdef8f265a4",
-        covers=("hypothesis", "doctests", "C extension"),
+        covers=("doctests", "C extension"),
         args=("--doctest-modules", "pyrsistent", "tests"),
         deps=("hypothesis",),
-        deselect={"tests/memory_profiling.py": "a script, not tests"},
-        notes="tests and the package's doctests (`--doctest-modules`, as its tox.ini runs)",
+        deselect={
+            "tests/memory_profiling.py": "a script, not tests",
+            "tests/hypothesis_vector_test.py": "time: a hypothesis state machine, 14 s of the suite's 18",
+        },
+        notes="tests and the package's doctests (`--doctest-modules`), built with its C extension",
     ),
     Project(
         "boltons",
@@ -169,7 +169,16 @@ PROJECTS: tuple[Project, ...] = (
         "cbf08fd0af284dc69718b9b76a8e6203df624d70209ea511e4219d350c856f63",
         covers=("unittest", "doctests"),
         args=("--doctest-modules", "more_itertools", "tests"),
-        notes="unittest.TestCase suite and the package's doctests",
+        deselect={
+            "tests/test_recipes.py::PrimeFunctionTests::test_primes": "time: 47 s",
+            "tests/test_recipes.py::PrimeFunctionTests::test_nth_prime_approximate": "time: 4 s",
+            "tests/test_more.py::DiscreteFourierTransformTests::test_roundtrip": "time: 11 s",
+            "tests/test_more.py::ExtractTests::test_all_orderings": "time: 4 s",
+            "tests/test_more.py::tests.test_more.IterOnlyRange": "a test helper's docstring that "
+            "`--doctest-modules` collects from tests/ and that fails (the project runs doctests on the package)",
+        },
+        notes="unittest.TestCase suite with subtests (21,000), thread-safety tests, the package's doctests; "
+        "without its four slowest tests (66 s of 89)",
     ),
     Project(
         "cachetools",
@@ -182,14 +191,20 @@ PROJECTS: tuple[Project, ...] = (
         "portalocker",
         "4.4.2",
         "7ac85bb2aa3c7873bf2ac72586fc6154afa4671ac786994a16617a6b7ccb3e5e",
-        covers=("multiprocessing", "threads", "doctests", "pytest-timeout", "filterwarnings=error"),
-        args=("-p", "no:cov", "portalocker_tests"),
-        deps=("pytest-timeout", "pytest-cov", "pytest-mypy"),
-        forks=True,
+        covers=("spawn", "threads", "pytest-timeout", "pytest-rerunfailures", "filterwarnings=error"),
+        args=("-o", "addopts=--timeout=20 --strict-config --strict-markers -ra", "portalocker_tests"),
+        deps=(
+            "pytest-timeout>=2.1.0",
+            "pytest-rerunfailures>=15.1",
+            "fakeredis>=2.31.0",
+            "redis>=5.0",
+            "typing_extensions>=4.4",
+        ),
         deselect={
             "portalocker_tests/test_redis.py": "needs a Redis server",
         },
-        notes="its tests (not docs, no `--cov-fail-under`); locks across processes and threads",
+        notes="its tests (not its docs' doctests), without the `--cov ... --cov-fail-under=100` of its addopts; "
+        "locks across spawned processes and threads; its process tests carry `flaky(reruns=5)`",
     ),
 )
 

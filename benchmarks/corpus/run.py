@@ -156,7 +156,9 @@ def _env(tmp: Path, project: Project) -> dict[str, str]:
     return env
 
 
-def run_once(project: Project, src: Path, bin_dir: Path, cache: Path, extra: list[str]) -> dict[str, Any]:
+def run_once(
+    project: Project, src: Path, bin_dir: Path, cache: Path, extra: list[str], check_record: bool = False
+) -> dict[str, Any]:
     """One run of the suite: its wall time, exit status, outcomes, warnings, stderr; a hang's dumps."""
     (cache / "tmp").mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f"{project.name}-", dir=cache / "tmp"))
@@ -194,8 +196,32 @@ def run_once(project: Project, src: Path, bin_dir: Path, cache: Path, extra: lis
         "dumps": dumps,
         "tail": stdout[-3000:] if (hung or rc not in (0, 1, 5)) else "",
     }
+    if check_record and not hung:
+        record["record_check"] = _check_record(bin_dir, tmp, rc, record["summary"])
     shutil.rmtree(tmp, ignore_errors=True)
     return record
+
+
+def _check_record(bin_dir: Path, tmp: Path, rc: int, summary: str) -> str:
+    """Whether the run's record (`mcpdebug show`, read from the spool) says what pytest said: the exit
+    status and the counts of its closing line. "" if it does, else what differs."""
+    try:
+        out = subprocess.run(
+            [str(bin_dir / "mcpdebug"), "show", "--dir", str(tmp / "mcpdebug")], capture_output=True, text=True, timeout=120
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"mcpdebug show failed: {exc}"
+    text = out.stdout
+    status = next((line for line in text.splitlines() if line.startswith("Run ")), "")
+    tests = next((line for line in text.splitlines() if line.startswith("Tests:")), "")
+    problems = []
+    if f"exit status {rc}" not in status:
+        problems.append(f"status line {status!r}, pytest exited {rc}")
+    if outcomes.counts(tests) != outcomes.counts(summary):
+        problems.append(f"record {tests!r}, pytest {summary!r}")
+    if out.returncode:
+        problems.append(f"mcpdebug show exited {out.returncode}: {out.stderr[-300:]}")
+    return "; ".join(problems)
 
 
 def _warm_up(project: Project, src: Path, bin_dir: Path, cache: Path) -> None:
@@ -226,7 +252,9 @@ def _run_config(
     live = results["projects"][project.name]["configs"].setdefault(config, {"runs": runs})
 
     def one(pair: int, mode: str) -> None:
-        record = run_once(project, src, bin_dir, cache, plain_args if mode == "plain" else recorded_args)
+        recorded = mode == "recorded"
+        check = recorded and pair in (0, pairs - 1)  # the record read back: first and last pair
+        record = run_once(project, src, bin_dir, cache, recorded_args if recorded else plain_args, check)
         record.update(pair=pair, mode=mode, finished=time.time())
         with lock:
             runs.append(record)
@@ -277,6 +305,8 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "plain_exit_statuses": sorted(plain_rcs),
         "new_warnings": sorted({w for r in recorded for w in r["warnings"]} - plain_warnings),
         "new_stderr": sorted({line for r in recorded for line in r["stderr"]} - plain_stderr)[:20],
+        "record_checked": sum("record_check" in r for r in recorded),
+        "record_differs": [r["record_check"] for r in recorded if r.get("record_check")][:5],
         "plugin_warnings": sorted({line for r in recorded for line in r["plugin_lines"] if "warning" in line.lower()}),
         "recorded_leftovers": sum(bool(r["leftover_processes"]) for r in recorded),
         "plain_leftovers": sum(bool(r["leftover_processes"]) for r in plain),

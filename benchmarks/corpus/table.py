@@ -33,6 +33,10 @@ def markdown(results: dict[str, Any]) -> str:
         plain_hangs = sum(s["plain_hangs"] for s in summaries.values())
         if plain_hangs:
             notes.append(f"plain hung {plain_hangs}x")
+        differs = [d for s in summaries.values() for d in s.get("record_differs", [])]
+        checked = sum(s.get("record_checked", 0) for s in summaries.values())
+        if differs:
+            notes.append(f"record differs from pytest in {len(differs)} of {checked} read back: {differs[0]}")
         if project["deselected"]:
             notes.append(f"{len(project['deselected'])} deselected")
         lines.append(
