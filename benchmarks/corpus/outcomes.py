@@ -78,7 +78,8 @@ _COUNT = re.compile(r"(\d+) (passed|failed|skipped|xfailed|xpassed|errors?)\b")
 
 
 def counts(text: str) -> dict[str, int]:
-    """The outcome counts of a summary line ("3 passed, 1 failed, 2 errors"; subtests and warnings left out)."""
+    """The outcome counts of a summary line ("3 passed, 1 failed, 2 errors"; subtests and warnings "
+    "left out)."""
     found: dict[str, int] = {}
     for number, word in _COUNT.findall(text.replace("subtests passed", "subtests")):
         found[word.rstrip("s") if word.startswith("error") else word] = int(number)

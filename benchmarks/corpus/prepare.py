@@ -51,16 +51,29 @@ def fetch(project: Project, cache: Path) -> Path:
             return found
     spec = f"{project.name}=={project.version}"
     # Only this distribution from source: its build backend may come as a wheel.
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", project.name, "-d", str(folder), spec]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--no-binary",
+        project.name,
+        "-d",
+        str(folder),
+        spec,
+    ]
     result = subprocess.run(command, capture_output=True, text=True)
-    found = _sdists(folder, project)
-    if not found:
-        raise SystemExit(f"{spec}: pip download gave no sdist (exit {result.returncode}):\n{result.stderr[-2000:]}")
-    digest = sha256(found[0])
+    downloaded = _sdists(folder, project)
+    if not downloaded:
+        raise SystemExit(
+            f"{spec}: pip download gave no sdist (exit {result.returncode}):\n{result.stderr[-2000:]}"
+        )
+    digest = sha256(downloaded[0])
     if digest != project.sha256:
-        found[0].unlink()
+        downloaded[0].unlink()
         raise SystemExit(f"{spec}: sdist sha256 {digest} is not the pinned {project.sha256}; refused")
-    return found[0]
+    return downloaded[0]
 
 
 def _sdists(folder: Path, project: Project) -> list[Path]:
@@ -111,7 +124,7 @@ def venv(project: Project, src: Path, cache: Path) -> Path:
     shutil.rmtree(target, ignore_errors=True)
     subprocess.run([sys.executable, "-m", "venv", str(target)], check=True)
     pip = [str(target / "bin" / "python"), "-m", "pip", "install", "-q"]
-    _run(pip + ["-e", str(REPO)], project)
+    _run([*pip, "-e", str(REPO)], project)
     _run(pip + (["-e", str(src)] if project.editable else [str(src)]), project)
     if project.deps:
         _run(pip + list(project.deps), project)

@@ -66,7 +66,8 @@ PROJECTS: tuple[Project, ...] = (
             "test/test_thread_pool.py::TestAsyncIOThreadPool",
         ),
         forks=True,
-        notes="about a tenth of the suite's time (all of it: 110 s): @concurrent.process with fork (timeouts end "
+        notes="about a tenth of the suite's time (all of it: 110 s): @concurrent.process with fork "
+        "(timeouts end "
         "workers with SIGTERM), spawn pools' deadlock tests, asyncio thread pool, signal handler decorators",
     ),
     Project(
@@ -77,16 +78,21 @@ PROJECTS: tuple[Project, ...] = (
         args=(
             "tests/sh_test.py",
             "-k",
-            "(MiscTests or ExecutionContextTests or ArgTests or StreamBuffererTests or signal or kill or terminate"
-            " or test_fg or test_bg or pipe or fork) and not (test_general_signal or test_eintr or test_piped_generator"
-            " or test_bad_sig or test_ok_code_ignores_bad_sig or test_threaded_with_contexts or test_no_interfere1"
+            "(MiscTests or ExecutionContextTests or ArgTests or StreamBuffererTests or signal or "
+            "kill or terminate"
+            " or test_fg or test_bg or pipe or fork) and not (test_general_signal or test_eintr or "
+            "test_piped_generator"
+            " or test_bad_sig or test_ok_code_ignores_bad_sig or test_threaded_with_contexts or "
+            "test_no_interfere1"
             " or test_set_in_parent_function or test_multiple_pipes or test_sigpipe or test_signal_group"
             " or test_stdout_callback_terminate or test_stdout_callback_kill or test_bg_exit_code)",
         ),
         plugins=("corpus_sorted",),
         forks=True,
-        notes="unittest.TestCase suite; the tests about signals, pipes, fg/bg processes, contexts and arguments, "
-        "without those over 1 s (the whole suite: 95 s); sh forks (os.fork, then exec) in the test's process, "
+        notes="unittest.TestCase suite; the tests about signals, pipes, fg/bg processes, contexts "
+        "and arguments, "
+        "without those over 1 s (the whole suite: 95 s); sh forks (os.fork, then exec) in the test's "
+        "process, "
         "ptys; its loader orders tests at random on purpose, which xdist refuses: `corpus_sorted` sorts them",
     ),
     Project(
@@ -106,7 +112,8 @@ PROJECTS: tuple[Project, ...] = (
             "truststore>=0.9.1",
             "uvloop>=0.22.1",
         ),
-        notes="its subprocess, signal and worker-thread tests, each on asyncio, asyncio+uvloop and trio through "
+        notes="its subprocess, signal and worker-thread tests, each on asyncio, asyncio+uvloop and "
+        "trio through "
         "anyio's pytest plugin (`anyio_mode = auto`), under pytest-timeout (the whole suite: 80-110 s)",
     ),
     Project(
@@ -136,7 +143,8 @@ PROJECTS: tuple[Project, ...] = (
             "tests/test_mypy.yml": "needs pytest-mypy-plugins and mypy runs (minutes)",
             "tests/test_pyright.py": "needs pyright (a Node program)",
             "tests/test_make.py": "time: 25 s of the suite's 55 under load (hypothesis; other files keep it)",
-            "tests/test_funcs.py": "time: 20 s of the suite's 55 under load (hypothesis; other files keep it)",
+            "tests/test_funcs.py": "time: 20 s of the suite's 55 under load (hypothesis; other files "
+            "keep it)",
         },
         notes="the suite but its two slowest files and the type checkers' (hypothesis in test_dunders, "
         "test_functional, test_3rd_party); installed as a wheel (its tests import the installed package); "
@@ -175,7 +183,8 @@ PROJECTS: tuple[Project, ...] = (
             "tests/test_more.py::DiscreteFourierTransformTests::test_roundtrip": "time: 11 s",
             "tests/test_more.py::ExtractTests::test_all_orderings": "time: 4 s",
             "tests/test_more.py::tests.test_more.IterOnlyRange": "a test helper's docstring that "
-            "`--doctest-modules` collects from tests/ and that fails (the project runs doctests on the package)",
+            "`--doctest-modules` collects from tests/ and that fails (the project runs doctests on "
+            "the package)",
         },
         notes="unittest.TestCase suite with subtests (21,000), thread-safety tests, the package's doctests; "
         "without its four slowest tests (66 s of 89)",
@@ -203,7 +212,8 @@ PROJECTS: tuple[Project, ...] = (
         deselect={
             "portalocker_tests/test_redis.py": "needs a Redis server",
         },
-        notes="its tests (not its docs' doctests), without the `--cov ... --cov-fail-under=100` of its addopts; "
+        notes="its tests (not its docs' doctests), without the `--cov ... --cov-fail-under=100` of "
+        "its addopts; "
         "locks across spawned processes and threads; its process tests carry `flaky(reruns=5)`",
     ),
 )

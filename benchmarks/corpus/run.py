@@ -42,10 +42,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import outcomes  # noqa: E402
-from prepare import REPO, cache_dir, prepare  # noqa: E402
-from projects import PROJECTS, Project, by_name  # noqa: E402
-from table import markdown  # noqa: E402
+import contextlib
+
+import outcomes
+from prepare import REPO, cache_dir, prepare
+from projects import PROJECTS, Project, by_name
+from table import markdown
 
 PLUGINS = Path(__file__).resolve().parent / "plugins"
 CONFIGS: dict[str, tuple[list[str], list[str]]] = {
@@ -56,19 +58,32 @@ CONFIGS: dict[str, tuple[list[str], list[str]]] = {
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=10, help="pairs per configuration (x3 for a suite that forks)")
-    parser.add_argument("--fork-factor", type=int, default=3, help="how many times --runs a forking suite gets")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--runs", type=int, default=10, help="pairs per configuration (x3 for a suite that forks)"
+    )
+    parser.add_argument(
+        "--fork-factor", type=int, default=3, help="how many times --runs a forking suite gets"
+    )
     parser.add_argument("--jobs", type=int, default=2, help="runs at a time")
     parser.add_argument("--only", action="append", default=[], help="a project's name (repeatable, or a,b)")
     parser.add_argument("--configs", default=",".join(CONFIGS), help="which of serial,xdist,coverage")
-    parser.add_argument("--cache", help="cache folder (default $MCPDEBUG_CORPUS_CACHE or ~/.cache/mcpdebug-corpus)")
+    parser.add_argument(
+        "--cache", help="cache folder (default $MCPDEBUG_CORPUS_CACHE or ~/.cache/mcpdebug-corpus)"
+    )
     parser.add_argument("--json", help="where the raw results go (default CACHE/results/DATE.json)")
     parser.add_argument("--prepare-only", action="store_true", help="fetch and build the venvs, run nothing")
-    parser.add_argument("--table", metavar="JSON", help="print the table of a saved results file and stop")
+    parser.add_argument(
+        "--table", metavar="JSON", nargs="+", help="print the table of saved results files and stop"
+    )
     args = parser.parse_args()
     if args.table:
-        print(markdown(json.loads(Path(args.table).read_text())))
+        saved = [json.loads(Path(p).read_text()) for p in args.table]
+        merged = dict(saved[0], projects={k: v for r in saved for k, v in r["projects"].items()})
+        merged["command"] = " + ".join(r["command"] for r in saved)
+        print(markdown(merged))
         return
     names = [n for given in args.only for n in given.split(",") if n]
     projects = by_name(names) if names else list(PROJECTS)
@@ -96,7 +111,7 @@ def main() -> None:
         src, bin_dir = prepare(project, cache)
         if args.prepare_only:
             continue
-        entry = results["projects"][project.name] = {
+        entry: dict[str, Any] = {
             "version": project.version,
             "covers": list(project.covers),
             "notes": project.notes,
@@ -104,6 +119,7 @@ def main() -> None:
             "forks": project.forks,
             "configs": {},
         }
+        results["projects"][project.name] = entry
         _warm_up(project, src, bin_dir, cache)
         for config in configs:
             pairs = args.runs * (args.fork_factor if project.forks else 1)
@@ -119,8 +135,14 @@ def main() -> None:
 
 def _commit() -> str:
     try:
-        out = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "pytest_mcpdebug"], capture_output=True, text=True)
+        out = subprocess.run(
+            ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        )
+        dirty = subprocess.run(
+            ["git", "-C", str(REPO), "status", "--porcelain", "pytest_mcpdebug"],
+            capture_output=True,
+            text=True,
+        )
         return out.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
     except OSError:
         return "?"
@@ -166,7 +188,9 @@ def run_once(
     argv = command(project, bin_dir, extra, junit)
     with open(tmp / "stdout", "wb") as out, open(tmp / "stderr", "wb") as err:
         start = time.monotonic()
-        proc = subprocess.Popen(argv, cwd=src, env=_env(tmp, project), stdout=out, stderr=err, start_new_session=True)
+        proc = subprocess.Popen(
+            argv, cwd=src, env=_env(tmp, project), stdout=out, stderr=err, start_new_session=True
+        )
         hung, dumps = False, []
         try:
             rc = proc.wait(timeout=project.timeout)
@@ -182,7 +206,7 @@ def run_once(
     if leftover:
         _kill_session(proc.pid)
     found = outcomes.junit_outcomes(junit)
-    record = {
+    record: dict[str, Any] = {
         "args": extra,
         "wall": round(wall, 3),
         "rc": rc,
@@ -207,7 +231,10 @@ def _check_record(bin_dir: Path, tmp: Path, rc: int, summary: str) -> str:
     status and the counts of its closing line. "" if it does, else what differs."""
     try:
         out = subprocess.run(
-            [str(bin_dir / "mcpdebug"), "show", "--dir", str(tmp / "mcpdebug")], capture_output=True, text=True, timeout=120
+            [str(bin_dir / "mcpdebug"), "show", "--dir", str(tmp / "mcpdebug")],
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"mcpdebug show failed: {exc}"
@@ -227,7 +254,9 @@ def _check_record(bin_dir: Path, tmp: Path, rc: int, summary: str) -> str:
 def _warm_up(project: Project, src: Path, bin_dir: Path, cache: Path) -> None:
     """One plain run, untimed: bytecode written, a venv's first-import costs paid."""
     record = run_once(project, src, bin_dir, cache, CONFIGS["serial"][0])
-    print(f"   warm-up: {record['summary'] or 'rc ' + str(record['rc'])} ({record['wall']:.1f} s)", flush=True)
+    print(
+        f"   warm-up: {record['summary'] or 'rc ' + str(record['rc'])} ({record['wall']:.1f} s)", flush=True
+    )
 
 
 def _schedule(pairs: int) -> Iterator[tuple[int, str]]:
@@ -307,7 +336,9 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "new_stderr": sorted({line for r in recorded for line in r["stderr"]} - plain_stderr)[:20],
         "record_checked": sum("record_check" in r for r in recorded),
         "record_differs": [r["record_check"] for r in recorded if r.get("record_check")][:5],
-        "plugin_warnings": sorted({line for r in recorded for line in r["plugin_lines"] if "warning" in line.lower()}),
+        "plugin_warnings": sorted(
+            {line for r in recorded for line in r["plugin_lines"] if "warning" in line.lower()}
+        ),
         "recorded_leftovers": sum(bool(r["leftover_processes"]) for r in recorded),
         "plain_leftovers": sum(bool(r["leftover_processes"]) for r in plain),
         "ratio": round(statistics.median(ratios), 3) if ratios else None,
@@ -319,7 +350,8 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _print_progress(project: Project, config: str, s: dict[str, Any]) -> None:
     print(
-        f"   {config}: {s['tests']} tests, {s['recorded_runs']} recorded runs, mismatched {s['mismatched_runs']}, "
+        f"   {config}: {s['tests']} tests, {s['recorded_runs']} recorded runs, mismatched "
+        f"{s['mismatched_runs']}, "
         f"hangs {s['hangs']} (plain {s['plain_hangs']}), new warnings {len(s['new_warnings'])}, "
         f"new stderr {len(s['new_stderr'])}, ratio {s['ratio']} (plain {s['plain_median_wall']} s)",
         flush=True,
@@ -364,9 +396,11 @@ def _dump_tree(sid: int, bin_dir: Path) -> list[str]:
     """py-spy dumps of the hung run's processes (py-spy comes with the plugin)."""
     spy = bin_dir / "py-spy"
     dumps = []
-    for pid in ([sid] + _session_pids(sid))[:6]:
+    for pid in ([sid, *_session_pids(sid)])[:6]:
         try:
-            out = subprocess.run([str(spy), "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=30)
+            out = subprocess.run(
+                [str(spy), "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=30
+            )
             dumps.append(f"pid {pid}:\n{out.stdout[-6000:]}{out.stderr[-500:]}")
         except (OSError, subprocess.TimeoutExpired) as exc:
             dumps.append(f"pid {pid}: py-spy failed: {exc}")
@@ -374,15 +408,11 @@ def _dump_tree(sid: int, bin_dir: Path) -> list[str]:
 
 
 def _kill_session(sid: int) -> None:
-    try:
+    with contextlib.suppress(OSError):
         os.killpg(sid, signal.SIGKILL)
-    except OSError:
-        pass
     for pid in _session_pids(sid):
-        try:
+        with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
 
 
 if __name__ == "__main__":

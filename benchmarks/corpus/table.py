@@ -9,7 +9,8 @@ CONFIGS = ("serial", "xdist", "coverage")
 
 def markdown(results: dict[str, Any]) -> str:
     lines = [
-        f"{results['date']}, commit {results['commit']}, Python {results['python']}, {results['nproc']} cores, "
+        f"{results['date']}, commit {results['commit']}, Python {results['python']}, "
+        f"{results['nproc']} cores, "
         f"{results['jobs']} runs at a time; `{results['command']}`",
         "",
         "| project | covers | tests | recorded runs (serial / -n 2 / cov) | outcome mismatches | hangs "
@@ -17,7 +18,9 @@ def markdown(results: dict[str, Any]) -> str:
         "| --- | --- | ---: | --- | --- | --- | --- | ---: | ---: | ---: | --- |",
     ]
     for name, project in results["projects"].items():
-        summaries = {c: project["configs"][c]["summary"] for c in CONFIGS if "summary" in project["configs"].get(c, {})}
+        summaries = {
+            c: project["configs"][c]["summary"] for c in CONFIGS if "summary" in project["configs"].get(c, {})
+        }
         if not summaries:
             continue
         tests = max(s["tests"] for s in summaries.values())
@@ -29,7 +32,9 @@ def markdown(results: dict[str, Any]) -> str:
         notes = [project["notes"]]
         varies = sorted({t for s in summaries.values() for t in s["plain_varies"]})
         if varies:
-            notes.append(f"flaky by itself (plain varies): {', '.join(varies[:3])}{' ...' if len(varies) > 3 else ''}")
+            notes.append(
+                f"flaky by itself (plain varies): {', '.join(varies[:3])}{' ...' if len(varies) > 3 else ''}"
+            )
         plain_hangs = sum(s["plain_hangs"] for s in summaries.values())
         if plain_hangs:
             notes.append(f"plain hung {plain_hangs}x")
@@ -39,10 +44,9 @@ def markdown(results: dict[str, Any]) -> str:
             notes.append(f"record differs from pytest in {len(differs)} of {checked} read back: {differs[0]}")
         if project["deselected"]:
             notes.append(f"{len(project['deselected'])} deselected")
-        lines.append(
-            f"| {name} {project['version']} | {', '.join(project['covers'])} | {tests} | {runs} | {mismatches} "
-            f"| {hangs} | {new_warnings} | {ratios[0]} | {ratios[1]} | {ratios[2]} | {'; '.join(n for n in notes if n)} |"
-        )
+        cells = [f"{name} {project['version']}", ", ".join(project["covers"]), tests, runs, mismatches, hangs]
+        cells += [new_warnings, *ratios, "; ".join(n for n in notes if n)]
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     return "\n".join(lines)
 
 
