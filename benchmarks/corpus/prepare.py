@@ -5,7 +5,9 @@ editable (so a run always tests the working tree's plugin).
 The cache is ``$MCPDEBUG_CORPUS_CACHE`` or ``~/.cache/mcpdebug-corpus``:
 
     sdists/NAME-VER.tar.gz    as PyPI serves it (pip download)
-    src/NAME-VER/             unpacked; the suite runs here
+    src/NAME-VER/             unpacked (the venv's editable install points here)
+    work/NAME-VER/slotK/      a copy per run slot: two runs at a time never share a checkout (a test
+                              that writes into the source tree would see the other run's files)
     venvs/NAME-VER/           its venv; rebuilt when the recipe's dependencies or pyproject.toml change
 """
 
@@ -136,6 +138,17 @@ def _run(command: list[str], project: Project) -> None:
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode:
         raise SystemExit(f"{project.name}: {' '.join(command)} failed:\n{result.stderr[-3000:]}")
+
+
+def slot(project: Project, src: Path, cache: Path, index: int) -> Path:
+    """The checkout run slot ``index`` runs the suite in: a copy of ``src``, made once."""
+    target = cache / "work" / f"{project.name}-{project.version}" / f"slot{index}"
+    done = target / ".corpus-copied"
+    if not done.exists():
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(src, target, symlinks=True)
+        done.write_text(project.sha256)
+    return target
 
 
 def prepare(project: Project, cache: Path) -> tuple[Path, Path]:

@@ -200,8 +200,13 @@ PROJECTS: tuple[Project, ...] = (
         "portalocker",
         "4.4.2",
         "7ac85bb2aa3c7873bf2ac72586fc6154afa4671ac786994a16617a6b7ccb3e5e",
-        covers=("spawn", "threads", "pytest-timeout", "pytest-rerunfailures", "filterwarnings=error"),
-        args=("-o", "addopts=--timeout=20 --strict-config --strict-markers -ra", "portalocker_tests"),
+        covers=("fork", "atexit", "spawn", "threads", "pytest-timeout", "pytest-rerunfailures"),
+        args=(
+            "-o",
+            "addopts=--timeout=20 --strict-config --strict-markers -ra",
+            "portalocker_tests/test_pidfilelock.py",
+            "portalocker_tests/test_concurrent_state.py",
+        ),
         deps=(
             "pytest-timeout>=2.1.0",
             "pytest-rerunfailures>=15.1",
@@ -209,12 +214,11 @@ PROJECTS: tuple[Project, ...] = (
             "redis>=5.0",
             "typing_extensions>=4.4",
         ),
-        deselect={
-            "portalocker_tests/test_redis.py": "needs a Redis server",
-        },
-        notes="its tests (not its docs' doctests), without the `--cov ... --cov-fail-under=100` of "
-        "its addopts; "
-        "locks across spawned processes and threads; its process tests carry `flaky(reruns=5)`",
+        forks=True,
+        notes="its PID-file lock tests (a lock taken in a forked child and released by its atexit, locks "
+        "across spawned processes, its multiprocess tests carry `flaky(reruns=5)`) and its thread-state "
+        "tests; "
+        "without the `--cov ... --cov-fail-under=100` of its addopts (the whole suite: 30 s)",
     ),
 )
 

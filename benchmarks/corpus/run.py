@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import contextlib
 
 import outcomes
-from prepare import REPO, cache_dir, prepare
+from prepare import REPO, cache_dir, prepare, slot
 from projects import PROJECTS, Project, by_name
 from table import markdown
 
@@ -120,7 +120,7 @@ def main() -> None:
             "configs": {},
         }
         results["projects"][project.name] = entry
-        _warm_up(project, src, bin_dir, cache)
+        _warm_up(project, src, bin_dir, cache, args.jobs)
         for config in configs:
             pairs = args.runs * (args.fork_factor if project.forks else 1)
             runs = _run_config(project, src, bin_dir, cache, config, pairs, args.jobs, results, path)
@@ -251,12 +251,12 @@ def _check_record(bin_dir: Path, tmp: Path, rc: int, summary: str) -> str:
     return "; ".join(problems)
 
 
-def _warm_up(project: Project, src: Path, bin_dir: Path, cache: Path) -> None:
-    """One plain run, untimed: bytecode written, a venv's first-import costs paid."""
-    record = run_once(project, src, bin_dir, cache, CONFIGS["serial"][0])
-    print(
-        f"   warm-up: {record['summary'] or 'rc ' + str(record['rc'])} ({record['wall']:.1f} s)", flush=True
-    )
+def _warm_up(project: Project, src: Path, bin_dir: Path, cache: Path, jobs: int) -> None:
+    """One plain run in each slot, untimed: bytecode written, a venv's first-import costs paid."""
+    for index in range(jobs):
+        record = run_once(project, slot(project, src, cache, index), bin_dir, cache, CONFIGS["serial"][0])
+        summary = record["summary"] or f"rc {record['rc']}"
+        print(f"   warm-up, slot {index}: {summary} ({record['wall']:.1f} s)", flush=True)
 
 
 def _schedule(pairs: int) -> Iterator[tuple[int, str]]:
@@ -280,10 +280,18 @@ def _run_config(
     lock = threading.Lock()
     live = results["projects"][project.name]["configs"].setdefault(config, {"runs": runs})
 
+    slots = threading.local()
+    taken = iter(range(jobs))
+
     def one(pair: int, mode: str) -> None:
+        if not hasattr(slots, "path"):  # each worker thread of the pool is one slot, its checkout its own
+            with lock:
+                slots.path = slot(project, src, cache, next(taken))
         recorded = mode == "recorded"
         check = recorded and pair in (0, pairs - 1)  # the record read back: first and last pair
-        record = run_once(project, src, bin_dir, cache, recorded_args if recorded else plain_args, check)
+        record = run_once(
+            project, slots.path, bin_dir, cache, recorded_args if recorded else plain_args, check
+        )
         record.update(pair=pair, mode=mode, finished=time.time())
         with lock:
             runs.append(record)
