@@ -389,8 +389,12 @@ def _session_pids(sid: int) -> list[int]:
     return pids
 
 
-def _session_processes(sid: int) -> list[str]:
-    """Processes of the run's session still alive after pytest exited (its leftovers)."""
+def _session_processes(sid: int, grace: float = 3.0) -> list[str]:
+    """Processes of the run's session still alive ``grace`` seconds after pytest exited (its leftovers:
+    a multiprocessing resource tracker, say, takes a moment to see its pipe closed and exit)."""
+    deadline = time.monotonic() + grace
+    while _session_pids(sid) and time.monotonic() < deadline:
+        time.sleep(0.1)
     found = []
     for pid in _session_pids(sid):
         try:
