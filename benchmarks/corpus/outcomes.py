@@ -36,6 +36,22 @@ def junit_outcomes(path: Path) -> Outcomes | None:
     return found
 
 
+def junit_failures(path: Path, limit: int = 600) -> dict[str, str]:
+    """Each failing or erroring test's message and the end of its text (what the report said)."""
+    try:
+        root = ET.parse(path).getroot()
+    except (OSError, ET.ParseError):
+        return {}
+    found: dict[str, str] = {}
+    for case in root.iter("testcase"):
+        key = "::".join(x for x in (case.get("file"), case.get("classname"), case.get("name")) if x)
+        for child in case:
+            if child.tag in ("failure", "error"):
+                text = f"{child.get('message', '')}\n{(child.text or '')[-limit:]}"
+                found[key] = (found.get(key, "") + text)[-2 * limit :]
+    return found
+
+
 def normalise(line: str) -> str:
     """A line without its numbers and addresses (line numbers, ids, timings, pids)."""
     return _NUMBERS.sub("N", line.strip())[:300]

@@ -212,6 +212,7 @@ def run_once(
         "rc": rc,
         "hung": hung,
         "outcomes": found,
+        "failures": outcomes.junit_failures(junit),
         "summary": outcomes.summary_line(stdout),
         "warnings": outcomes.warnings_summary(stdout),
         "stderr": sorted({outcomes.normalise(line) for line in stderr.splitlines() if line.strip()})[:50],
