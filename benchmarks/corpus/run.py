@@ -169,6 +169,14 @@ def command(project: Project, bin_dir: Path, extra: list[str], junit: Path) -> l
     ]
 
 
+def _default_signals() -> None:
+    """In the child: the signals a terminal or a CI runner leaves at their defaults, whatever this
+    harness inherited (started with ``nohup`` or ``&`` in a script, SIGHUP or SIGINT are ignored, and an
+    exec'd child keeps them ignored: sh's `test_custom_timeout_signal` then fails, plain and recorded)."""
+    for signum in (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_DFL)
+
+
 def _env(tmp: Path, project: Project) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MCPDEBUG", "PYTEST_"))}
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # as a developer's machine: bytecode cached after the first run
@@ -189,7 +197,13 @@ def run_once(
     with open(tmp / "stdout", "wb") as out, open(tmp / "stderr", "wb") as err:
         start = time.monotonic()
         proc = subprocess.Popen(
-            argv, cwd=src, env=_env(tmp, project), stdout=out, stderr=err, start_new_session=True
+            argv,
+            cwd=src,
+            env=_env(tmp, project),
+            stdout=out,
+            stderr=err,
+            start_new_session=True,
+            preexec_fn=_default_signals,
         )
         hung, dumps = False, []
         try:
