@@ -175,19 +175,23 @@ PROJECTS: tuple[Project, ...] = (
         "more-itertools",
         "11.2.1",
         "cbf08fd0af284dc69718b9b76a8e6203df624d70209ea511e4219d350c856f63",
-        covers=("unittest", "doctests"),
-        args=("--doctest-modules", "more_itertools", "tests"),
+        covers=("unittest", "subtests", "threads", "doctests"),
+        args=(
+            "--doctest-modules",
+            "more_itertools",
+            "tests/test_recipes.py",
+            "tests/test_more.py::TestConcurrentTee",
+            "tests/test_more.py::TestSerialize",
+            "tests/test_more.py::ChunkedTests",
+            "tests/test_more.py::WindowedTests",
+        ),
         deselect={
             "tests/test_recipes.py::PrimeFunctionTests::test_primes": "time: 47 s",
             "tests/test_recipes.py::PrimeFunctionTests::test_nth_prime_approximate": "time: 4 s",
-            "tests/test_more.py::DiscreteFourierTransformTests::test_roundtrip": "time: 11 s",
-            "tests/test_more.py::ExtractTests::test_all_orderings": "time: 4 s",
-            "tests/test_more.py::tests.test_more.IterOnlyRange": "a test helper's docstring that "
-            "`--doctest-modules` collects from tests/ and that fails (the project runs doctests on "
-            "the package)",
         },
-        notes="unittest.TestCase suite with subtests (21,000), thread-safety tests, the package's doctests; "
-        "without its four slowest tests (66 s of 89)",
+        notes="unittest.TestCase classes with subtests: the recipes' tests, a few of test_more.py's "
+        "(its thread-safety tests among them) and the package's doctests; without two slow tests "
+        "(the whole suite: 89 s)",
     ),
     Project(
         "cachetools",
