@@ -78,11 +78,17 @@ def main() -> None:
     parser.add_argument(
         "--table", metavar="JSON", nargs="+", help="print the table of saved results files and stop"
     )
+    parser.add_argument(
+        "--save-summaries", metavar="JSON", help="with --table: save the runs without each test's outcome"
+    )
     args = parser.parse_args()
     if args.table:
         saved = [json.loads(Path(p).read_text()) for p in args.table]
         merged = dict(saved[0], projects={k: v for r in saved for k, v in r["projects"].items()})
         merged["command"] = " + ".join(r["command"] for r in saved)
+        merged["commit"] = " + ".join(r["commit"] for r in saved)
+        if args.save_summaries:
+            _save(_without_outcomes(merged), Path(args.save_summaries))
         print(markdown(merged))
         return
     names = [n for given in args.only for n in given.split(",") if n]
@@ -379,6 +385,18 @@ def _print_progress(project: Project, config: str, s: dict[str, Any]) -> None:
         f"new stderr {len(s['new_stderr'])}, ratio {s['ratio']} (plain {s['plain_median_wall']} s)",
         flush=True,
     )
+
+
+def _without_outcomes(results: dict[str, Any]) -> dict[str, Any]:
+    """The results without each run's per-test outcomes (a few MB): what the table and a reader need."""
+    projects = {}
+    for name, project in results["projects"].items():
+        configs = {
+            config: dict(data, runs=[{k: v for k, v in r.items() if k != "outcomes"} for r in data["runs"]])
+            for config, data in project["configs"].items()
+        }
+        projects[name] = dict(project, configs=configs)
+    return dict(results, projects=projects)
 
 
 def _save(results: dict[str, Any], path: Path) -> None:
