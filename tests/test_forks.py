@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from helpers import LAUNCHERS, recorded, run_inner, run_launched
+from helpers import FAST, LAUNCHERS, PYTEST_SCRIPT, recorded, run_inner, run_launched
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="fork is the default start method on Linux")
 
@@ -216,3 +216,37 @@ def test_a_child_that_goes_on_through_pytest_reaches_no_record(pytester: pytest.
         "test_continuing.py::test_forks_and_both_go_on": "passed",
         "test_continuing.py::test_after": "passed",
     }
+
+
+STARTS_A_CHILD = """
+import subprocess
+import sys
+
+CODE = (
+    "import os, signal; os.kill(os.getpid(), signal.SIGTERM); os.kill(os.getpid(), signal.SIGINT); "
+    "print('survived')"
+)
+
+
+def test_a_child_ignores_what_the_run_ignores():
+    child = subprocess.run([sys.executable, "-c", CODE], capture_output=True, text=True)
+    assert (child.returncode, child.stdout.strip()) == (0, "survived")
+"""
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+@pytest.mark.parametrize(
+    "recording", [(), ("--mcp-debug",), ("--mcp-debug", "-n", "2")], ids=["plain", "recorded", "xdist"]
+)
+def test_a_signal_the_run_ignores_stays_ignored_in_what_its_tests_start(
+    pytester: pytest.Pytester, launcher: str, recording: tuple[str, ...]
+) -> None:
+    """A run started with SIGINT and SIGTERM ignored (``nohup``, ``pytest &`` in a CI script): the
+    processes its tests start inherit them ignored, as without the plugin. A handler of the recorder in
+    their place became the default in an exec'd child, which then died of the signal (found in anyio's
+    suite run in the background: its KeyboardInterrupt tests passed recorded, failed plain)."""
+    pytester.makepyfile(test_starts_a_child=STARTS_A_CHILD)
+    command = [str(PYTEST_SCRIPT)] if launcher == "script" else [sys.executable, "-m", "pytest"]
+    ignoring = ("sh", "-c", 'trap "" INT TERM; exec "$0" "$@"')
+    result = pytester.run(*ignoring, *command, *FAST, *recording, timeout=120)
+    result.assert_outcomes(passed=1)

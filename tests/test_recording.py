@@ -175,6 +175,28 @@ def test_xdist_records_every_test_once_with_its_worker(pytester: pytest.Pytester
     assert {p["worker"] for p in store.processes(run["run_id"])} == {"controller", "gw0", "gw1"}
 
 
+@pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["serial", "xdist"])
+def test_a_module_skipped_at_collection_is_a_skipped_test_as_pytest_counts_it(
+    pytester: pytest.Pytester, workers: tuple[str, ...]
+) -> None:
+    """``pytest.skip(allow_module_level=True)`` and a failed ``importorskip``: pytest's summary counts
+    each module as a skipped test; the record did not (found in asgiref's suite by the corpus)."""
+    pytester.makepyfile(
+        test_skipped_module='import pytest\n\npytest.skip("needs a GPU", allow_module_level=True)\n',
+        test_missing_import='import pytest\n\npytest.importorskip("no_such_module_here")\n',
+        test_runs="def test_one():\n    pass\n",
+    )
+    result = run_inner(pytester, "--mcp-debug", *workers)
+    result.assert_outcomes(passed=1, skipped=2)
+    store = recorded(pytester.path / ".mcpdebug")
+    (run,) = store.runs()
+    assert run["counts"] == {"passed": 1, "skipped": 2}
+    tests = {t["nodeid"]: (t["status"], t["message"]) for t in store.tests(run["run_id"])}
+    assert tests["test_skipped_module.py"] == ("skipped", "needs a GPU")
+    assert tests["test_missing_import.py"][0] == "skipped"
+    assert "no_such_module_here" in tests["test_missing_import.py"][1]
+
+
 def test_live_events_reach_a_running_server(pytester: pytest.Pytester, suite, server, monkeypatch) -> None:
     suite("slow")
     monkeypatch.setenv("SLOW_WAIT", "120")  # the slow test waits until released (below)

@@ -238,11 +238,18 @@ class Timeouts(PluginObject):
     # Kills and the session timeout ----------------------------------------------------------------
 
     def _install_kill_handlers(self) -> None:
-        """SIGTERM (a CI job cancelled) and SIGINT: record where the run was before it goes."""
+        """SIGTERM (a CI job cancelled) and SIGINT: record where the run was before it goes.
+
+        A signal the process ignores is left ignored (started with ``nohup``, or as ``cmd &`` in a
+        script, which ignores SIGINT): it does not end the run, and a handler in its place would change
+        what the processes the tests start inherit (exec keeps an ignored signal ignored, a handler
+        becomes the default): a child that would have survived the signal would die of it."""
         if threading.current_thread() is not threading.main_thread():
             return
         for signum in (signal.SIGTERM, signal.SIGINT):
             try:
+                if signal.getsignal(signum) == signal.SIG_IGN:
+                    continue
                 self._previous[signum] = signal.signal(signum, self._on_kill)
             except (ValueError, OSError):
                 continue

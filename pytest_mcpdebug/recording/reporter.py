@@ -155,6 +155,22 @@ class Reporter(PluginObject):
             self.emit_plain("collection_finished", count=len(ids))
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.skipped and self.role != "worker":
+            # A module skipped as a whole (``pytest.skip(allow_module_level=True)``, a failed
+            # ``importorskip``): pytest's summary counts it as one skipped test, and so does the record.
+            # Under xdist the controller is told once, whichever workers skipped it.
+            longrepr = report.longrepr
+            where = longrepr if isinstance(longrepr, tuple) and len(longrepr) == 3 else None
+            self.emit_plain(
+                "test_finished",
+                nodeid=report.nodeid,
+                worker=self.worker,
+                outcome="skipped",
+                duration=0.0,
+                message=_message(report),
+                file=str(where[0]) if where else report.nodeid.split("::")[0],
+                line=int(where[1]) + 1 if where and isinstance(where[1], int) else None,
+            )
         if report.failed and self.role != "worker":
             text = str(report.longrepr)
             self.emit(
