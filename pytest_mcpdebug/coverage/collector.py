@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_mcpdebug import forks, protocol
+from pytest_mcpdebug.coverage.rendering import Rendering
 from pytest_mcpdebug.folder import coverage_file, coverage_parts
 from pytest_mcpdebug.recording.reporter import Reporter
 
@@ -43,6 +45,8 @@ class CoverageCollector:
         self.switches = True
         """Whether this collector names each test's context (pytest-cov's own contexts make it not)."""
         self.tests = 0
+        self.rendering = Rendering(self._switch)
+        """Keeps what runs to show a failure out of the test's lines (`rendering`)."""
 
     # Start ------------------------------------------------------------------------------------------
 
@@ -51,6 +55,7 @@ class CoverageCollector:
         reused = _pytest_cov(self.config)
         if reused is not None:  # its Coverage starts later in a worker: looked up at each test
             self.switches = getattr(reused.options, "cov_context", None) != "test"
+            self.rendering.install()
             return
         if role == "controller":
             return  # it runs no tests; it combines its workers' files at the end
@@ -76,6 +81,7 @@ class CoverageCollector:
         cov.set_option("run:disable_warnings", ["no-data-collected", "module-not-measured"])
         cov.start()
         self.cov = cov
+        self.rendering.install()
         forks.in_child(self, cov.stop)  # a forked child is not traced, as without the plugin (`forks`)
 
     def _omit(self) -> list[str]:
@@ -99,18 +105,60 @@ class CoverageCollector:
     def pytest_runtest_protocol(self, item: pytest.Item) -> None:
         """Set-up, call and teardown of a test share one context: its node id."""
         self.tests += 1
-        if not self.switches:
-            return
+        self.rendering.begin(item.nodeid)
+        if self.switches:
+            self._switch(item.nodeid)
+
+    def _measuring(self) -> Any:
         cov = self.cov
         if cov is None:
             plugin = _pytest_cov(self.config)
             controller = getattr(plugin, "cov_controller", None)
             cov = getattr(controller, "cov", None)
-        if cov is not None:
-            cov.switch_context(item.nodeid)
+        return cov
+
+    def _switch(self, context: str) -> str | None:
+        cov = self._measuring()
+        if cov is None or not getattr(cov, "_started", True):
+            return None
+        previous = cov.switch_context(context)
+        return previous if isinstance(previous, str) else None
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+        """A failed phase's report (its traceback, the snapshot) is not the test's execution."""
+        excinfo = call.excinfo
+        # a unittest failure reaches call.excinfo in unittest's own makereport (from item._excinfo)
+        if getattr(item, "_excinfo", None) or (
+            excinfo is not None and not excinfo.errisinstance(pytest.skip.Exception)
+        ):
+            self.rendering.report_failure()
+        report = yield
+        if report.failed:
+            self.rendering.report_failure()  # then the snapshot and the terminal's report
+        return report
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_setup(self) -> Generator[None, Any, Any]:
+        self.rendering.next_phase()  # before pytest-cov's wrapper names the phase's context
+        return (yield)
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_call(self) -> Generator[None, Any, Any]:
+        self.rendering.next_phase()  # before pytest-cov's wrapper names the phase's context
+        return (yield)
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_teardown(self) -> Generator[None, Any, Any]:
+        self.rendering.next_phase()  # before pytest-cov's wrapper names the phase's context
+        return (yield)
+
+    def pytest_runtest_logfinish(self) -> None:
+        self.rendering.end()
 
     def pytest_sessionfinish(self) -> None:
         """Before the recorder's end (it runs last): the file must be complete when announced."""
+        self.rendering.uninstall()
         try:
             self._finish()
         except Exception as exc:  # recording never changes a run: one warning line instead
@@ -190,6 +238,7 @@ class CoverageCollector:
 
     def close(self) -> None:
         """The run ended early (an internal error): stop measuring so the process exits cleanly."""
+        self.rendering.uninstall()
         if self.cov is not None and _pytest_cov(self.config) is None:
             with contextlib.suppress(Exception):
                 self.cov.stop()
