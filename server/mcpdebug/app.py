@@ -16,7 +16,7 @@ from mcpdebug.live.sessions import Sessions
 from mcpdebug.processes.managed import ProcessManager
 from mcpdebug.processes.test_runs import Runner
 from mcpdebug.store import Store
-from mcpdebug.tools import debug, diagnosis, failures, guide, hangs, live, output, processes, runs
+from mcpdebug.tools import debug, diagnosis, failures, guide, hangs, live, localize, output, processes, runs
 from mcpdebug.tools.context import ToolContext, ToolGroup
 from mcpdebug.tools.server import ToolServer
 
@@ -55,6 +55,7 @@ GROUPS: dict[str, type[ToolGroup]] = {
         processes.ProcessTools,
         debug.DebugTools,
         diagnosis.DiagnosisTools,
+        localize.LocalizeTools,
     )
 }
 """The tool groups by the name `mcpdebug serve --tools` selects them by."""
