@@ -15,7 +15,9 @@ already adds them; the controller copies its combined file into ``.mcpdebug/cove
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
+import sys
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,8 @@ from pytest_mcpdebug.coverage.rendering import Rendering
 from pytest_mcpdebug.folder import coverage_file, coverage_parts
 from pytest_mcpdebug.recording.reporter import Reporter
 
+ENV_CORE = "MCPDEBUG_COVERAGE_CORE"
+"""``ctrace``: measure with coverage.py's C tracer on Python 3.12+ too (to compare the two)."""
 CONTEXT_SUFFIXES = ("|setup", "|run", "|teardown")
 """pytest-cov's ``--cov-context=test`` names contexts ``<node id>|<phase>``."""
 
@@ -45,6 +49,8 @@ class CoverageCollector:
         self.switches = True
         """Whether this collector names each test's context (pytest-cov's own contexts make it not)."""
         self.tests = 0
+        self.core = ""
+        """What measured: "sys.monitoring" (`monitor`, Python 3.12+) or coverage.py's "ctrace"."""
         self.rendering = Rendering(self._switch)
         """Keeps what runs to show a failure out of the test's lines (`rendering`)."""
 
@@ -59,8 +65,6 @@ class CoverageCollector:
             return
         if role == "controller":
             return  # it runs no tests; it combines its workers' files at the end
-        import coverage
-
         run_id = self.reporter.run_id
         if role == "worker":
             self.path = coverage_parts(self.dir, run_id) / f"{self.reporter.process}.coverage"
@@ -68,8 +72,31 @@ class CoverageCollector:
             self.path = coverage_file(self.dir, run_id)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.path.unlink(missing_ok=True)
+        cov = self._monitor(self.path) or self._coverage(self.path)
+        self.cov = cov
+        self.rendering.install()
+        forks.in_child(self, cov.stop)  # a forked child is not traced, as without the plugin (`forks`)
+
+    def _monitor(self, path: Path) -> Any:
+        """On Python 3.12+, the ``sys.monitoring`` recorder (`monitor`); None where it cannot run."""
+        if sys.version_info < (3, 12) or os.environ.get(ENV_CORE, "").strip() == "ctrace":
+            return None
+        from pytest_mcpdebug.coverage.monitor import LineMonitor, MonitorUnavailable
+
+        monitor = LineMonitor(path, source=str(self.config.rootpath), omit=self._omit())
+        try:
+            monitor.start()
+        except MonitorUnavailable as exc:
+            self.note = f"coverage.py's C tracer measured this run ({exc})"
+            return None
+        self.core = "sys.monitoring"
+        return monitor
+
+    def _coverage(self, path: Path) -> Any:
+        import coverage
+
         cov = coverage.Coverage(
-            data_file=str(self.path),
+            data_file=str(path),
             config_file=False,
             source=[str(self.config.rootpath)],
             omit=self._omit(),
@@ -80,9 +107,8 @@ class CoverageCollector:
         # Recording adds no warning to the run: a suite whose code is all omitted (tests only) has no data.
         cov.set_option("run:disable_warnings", ["no-data-collected", "module-not-measured"])
         cov.start()
-        self.cov = cov
-        self.rendering.install()
-        forks.in_child(self, cov.stop)  # a forked child is not traced, as without the plugin (`forks`)
+        self.core = "ctrace"
+        return cov
 
     def _omit(self) -> list[str]:
         omit = ["*/site-packages/*", "*/dist-packages/*", f"{self.dir}/*"]

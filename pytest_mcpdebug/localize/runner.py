@@ -49,7 +49,10 @@ class Localizer:
     def __init__(self, plan: dict[str, Any]) -> None:
         self.plan = plan
         self.started = time.monotonic()
-        self.deadline = self.started + float(plan.get("budget", 30.0))
+        budget = float(plan.get("budget", 30.0))
+        if "until" in plan:  # the budget counts from the plan, start-up and collection included
+            budget = min(budget, float(plan["until"]) - time.time())
+        self.deadline = self.started + max(budget, 0.0)
         self.out = Path(plan["out"])
         self.result: dict[str, Any] = {
             "failing": [],

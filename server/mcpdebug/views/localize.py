@@ -28,7 +28,8 @@ NEIGHBOURS: Final = 6
 """Passing tests run for a line whose change turned failing tests green (what else it breaks)."""
 MAX_FAILING: Final = 20
 START_UP: Final = 15.0
-"""Seconds the localizer's process may take beyond its budget (start-up, collection, the last test)."""
+"""Seconds the localizer's process may take beyond its budget (the test running at the deadline, and
+the start-up of a process that had not collected by then) before it is stopped."""
 KEPT_OPTIONS: Final = ("-p", "-o", "-c", "--rootdir", "--import-mode", "--confcutdir", "-W", "--override-ini")
 """The recorded run's options the localizer's run keeps (its paths are replaced by the failing tests)."""
 QUIET_ENV: Final = {
@@ -116,6 +117,7 @@ def plan(store: Store, run: dict[str, Any], budget: float, lines: int) -> Planne
         "failing": sorted(failing & coverage.tests)[:MAX_FAILING],
         "lines": entries,
         "budget": budget,
+        "until": time.time() + budget,
         "out": str(out),
     }
     path = folder / f"{stamp}.plan.json"
