@@ -50,6 +50,13 @@ def cpu(python: str, folder: Path, args: list[str], env: dict[str, str]) -> tupl
     return used, wall, done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr[-200:]
 
 
+def _cell(times: dict[str, list[float]], mode: str, plain: float) -> str:
+    if mode not in times:
+        return "-"
+    value = statistics.median(times[mode])
+    return f"{value:.2f} ({value / plain:.2f}x)"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -92,18 +99,8 @@ def main() -> None:
                     times[mode].append(used)
                 shutil.rmtree(store, ignore_errors=True)
             plain = statistics.median(times["plain"])
-
-            def cell(mode: str) -> str:
-                if mode not in times:
-                    return "-"
-                value = statistics.median(times[mode])
-                return f"{value:.2f} ({value / plain:.2f}x)"
-
-            print(
-                f"| {version} | {name} ({last}) | {plain:.2f} | {cell('record')} | {cell('coverage')} | "
-                f"{cell('ctrace')} |",
-                flush=True,
-            )
+            cells = [_cell(times, mode, plain) for mode in ("record", "coverage", "ctrace")]
+            print(f"| {version} | {name} ({last}) | {plain:.2f} | " + " | ".join(cells) + " |", flush=True)
 
 
 if __name__ == "__main__":
