@@ -2,7 +2,7 @@
 dynamic localizer; and whether the first `get_failure` reply names it.
 
 Usage: python benchmarks/localize/evaluate.py dev|heldout [--budget 30] [--no-localize]
-       [--scratch DIR] [--only ID,ID] [--rerecord]
+       [--scratch DIR] [--only ID,ID] [--rerecord] [--record-only]
 
 For each mutant of ``<set>.json`` (applied to a fresh copy of its package, put back after):
 
@@ -127,7 +127,10 @@ async def localize(store: Store, run_id: str, budget: float, cwd: Path) -> tuple
 
 
 def score(subject: Subject, folder: Path, mutant: dict[str, Any], into: Path, budget: float | None) -> Row:
-    store = Store(into / "store")
+    folder_of_store = into / "store"
+    if (folder_of_store / ".mcpdebug").is_dir():  # a folder that is not a store yet gets one inside
+        folder_of_store = folder_of_store / ".mcpdebug"
+    store = Store(folder_of_store)
     ingest_spool(store)
     run = lookup.run(store, "latest")
     outcomes = {t["nodeid"]: t["status"] for t in store.tests(run["run_id"])}
@@ -187,6 +190,9 @@ def main() -> None:
     parser.add_argument("--scratch", type=Path, default=None)
     parser.add_argument("--only", default="", help="mutant ids (dev set only)")
     parser.add_argument("--rerecord", action="store_true")
+    parser.add_argument(
+        "--record-only", action="store_true", help="only the runs (no place is computed or printed)"
+    )
     options = parser.parse_args()
     cache = cache_dir()
     scratch = options.scratch or cache / "localize" / "runs"
@@ -218,6 +224,9 @@ def main() -> None:
                 try:
                     if options.rerecord or not (into / "pytest-cov.coverage").exists():
                         record(subject, folder, env, mutant, into)
+                    if options.record_only:
+                        print(f"  {mutant['id']} recorded", flush=True)
+                        continue
                     budget = None if options.no_localize else options.budget
                     row = score(subject, folder, mutant, into, budget)
                 finally:

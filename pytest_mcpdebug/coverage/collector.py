@@ -1,5 +1,10 @@
 """One process's per-test line coverage, in a coverage.py data file with a context per test.
 
+What measures: on Python 3.12+ this package's `sys.monitoring` recorder (`monitor`: each line once
+per test, the lines coverage.py's C tracer records, at a fraction of its cost), else (and with
+``MCPDEBUG_COVERAGE_CORE=ctrace``) coverage.py's C tracer with a dynamic context per test. Either way
+what runs to show a failure is kept apart (`rendering`).
+
 Why a data file rather than events: coverage.py writes each test's lines to its SQLite file when the
 context switches, so the file is complete up to the last finished test even if the process is killed,
 it costs nothing beyond coverage's own contexts, and it stays in ``.mcpdebug/`` for a server that

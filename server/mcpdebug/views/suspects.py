@@ -18,11 +18,15 @@ from pytest_mcpdebug.coverage.data import RunCoverage, find_files, load
 from pytest_mcpdebug.diagnosis import localization, ranking
 from pytest_mcpdebug.diagnosis.functions import MODULE, line_functions
 from pytest_mcpdebug.diagnosis.localization import Evidence, StackFrame
+from pytest_mcpdebug.diagnosis.values import failing_value_lines
+from pytest_mcpdebug.operands import names_at
 
 if TYPE_CHECKING:
     from mcpdebug.store import Store
 
 LEVELS = ("statement", "function")
+MAX_TRACED = 5
+"""Failing tests whose traces are read for value evidence."""
 FAILING = ("failed", "error")
 PASSING = ("passed",)
 
@@ -137,10 +141,16 @@ def rank_run(
 
 def evidence(store: Store, run: dict[str, Any]) -> Evidence:
     stacks: dict[str, list[StackFrame]] = {}
+    values: dict[tuple[str, int], str] = {}
     for failure in store.failures(run["run_id"]):
         frames = [StackFrame(f.file, f.line, f.function) for f in failure["snapshot"].frames if not f.library]
         stacks.setdefault(failure["nodeid"], frames)
-    return Evidence(stacks=stacks, source=_source, dynamic=localized(store, run))
+    for nodeid in list(stacks)[:MAX_TRACED]:  # what trace_test recorded of a failing test, if it ran
+        traced = store.trace(None, nodeid)
+        if traced is not None and traced["outcome"] in FAILING:
+            for key, how in failing_value_lines(traced["trace"], names_at).items():
+                values.setdefault(key, how)
+    return Evidence(stacks=stacks, source=_source, values=values, dynamic=localized(store, run))
 
 
 def localized(store: Store, run: dict[str, Any]) -> dict[tuple[str, int], localization.Verdict]:
