@@ -141,12 +141,16 @@ def score(subject: Subject, folder: Path, mutant: dict[str, Any], into: Path, bu
     row.static = static_place(store, run, target)
     text = asyncio.run(first_failure(store, run["run_id"]))
     row.in_failure = any(f"{n}:{mutant['line']}" in text for n in (mutant["file"], target[0]))
-    if budget:
+    if budget and store.localization(run["run_id"]) is None:
         seconds, said = asyncio.run(localize(store, run["run_id"], budget, folder))
         row.localize_seconds = round(seconds, 2)
         if "Localized" not in said:
             row.notes.append(said[:300])
+    stored = store.localization(run["run_id"])
+    if budget and stored is not None:  # scored again (other weights): the verdicts stored with the run
         row.localized = static_place(store, run, target)
+        if row.localize_seconds is None:
+            row.localize_seconds = stored.elapsed
     store.close()
     return row
 
