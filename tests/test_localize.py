@@ -16,6 +16,7 @@ import pytest
 from mcp import Client
 
 from helpers import recorded, run_inner
+from test_tool_contract import checked
 from mcpdebug.app import build_server
 from pytest_mcpdebug.localize.mutations import changes
 from pytest_mcpdebug.localize.patching import CannotPatch, patch
@@ -98,10 +99,9 @@ def record(pytester: pytest.Pytester) -> Path:
 
 
 async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
-    result = await client.call_tool(tool, arguments)
-    assert not result.is_error, result.content[0].text
-    assert isinstance(result.structured_content, dict)
-    return result.structured_content
+    """The reply's structuredContent, validated against the tool's outputSchema (as the contract test)."""
+    schema = {t.name: t.output_schema for t in (await client.list_tools()).tools}[tool]
+    return checked(await client.call_tool(tool, arguments), schema)
 
 
 async def test_localize_names_the_line_whose_change_makes_the_failing_test_pass(
