@@ -19,6 +19,7 @@ than a quick test takes. A process killed mid-run loses at most its last second 
 from __future__ import annotations
 
 import os
+import sqlite3
 import sys
 import time
 from collections.abc import Iterable
@@ -51,6 +52,9 @@ class LineMonitor:
         self._context = ""
         self._data: Any = None
         self._pending: list[tuple[str, dict[str, set[int]]]] = []
+        self._db: sqlite3.Connection | None = None
+        """Our own connection to the data file, once coverage.py has created it."""
+        self._file_ids: dict[str, int] = {}
         self._written = time.monotonic()
         self.tool: int | None = None
         self._started = False
@@ -95,6 +99,9 @@ class LineMonitor:
     def save(self) -> None:
         self._flush()
         self._write()
+        if self._db is not None:
+            self._db.close()
+            self._db = None
         if self._data is not None:
             self._data.write()
 
@@ -138,9 +145,52 @@ class LineMonitor:
         data = self._data
         if not pending or data is None:
             return
-        for context, by_file in pending:
+        if self._db is None:  # coverage.py creates the file, its schema and says it holds lines
+            context, by_file = pending.pop(0)
             data.set_context(context)
             data.add_lines(by_file)
+        if pending:
+            try:
+                self._insert(pending)
+            except sqlite3.Error:  # a schema of another coverage.py: its API, slower
+                for context, by_file in pending:
+                    data.set_context(context)
+                    data.add_lines(by_file)
+
+    def _insert(self, pending: list[tuple[str, dict[str, set[int]]]]) -> None:
+        """Many contexts in one transaction, in coverage.py's tables (``context``, ``file``,
+        ``line_bits`` of numbits): a quarter of what its API costs a context."""
+        from coverage.numbits import numbits_union, nums_to_numbits
+
+        if self._db is None:
+            self._db = sqlite3.connect(str(self.data_file), isolation_level=None)
+        db = self._db
+        db.execute("BEGIN")
+        try:
+            for context, by_file in pending:
+                db.execute("INSERT OR IGNORE INTO context (context) VALUES (?)", (context,))
+                (context_id,) = db.execute("SELECT id FROM context WHERE context=?", (context,)).fetchone()
+                for path, lines in by_file.items():
+                    file_id = self._file_ids.get(path)
+                    if file_id is None:
+                        db.execute("INSERT OR IGNORE INTO file (path) VALUES (?)", (path,))
+                        (file_id,) = db.execute("SELECT id FROM file WHERE path=?", (path,)).fetchone()
+                        self._file_ids[path] = file_id
+                    bits = nums_to_numbits(lines)
+                    old = db.execute(
+                        "SELECT numbits FROM line_bits WHERE file_id=? AND context_id=?",
+                        (file_id, context_id),
+                    ).fetchone()
+                    if old is not None:  # the context came back (a test after its failure's report)
+                        bits = numbits_union(old[0], bits)
+                    db.execute(
+                        "INSERT OR REPLACE INTO line_bits (file_id, context_id, numbits) VALUES (?, ?, ?)",
+                        (file_id, context_id, bits),
+                    )
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
 
     # Callbacks --------------------------------------------------------------------------------------
 
