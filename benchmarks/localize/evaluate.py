@@ -15,8 +15,9 @@ For each mutant of ``<set>.json`` (applied to a fresh copy of its package, put b
    localizer with the budget (``localize`` through the same server), and the ranking after it.
 
 Places count ties at their worst (the end of the line's tie group). The held-out set prints its
-totals only: its per-mutant rows go to ``<scratch>/heldout-rows.jsonl``, outside the repository,
-never read while tuning.
+totals only: its per-mutant rows go to ``<scratch>/heldout-*-rows.jsonl``, outside the repository,
+never read while tuning. ``--subjects`` scores some packages only (one process each, in parallel);
+``--summarize`` prints the table of all rows written.
 """
 
 from __future__ import annotations
@@ -197,6 +198,10 @@ def main() -> None:
     parser.add_argument(
         "--record-only", action="store_true", help="only the runs (no place is computed or printed)"
     )
+    parser.add_argument("--subjects", default="", help="only these packages (one process each, in parallel)")
+    parser.add_argument(
+        "--summarize", action="store_true", help="the table of every package's rows written so far"
+    )
     options = parser.parse_args()
     cache = cache_dir()
     scratch = options.scratch or cache / "localize" / "runs"
@@ -205,9 +210,18 @@ def main() -> None:
     only = set(filter(None, options.only.split(",")))
     if only and heldout:
         raise SystemExit("the held-out set is scored whole, never mutant by mutant")
-    subjects = {s.name: s for s in SETS[options.set]}
+    chosen = set(filter(None, options.subjects.split(",")))
+    subjects = {s.name: s for s in SETS[options.set] if not chosen or s.name in chosen}
+    if options.summarize:
+        found = [
+            Row(**json.loads(line))
+            for path in sorted(scratch.glob(f"{options.set}-*rows.jsonl"))
+            for line in path.read_text().splitlines()
+        ]
+        print(table(found, options.set))
+        return
     rows: list[Row] = []
-    out = scratch / f"{options.set}-rows.jsonl"
+    out = scratch / f"{options.set}-{'-'.join(sorted(chosen)) or 'all'}-rows.jsonl"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("")
     now = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
