@@ -66,7 +66,6 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     options = parser.parse_args()
     cache = cache_dir()
-    store = cache / "localize" / "cost-store"
     print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {options.rounds} rounds, median CPU s")
     print("\n| Python | suite | plain | `--mcp-debug` | `--mcp-debug-coverage` | C tracer (3.12+) |")
     print("| --- | --- | ---: | ---: | ---: | ---: |")
@@ -74,6 +73,7 @@ def main() -> None:
         version = subprocess.run(
             [python, "-c", "import sys; print(sys.version.split()[0])"], capture_output=True, text=True
         ).stdout.strip()
+        store = cache / "localize" / f"cost-store-{version}"  # one per Python: they may run side by side
         for name in options.suites.split(","):
             subject = SUBJECTS[name]
             folder = unpacked(subject, cache)
