@@ -87,8 +87,11 @@ async def test_the_helper_that_returns_a_wrong_value_is_found(
     )
     assert (reply["failing_tests"], reply["passing_tests"]) == (2, 8)
     assert "shop/pricing.py:16 in discount" in reply["text"]
-    assert "Ties: #6-9 share a score: each ran in 2 failing and 5 passing tests" in reply["text"]
-    assert "1 more tie with #8: get_suspects(" in reply["text"]
+    assert first["why"].startswith("ran in 2/2 failing, 0 passing tests (Ochiai 1.00)")
+    assert "why: ran in 2/2 failing, 0 passing tests (Ochiai 1.00); a return" in reply["text"]
+    # the condition that let the failing tests into the faulty line is next; the callers are on the way
+    assert top[1] == ("shop/pricing.py", 15) and "decides a block only failing tests entered" in reply["text"]
+    assert "called by test_cart.py:" in reply["text"]
     assert "tests/" not in reply["text"].split("Next:")[0]  # the project's code, not its tests
 
     functions = await call(served, "get_suspects", level="function", top=10)

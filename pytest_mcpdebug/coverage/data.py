@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from pytest_mcpdebug.coverage.rendering import RENDER_SUFFIX, is_rendering
 from pytest_mcpdebug.folder import coverage_file, coverage_parts
 
 # Limits
@@ -28,6 +29,9 @@ class RunCoverage:
     lines: dict[tuple[str, int], frozenset[str]] = field(default_factory=dict)
     """(absolute file, line) -> node ids of the tests that ran it."""
     tests: set[str] = field(default_factory=set)
+    rendered: dict[tuple[str, int], frozenset[str]] = field(default_factory=dict)
+    """Lines run only while a failure was shown (``<node id>|render``, `coverage.rendering`): kept
+    apart, never counted as the test's."""
     files: list[Path] = field(default_factory=list)
     """The data files read."""
     missing: list[str] = field(default_factory=list)
@@ -79,17 +83,26 @@ def load(paths: list[Path]) -> RunCoverage:
     from coverage import CoverageData
 
     covers: dict[tuple[str, int], set[str]] = {}
+    rendered: dict[tuple[str, int], set[str]] = {}
     tests: set[str] = set()
     for path in paths:
         data = CoverageData(basename=str(path))
         data.read()
         for name in data.measured_files():
             for line, contexts in data.contexts_by_lineno(name).items():
-                ran = {_test_of(c) for c in contexts if c}
+                ran = {_test_of(c) for c in contexts if c and not is_rendering(c)}
                 if ran:
                     covers.setdefault((name, line), set()).update(ran)
                     tests |= ran
-    result = RunCoverage(lines={k: frozenset(v) for k, v in covers.items()}, tests=tests, files=list(paths))
+                shown = {c[: -len(RENDER_SUFFIX)] for c in contexts if is_rendering(c)}
+                if shown:
+                    rendered.setdefault((name, line), set()).update(shown)
+    result = RunCoverage(
+        lines={k: frozenset(v) for k, v in covers.items()},
+        tests=tests,
+        rendered={k: frozenset(v) for k, v in rendered.items()},
+        files=list(paths),
+    )
     with _lock:
         _cache[key] = result
         while len(_cache) > CACHED_RUNS:

@@ -213,3 +213,35 @@ class ValueHistory:
         end = self.returns[origin.frame.number].index
         operands = names_at(origin.frame.file, origin.line)
         yield from self._explain(origin.frame, origin.line, operands, end, names_at, depth + 1, seen)
+
+
+def failing_value_lines(trace: Trace, names_at: NamesAt) -> dict[tuple[str, int], str]:
+    """The lines a traced failing test's failing values were computed on (its failing line's operands,
+    followed through the returns that produced them), each with how: evidence for the suspects."""
+    values = ValueHistory(trace)
+    failure = values.failure()
+    if failure is None:
+        return {}
+    links = values.explain(
+        failure.frame, failure.line, names_at(failure.frame.file, failure.line), failure.index, names_at
+    )
+    deeper = values.raised_at(failure)
+    if deeper is not None:
+        links += values.explain(
+            deeper.frame, deeper.line, names_at(deeper.frame.file, deeper.line), deeper.index, names_at
+        )
+    found: dict[tuple[str, int], str] = {}
+    for link in links:
+        if link.change is not None:
+            change = link.change
+            found.setdefault(
+                (change.frame.file, change.line),
+                f"set {change.name} = {change.new[:40]} on the failing path (traced)",
+            )
+        if link.origin is not None:
+            origin = link.origin
+            found.setdefault(
+                (origin.frame.file, origin.line),
+                f"returned {origin.value[:40]} toward the failing line (traced)",
+            )
+    return found

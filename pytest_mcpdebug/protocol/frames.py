@@ -366,6 +366,42 @@ class ValueTrace(EventBase, tag="value_trace"):
     trace: Trace
 
 
+class LocalizedLine(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One line the dynamic localizer changed: its best change and what that did."""
+
+    file: str
+    """Absolute path."""
+    line: Int
+    tried: Int = 0
+    """Changes of it that were run."""
+    mutant: str = ""
+    """The best change, e.g. ``'<' -> '<='``; "" when none ran."""
+    fixed: Int = 0
+    """Failing tests it made pass."""
+    failing: Int = 0
+    broke: Int = 0
+    """Passing neighbours (tests that run the line) it made fail."""
+    passing: Int = 0
+    note: str = ""
+    """Why it was not (fully) tried: not in a function, the budget ran out."""
+
+
+class Localization(EventBase, tag="localization"):
+    """What the dynamic localizer (`localize`) found for a run's failures; ``run_id`` is that run's,
+    so it is stored (and evicted) with it."""
+
+    budget: float
+    elapsed: float
+    failing: list[str] = []
+    """The failing tests it re-ran."""
+    still_failing: list[str] = []
+    """Those that failed again before any change (the rest passed: flaky, or the code changed)."""
+    lines: list[LocalizedLine] = []
+    complete: bool = False
+    """Every planned line was tried within the budget."""
+    note: str = ""
+
+
 SESSION_MODES: Final = ("run", "forward", "managed")
 PROCESS_STATES: Final = ("running", "stopped", "crashed", "restarting")
 
@@ -436,6 +472,7 @@ Event = (
     | CodeVersion
     | CoverageRecorded
     | ValueTrace
+    | Localization
     | SessionStarted
     | ProcessStatus
     | ProcessFinished

@@ -84,6 +84,8 @@ def _read(args: argparse.Namespace) -> int:
             return 0
         if args.command == "suspects":
             return _suspects(store, args)
+        if args.command == "localize":
+            return _localize(store, args)
         return terminal.show(store, args)
     except lookup.NotFound as exc:
         print(f"mcpdebug: {exc}", file=sys.stderr)
@@ -101,6 +103,38 @@ def _suspects(store: Store, args: argparse.Namespace) -> int:
         print("mcpdebug suspects: --top must be from 1 to 200", file=sys.stderr)
         return EXIT_USAGE
     print(suspects_view.suspects(store, lookup.run(store, args.run), args.top, args.level).text)
+    return 0
+
+
+def _localize(store: Store, args: argparse.Namespace) -> int:
+    import subprocess
+    import time
+
+    from mcpdebug.views import localize, lookup
+
+    if not 1 <= args.budget <= 600 or not 1 <= args.lines <= 100:
+        print(
+            "mcpdebug localize: --budget must be from 1 to 600 seconds, --lines from 1 to 100",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    planned = localize.plan(store, lookup.run(store, args.run), args.budget, args.lines)
+    started = time.monotonic()
+    try:
+        done = subprocess.run(
+            planned.command(),
+            cwd=planned.cwd,
+            env=planned.environment(),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=planned.deadline,
+        )
+        terminal = done.stdout + done.stderr
+    except subprocess.TimeoutExpired as exc:  # what it learnt so far is in its result file
+        terminal = str(exc.stdout or "")
+    result = localize.store_result(store, planned, time.monotonic() - started, terminal)
+    print(localize.reply(store, planned.run, result).text)
     return 0
 
 

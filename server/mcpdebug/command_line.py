@@ -37,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
         _logs,
         _failure,
         _suspects,
+        _localize,
         _report,
         _tui,
         _hang,
@@ -177,7 +178,8 @@ def _serve_tools(parser: argparse.ArgumentParser) -> None:
         "--tools",
         metavar="GROUPS",
         help="the tools listed at first, comma-separated: core (the tools a failing or hanging test "
-        "needs first), all, or groups: runs, failures, hangs, live, output, processes, debug, diagnosis "
+        "needs first), all, or groups: runs, failures, hangs, live, output, processes, debug, diagnosis, "
+        "localize "
         "(default: core; the enable_tools tool lists more within a session)",
     )
     parser.add_argument(
@@ -310,6 +312,20 @@ def _suspects(sub: Subparsers) -> None:
         help="rank lines (statement, the default) or whole functions",
     )
     suspects.add_argument("--dir", help=DIR_HELP)
+
+
+def _localize(sub: Subparsers) -> None:
+    localize = sub.add_parser(
+        "localize",
+        help="re-run a run's failing tests with small changes of its top suspects, within a time budget "
+        "(as localize); stored with the run",
+    )
+    localize.add_argument("run", nargs="?", default="latest", help=RUN_HELP)
+    localize.add_argument(
+        "--budget", type=float, default=30.0, help="seconds to spend re-running tests (default: 30)"
+    )
+    localize.add_argument("--lines", type=int, default=20, help="top suspect lines to try (default: 20)")
+    localize.add_argument("--dir", help=DIR_HELP)
 
 
 def _report(sub: Subparsers) -> None:

@@ -23,6 +23,7 @@ pause_execution return the next stop; the inspection tools and evaluate_expressi
 session_id. When the faulty line is not on the failing stack: get_suspects ranks the lines failing
 tests ran and passing ones did not (runs recorded with --mcp-debug-coverage); trace_test(test=...)
 re-runs a test recording how its values changed and get_history says where each came from;
+localize(budget=...) re-runs the failing tests with small changes of the top suspects;
 get_run_summary says whether each failure is new, known flaky or failing since an earlier run
 (list_flaky, get_test_history). Not every tool named here is listed at first: enable_tools(groups=[...])
 lists a group (debug, processes, diagnosis, ...), and calling a tool by its name lists its group."""

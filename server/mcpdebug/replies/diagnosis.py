@@ -19,7 +19,7 @@ class Report(base.Report):
 
 class SuspectLine(BaseModel):
     position: int = Field(description="1-based place in this ranking")
-    rank: str = Field(description='its tie group\'s places, e.g. "3" or "2-4" (equal Ochiai scores)')
+    rank: str = Field(description='its tie group\'s places, e.g. "3" or "2-4" (equal scores)')
     file: str = Field(description="relative to the run's rootdir when inside it")
     line: int = Field(description="the line, or the function's def line at function level")
     function: str
@@ -30,7 +30,9 @@ class SuspectLine(BaseModel):
     )
     failed: int = Field(description="failing tests that ran it")
     passed: int = Field(description="passing tests that ran it")
-    tied: int = Field(description="other suspects with the same Ochiai score")
+    tied: int = Field(description="other suspects with the same score")
+    score: float = Field(default=0.0, description="Ochiai plus the weight of the other evidence (see why)")
+    why: str = Field(default="", description="why it ranks here: coverage, the failing stack, its kind, ...")
 
 
 class Suspects(Report):

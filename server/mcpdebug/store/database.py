@@ -320,6 +320,7 @@ class Store(Liveness, Queries, HistoryQueries, DiagnosisQueries):
                 "attempts",
                 "coverage_files",  # not history or versions: the flaky history outlives its runs
                 "traces",
+                "localizations",
                 "process_sessions",
                 "process_states",
             ):

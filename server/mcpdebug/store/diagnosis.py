@@ -15,6 +15,7 @@ from mcpdebug.store.queries import MAX_ID_QUERY
 from pytest_mcpdebug import protocol
 
 _trace_decoder = msgspec.json.Decoder(protocol.Trace)
+_localization_decoder = msgspec.json.Decoder(protocol.Localization)
 
 
 def record_coverage(db: sqlite3.Connection, e: protocol.CoverageRecorded) -> None:
@@ -38,6 +39,13 @@ def record_trace(db: sqlite3.Connection, e: protocol.ValueTrace) -> None:
             e.trace.dropped,
             protocol.encode_value(e.trace),
         ),
+    )
+
+
+def record_localization(db: sqlite3.Connection, e: protocol.Localization) -> None:
+    db.execute(
+        "INSERT OR REPLACE INTO localizations VALUES (?, ?, ?, ?)",
+        (e.run_id, e.process, e.ts, protocol.encode_value(e)),
     )
 
 
@@ -70,6 +78,13 @@ class DiagnosisQueries:
         found = dict(row)
         found["trace"] = _trace_decoder.decode(found["trace"])
         return found
+
+    def localization(self, run_id: str) -> protocol.Localization | None:
+        """The newest result of the dynamic localizer for the run's failures, if it ran."""
+        row = self.db.execute(
+            "SELECT result FROM localizations WHERE run_id=? ORDER BY recorded DESC LIMIT 1", (run_id,)
+        ).fetchone()
+        return None if row is None else _localization_decoder.decode(row[0])
 
     def traced_tests(self, query: str, limit: int = 20) -> list[str]:
         """Node ids with a trace that contain ``query``."""

@@ -234,5 +234,6 @@ HANDLERS: dict[type, Any] = {
     protocol.CodeVersion: history.record_version,
     protocol.CoverageRecorded: diagnosis.record_coverage,
     protocol.ValueTrace: diagnosis.record_trace,
+    protocol.Localization: diagnosis.record_localization,
     **PROCESS_HANDLERS,
 }

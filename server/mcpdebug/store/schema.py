@@ -252,6 +252,14 @@ CREATE TABLE IF NOT EXISTS traces (
     PRIMARY KEY (run_id, nodeid)
 );
 CREATE INDEX IF NOT EXISTS traces_by_test ON traces (nodeid, recorded);
+-- What the dynamic localizer (`localize`) found for a run's failures: the newest one counts.
+CREATE TABLE IF NOT EXISTS localizations (
+    run_id TEXT NOT NULL,
+    process TEXT NOT NULL,
+    recorded REAL NOT NULL,
+    result TEXT NOT NULL,
+    PRIMARY KEY (run_id, process)
+);
 """
 
 

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from mcpdebug.tools.server import ToolServer
 
 GroupName = Literal[
-    "core", "all", "runs", "failures", "hangs", "live", "output", "processes", "debug", "diagnosis"
+    "core", "all", "runs", "failures", "hangs", "live", "output", "processes", "debug", "diagnosis", "localize"
 ]
 """`tools.groups.CHOICES` as a type (a test checks they agree)."""
 

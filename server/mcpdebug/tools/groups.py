@@ -99,6 +99,12 @@ GROUPS: Final[dict[str, Group]] = {
         ("get_suspects", "trace_test", "get_history", "get_test_history", "list_flaky"),
         "suspects, value histories, flakiness",
     ),
+    "localize": Group(
+        "mcpdebug.tools.localize",
+        "LocalizeTools",
+        ("localize",),
+        "the faulty line, by re-running failing tests",
+    ),
 }
 """The tool groups by the name `mcpdebug serve --tools` and enable_tools take."""
 

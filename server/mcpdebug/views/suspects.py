@@ -1,5 +1,7 @@
-"""`get_suspects` and the suspects `get_failure` lists: a run's lines (or functions) ranked by how
-much more the failing tests ran them than the passing ones (`pytest_mcpdebug.diagnosis.ranking`)."""
+"""`get_suspects` and the suspects `get_failure` lists: a run's lines ranked by coverage (how much more
+the failing tests ran them than the passing ones) and the other evidence the store holds: the failing
+stacks, statement kinds, traced values and the dynamic localizer's verdicts
+(`pytest_mcpdebug.diagnosis.localization`); functions by coverage alone (`diagnosis.ranking`)."""
 
 from __future__ import annotations
 
@@ -13,13 +15,18 @@ from mcpdebug.views import calls
 from mcpdebug.views.calls import call
 from mcpdebug.views.runs import bound
 from pytest_mcpdebug.coverage.data import RunCoverage, find_files, load
-from pytest_mcpdebug.diagnosis import ranking
+from pytest_mcpdebug.diagnosis import localization, ranking
 from pytest_mcpdebug.diagnosis.functions import MODULE, line_functions
+from pytest_mcpdebug.diagnosis.localization import Evidence, StackFrame
+from pytest_mcpdebug.diagnosis.values import failing_value_lines
+from pytest_mcpdebug.operands import names_at
 
 if TYPE_CHECKING:
     from mcpdebug.store import Store
 
 LEVELS = ("statement", "function")
+MAX_TRACED = 5
+"""Failing tests whose traces are read for value evidence."""
 FAILING = ("failed", "error")
 PASSING = ("passed",)
 
@@ -57,9 +64,14 @@ def suspects(store: Store, run: dict[str, Any], top: int = 10, level: str = "sta
         return _without_coverage(run, failing, passing, level, str(exc))
     if coverage is None:
         return _without_coverage(run, failing, passing, level, None)
-    ranked, places = _rank(coverage, failing, passing, level)
     root = run["rootdir"] or ""
-    rows = [_row(s, root, level, places) for s in ranked[:top]]
+    ranked: list[Any]
+    if level == "function":
+        ranked, places = _rank(coverage, failing, passing)
+        rows = [_row(s, root, places, len(failing & coverage.tests)) for s in ranked[:top]]
+    else:
+        ranked = rank_run(store, run, coverage, failing, passing)
+        rows = [_line_row(s, root, len(failing & coverage.tests)) for s in ranked[:top]]
     reply = Suspects(
         text="",
         run_id=rid,
@@ -120,35 +132,66 @@ def _cwd(run: dict[str, Any]) -> str | None:
     return run["cwd"] if run["cwd"] and run["cwd"] != run["rootdir"] else None
 
 
+def rank_run(
+    store: Store, run: dict[str, Any], coverage: RunCoverage, failing: set[str], passing: set[str]
+) -> list[localization.Suspect]:
+    """The run's lines ranked with every piece of evidence the store holds for it."""
+    return localization.rank_lines(coverage.lines, failing, passing, evidence(store, run))
+
+
+def evidence(store: Store, run: dict[str, Any]) -> Evidence:
+    stacks: dict[str, list[StackFrame]] = {}
+    values: dict[tuple[str, int], str] = {}
+    for failure in store.failures(run["run_id"]):
+        frames = [StackFrame(f.file, f.line, f.function) for f in failure["snapshot"].frames if not f.library]
+        stacks.setdefault(failure["nodeid"], frames)
+    for nodeid in list(stacks)[:MAX_TRACED]:  # what trace_test recorded of a failing test, if it ran
+        traced = store.trace(None, nodeid)
+        if traced is not None and traced["outcome"] in FAILING:
+            for key, how in failing_value_lines(traced["trace"], names_at).items():
+                values.setdefault(key, how)
+    return Evidence(stacks=stacks, source=_source, values=values, dynamic=localized(store, run))
+
+
+def localized(store: Store, run: dict[str, Any]) -> dict[tuple[str, int], localization.Verdict]:
+    """The dynamic localizer's verdicts for the run, when it was asked for them (`localize`)."""
+    result = store.localization(run["run_id"])
+    if result is None:
+        return {}
+    return {
+        (r.file, r.line): localization.Verdict(r.mutant, r.fixed, r.failing, r.broke, r.passing, r.tried)
+        for r in result.lines
+        if r.tried
+    }
+
+
+def _source(file: str) -> str:
+    linecache.checkcache(file)
+    return "".join(linecache.getlines(file))
+
+
 def _rank(
-    coverage: RunCoverage, failing: set[str], passing: set[str], level: str
+    coverage: RunCoverage, failing: set[str], passing: set[str]
 ) -> tuple[list[ranking.Suspect[Any]], dict[Any, int]]:
-    """The ranking and, at function level, each function's def line."""
+    """Functions ranked by Ochiai, and each function's def line."""
     measured_failing = failing & coverage.tests
-    if level == "function":
-        owner: dict[tuple[str, int], tuple[str, str]] = {}
-        for file, line in coverage.lines:
-            owner[(file, line)] = (file, _functions(file).get(line, MODULE))
-        covers = ranking.group(coverage.lines, owner)
-        starts: dict[Any, int] = {}
-        for (_, line), key in owner.items():
-            starts[key] = min(starts.get(key, line), line)
-        for key in starts:  # the def line, where the file still parses
-            starts[key] = _starts(key[0]).get(key[1], starts[key])
-        order = sorted(covers, key=lambda k: (k[0], starts[k]))
-        by_function = ranking.spectrum(covers, failing, passing)
-        return ranking.rank(by_function, len(measured_failing), order), starts
-    by_line = ranking.spectrum(coverage.lines, failing, passing)
-    return ranking.rank(by_line, len(measured_failing)), {}
+    owner: dict[tuple[str, int], tuple[str, str]] = {}
+    for file, line in coverage.lines:
+        owner[(file, line)] = (file, _functions(file).get(line, MODULE))
+    covers = ranking.group(coverage.lines, owner)
+    starts: dict[Any, int] = {}
+    for (_, line), key in owner.items():
+        starts[key] = min(starts.get(key, line), line)
+    for key in starts:  # the def line, where the file still parses
+        starts[key] = _starts(key[0]).get(key[1], starts[key])
+    order = sorted(covers, key=lambda k: (k[0], starts[k]))
+    by_function = ranking.spectrum(covers, failing, passing)
+    return ranking.rank(by_function, len(measured_failing), order), starts
 
 
-def _row(s: ranking.Suspect[Any], root: str, level: str, starts: dict[Any, int]) -> SuspectLine:
-    if level == "function":
-        file, function = s.key
-        line = starts[s.key]
-    else:
-        file, line = s.key
-        function = _functions(file).get(line, MODULE)
+def _row(s: ranking.Suspect[Any], root: str, starts: dict[Any, int], failed: int) -> SuspectLine:
+    file, function = s.key
+    line = starts[s.key]
     return SuspectLine(
         position=s.position,
         rank=str(s.first) if s.first == s.last else f"{s.first}-{s.last}",
@@ -161,19 +204,44 @@ def _row(s: ranking.Suspect[Any], root: str, level: str, starts: dict[Any, int])
         failed=s.failed,
         passed=s.passed,
         tied=s.tied,
+        score=round(s.ochiai, 4),
+        why=f"ran in {s.failed}/{failed} failing, {s.passed} passing tests (Ochiai {s.ochiai:.2f})",
     )
 
 
-def _text(
-    reply: Suspects, ranked: list[ranking.Suspect[Any]], coverage: RunCoverage, failing: set[str], top: int
-) -> str:
+def _line_row(s: localization.Suspect, root: str, failed: int) -> SuspectLine:
+    file, line = s.key
+    dstar = ranking.dstar(s.failed, s.passed, failed)
+    return SuspectLine(
+        position=s.position,
+        rank=str(s.first) if s.first == s.last else f"{s.first}-{s.last}",
+        file=relative(file, root),
+        line=line,
+        function=s.function,
+        source=linecache.getline(file, line).strip(),
+        ochiai=round(s.ochiai, 4),
+        dstar=None if math.isinf(dstar) else round(dstar, 4),
+        failed=s.failed,
+        passed=s.passed,
+        tied=s.tied,
+        score=round(s.score, 4),
+        why=s.why,
+    )
+
+
+def _text(reply: Suspects, ranked: list[Any], coverage: RunCoverage, failing: set[str], top: int) -> str:
     rid, level = reply.run_id, reply.level
     what = "lines" if level == "statement" else "functions"
     unmeasured = sorted(failing - coverage.tests)
+    how = (
+        "Ochiai (coverage) plus the failing stack, statement kinds and any localizer verdict, each row "
+        "saying why"
+        if level == "statement"
+        else "Ochiai (DStar orders ties)"
+    )
     lines = [
-        f"Suspects in run {rid}: {what} ranked by Ochiai over {reply.failing_tests} failing and "
-        f"{reply.passing_tests} passing tests (DStar orders ties); {len(ranked)} {what} ran in a failing "
-        "test."
+        f"Suspects in run {rid}: {what} ranked by {how}, over {reply.failing_tests} failing and "
+        f"{reply.passing_tests} passing tests; {len(ranked)} {what} ran in a failing test."
     ]
     if unmeasured:
         lines.append(
@@ -188,31 +256,35 @@ def _text(
     if not reply.suspects:
         lines.append("No failing test ran measured code (the project's own code, not its tests).")
         return "\n".join(lines)
-    lines.append(f"{'#':>5}  {'Ochiai':>6}  {'DStar':>6}  fail/pass  where")
+    lines.append(f"{'#':>5}  {'score':>6}  {'Ochiai':>6}  fail/pass  where")
     for row in reply.suspects:
-        dstar = "inf" if row.dstar is None else f"{row.dstar:.2f}"
         where = f"{row.file}:{row.line} in {row.function}"
         lines.append(
-            f"{row.rank:>5}  {row.ochiai:6.3f}  {dstar:>6}  {row.failed:>4}/{row.passed:<4}  {where}"
+            f"{row.rank:>5}  {row.score:6.3f}  {row.ochiai:6.3f}  {row.failed:>4}/{row.passed:<4}  {where}"
         )
         if row.source:
             lines.append(f"{'':>7}{row.source[:150]}")
+        if level == "statement" and row.why:
+            lines.append(f"{'':>7}why: {row.why[:300]}")
     lines += _ties(reply.suspects, ranked, top, rid, level)
     if reply.next_call:
         lines.append(f"Next: {reply.next_call}")
     return bound("\n".join(lines))
 
 
-def _ties(
-    rows: list[SuspectLine], ranked: list[ranking.Suspect[Any]], top: int, rid: str, level: str
-) -> list[str]:
+def _ties(rows: list[SuspectLine], ranked: list[Any], top: int, rid: str, level: str) -> list[str]:
     notes: list[str] = []
     for row in rows:
         if row.tied and row.rank.startswith(f"{row.position}-"):
-            notes.append(
-                f"Ties: #{row.rank} share a score: each ran in {row.failed} failing and {row.passed} passing "
-                "tests; ordered by DStar, then by place."
-            )
+            if level == "function":
+                notes.append(
+                    f"Ties: #{row.rank} share a score: each ran in {row.failed} failing and {row.passed} "
+                    "passing tests; ordered by DStar, then by place."
+                )
+            else:
+                notes.append(
+                    f"Ties: #{row.rank} share a score: no evidence tells them apart (by file, line)."
+                )
     if rows and rows[-1].tied and len(ranked) > top:
         last = ranked[len(rows) - 1]
         beyond = last.last - len(rows)
@@ -239,14 +311,12 @@ def failure_suspects(store: Store, run: dict[str, Any], top: int = 5) -> str:
     if not reply.suspects:
         return ""
     lines = [
-        f"Suspects (--mcp-debug-coverage, Ochiai over {reply.failing_tests} failing / "
-        f"{reply.passing_tests} passing tests):"
+        f"Suspects (--mcp-debug-coverage: {reply.failing_tests} failing / {reply.passing_tests} passing "
+        "tests, the failing stack, statement kinds):"
     ]
     for row in reply.suspects:
-        lines.append(
-            f"  {row.rank:>4}. {row.file}:{row.line} in {row.function} ({row.ochiai:.2f}; "
-            f"{row.failed} failing, {row.passed} passing): {row.source[:100]}"
-        )
+        lines.append(f"  {row.rank:>4}. {row.file}:{row.line} in {row.function}: {row.source[:100]}")
+        lines.append(f"        why: {row.why[:200]}")
     lines.append(f'  get_suspects(run_id="{reply.run_id}") for more, with ties explained.')
     return "\n".join(lines)
 
