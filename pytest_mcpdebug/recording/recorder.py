@@ -52,6 +52,8 @@ from pytest_mcpdebug.settings import DiagnosisSettings, HangSettings, Settings
 if TYPE_CHECKING:
     from pytest_mcpdebug.failures.hold import Inspector
     from pytest_mcpdebug.hangs.summary import HangSummary
+    from pytest_mcpdebug.recording.relay import Relays
+    from pytest_mcpdebug.recording.via_controller import ChannelSpool
 
 _REPORTER = "mcpdebug-reporter"
 _TAIL = "mcpdebug-output"
@@ -121,6 +123,10 @@ class Recorder(PluginObject):
         self._warned = 0
         self._emptied = 0  # times another reader emptied pytest's capture (the output tail's count)
         self.session: pytest.Session | None = None
+        self.relays: Relays | None = None
+        """The controller's end of its workers' channels (`relay`), once xdist starts one."""
+        self.channel_spool: ChannelSpool | None = None
+        """A worker's spool when it cannot reach the store: the channel to the controller."""
         self._carried_hangs: list[tuple[str, str]] = []
         # A service a test starts with `mcpdebug run` (or mcpdebug_process) is linked to this run.
         self._environ = {name: os.environ.get(name) for name in (PARENT_RUN_ENV, PARENT_WORKER_ENV)}
@@ -154,7 +160,27 @@ class Recorder(PluginObject):
         workerid = str(config.workerinput["workerid"])  # type: ignore[attr-defined]
         from pytest_mcpdebug.recording import worker_input  # xdist only
 
-        return cls(config, worker=workerid, **worker_input.options(shared))
+        recorder = cls(config, worker=workerid, **worker_input.options(shared))
+        channel = shared.get("channel")
+        if channel is not None:
+            from pytest_mcpdebug.recording import via_controller
+
+            if not via_controller.reaches_store(shared, recorder.dir):
+                recorder._send_through(channel)
+        return recorder
+
+    def _send_through(self, channel: Any) -> None:
+        """This worker cannot reach the controller's store: what it would spool goes to the controller."""
+        from pytest_mcpdebug.recording.via_controller import ChannelSpool
+
+        sender = self.sender
+        hello = sender._hello
+        self.channel_spool = ChannelSpool(
+            sender.spool.path,
+            channel,
+            {"run_id": hello.run_id, "process": hello.process, "worker": hello.worker, "pid": hello.pid},
+        )
+        sender.spool = self.channel_spool
 
     def _discover(self) -> tuple[str, str] | None:
         if self.url:
@@ -167,10 +193,21 @@ class Recorder(PluginObject):
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
-        """xdist: hand the run id and server details to each worker."""
+        """xdist: hand the run id and server details to each worker, and a channel of its gateway
+        for its events should it not reach the store (another host: `via_controller`)."""
         from pytest_mcpdebug.recording import worker_input
+        from pytest_mcpdebug.recording.relay import Relays
+        from pytest_mcpdebug.recording.via_controller import controller_side
 
-        node.workerinput["mcpdebug"] = worker_input.shared(self)
+        shared = worker_input.shared(self)
+        if self.relays is None:
+            self.relays = Relays(directory=self.dir, discover=self._discover)
+        try:
+            shared["channel"] = self.relays.open(node)
+        except Exception as exc:  # no channel: the worker records as a local one would
+            self.sender.warnings.append(f"no channel to worker {getattr(node.gateway, 'id', '?')}: {exc}")
+        shared.update(controller_side(self.dir))
+        node.workerinput["mcpdebug"] = shared
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
@@ -317,6 +354,8 @@ class Recorder(PluginObject):
         self.reporter.emit_finish(exitstatus, getattr(terminal, "stats", None))
         self.session = session
         if self.reporter.role == "worker":  # xdist sends its counts to the controller after this hook
+            if self.channel_spool is not None and self.diagnosis.coverage:
+                self._ship_coverage(self.channel_spool)
             self.close()
             return
         self._stop_recording()
@@ -357,8 +396,26 @@ class Recorder(PluginObject):
         counts = {"sent": sender.acked, "spooled": sender.spooled, "dropped": sender.dropped}
         workeroutput = getattr(self.config, "workeroutput", None)
         if workeroutput is not None:
-            workeroutput[WORKER_KEY] = {**counts, "problem": sender.spool.problem}
+            broken = self.channel_spool.broken if self.channel_spool is not None else None
+            workeroutput[WORKER_KEY] = {**counts, "problem": sender.spool.problem, "note": broken}
         self.tally.add(**counts, problem=sender.spool.problem)
+        if self.relays is not None:  # remote workers' events, delivered here
+            self.relays.close()
+            for relayed in self.relays.senders():
+                problem = relayed.spool.problem
+                self.tally.add_relayed(
+                    sent=relayed.acked, spooled=relayed.spooled, dropped=relayed.dropped, problem=problem
+                )
+            for problem in self.relays.problems():
+                self.tally.notes.append(problem)
+
+    def _ship_coverage(self, channel: ChannelSpool) -> None:
+        """A remote worker's coverage data file, to the controller that combines it (`coverage`)."""
+        from pytest_mcpdebug.folder import coverage_parts
+
+        path = coverage_parts(self.dir, self.run_id) / f"{self.process}.coverage"
+        if path.is_file():
+            channel.ship(path, self.dir)
 
     def _stop_recording(self) -> None:
         """At session finish: the recording's plugins go (not the sender), the environment is restored."""
