@@ -181,6 +181,9 @@ class Recorder(PluginObject):
             {"run_id": hello.run_id, "process": hello.process, "worker": hello.worker, "pid": hello.pid},
         )
         sender.spool = self.channel_spool
+        # Each test's end goes to the controller at once (a pipe's write, from the test thread): a
+        # write-ahead copy on this host would be of no use to it if this process were killed.
+        sender.wal.problem = "a remote worker's events go to the controller at each test's end"
 
     def _discover(self) -> tuple[str, str] | None:
         if self.url:
