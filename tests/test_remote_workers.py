@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import RunningServer
 from helpers import recorded, run_inner, start_inner, wait_for
 from mcpdebug.store import Store
 from mcpdebug.views import hang as hang_view
@@ -134,7 +135,7 @@ def test_a_remote_workers_line_is_readable_while_its_test_runs(
 
 
 def test_a_server_gets_a_remote_workers_events_live(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, server
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, server: RunningServer
 ) -> None:
     """The worker cannot reach the loopback ingest; the controller streams its events there."""
     pytester.makepyfile(test_held=HELD_SUITE)
@@ -250,7 +251,9 @@ def pytest_sessionfinish(session):
 """
 
 
-def test_forced_channel_records_like_a_local_run(pytester: pytest.Pytester, monkeypatch) -> None:
+def test_forced_channel_records_like_a_local_run(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """MCPDEBUG_WORKER_CHANNEL=1: the same record as workers writing the store themselves."""
     monkeypatch.setenv("MCPDEBUG_WORKER_CHANNEL", "1")
     pytester.makeconftest(RELAYS_CONFTEST)
