@@ -26,7 +26,8 @@ from pytest_mcpdebug.protocol.versions import HELLO_VERSION
 from pytest_mcpdebug.recording.link import Discover, Identity
 from pytest_mcpdebug.recording.sender import FLUSH_INTERVAL, Sender
 from pytest_mcpdebug.recording.spool import spool_file_name
-from pytest_mcpdebug.recording.via_controller import EVENTS, FILE, HELLO
+from pytest_mcpdebug.recording.tally import Tally
+from pytest_mcpdebug.recording.via_controller import EVENTS, FILE, HELLO, controller_side
 
 INTERVAL: Final = FLUSH_INTERVAL / 2
 """How often a relay's sender delivers what arrived: a remote worker's line already waited for its
@@ -37,11 +38,23 @@ _END: Final = object()
 class Relays:
     """Every worker's channel of one controller, and the relays of those that used it."""
 
-    def __init__(self, *, directory: Path, discover: Discover) -> None:
+    def __init__(self, directory: Path, discover: Discover, warnings: list[str]) -> None:
         self.dir = directory
         self.discover = discover
+        self.warnings = warnings
         self._relays: list[Relay] = []
         self._lock = threading.Lock()
+
+    def hand_over(self, node: Any) -> dict[str, Any]:
+        """What the worker gets in ``workerinput["mcpdebug"]`` besides the settings: its channel and
+        what tells it whether it reaches the store itself (`via_controller.reaches_store`)."""
+        given = controller_side(self.dir)
+        try:
+            given["channel"] = self.open(node)
+        except Exception as exc:  # no channel: the worker records as a local one would
+            gateway = getattr(getattr(node, "gateway", None), "id", "?")
+            self.warnings.append(f"no channel to worker {gateway} ({type(exc).__name__}: {exc})")
+        return given
 
     def open(self, node: Any) -> Any:
         """A channel on the worker's gateway, to hand to it (None: no gateway to open one on)."""
@@ -63,10 +76,15 @@ class Relays:
         with self._lock:
             return [r.problem for r in self._relays if r.problem]
 
-    def close(self) -> None:
-        """Every relayed event delivered (acknowledged by the server, or spooled)."""
+    def close(self, tally: Tally) -> None:
+        """Every relayed event delivered (acknowledged by the server, or spooled), and counted."""
         for sender in self.senders():
             sender.close()
+            problem = sender.spool.problem
+            tally.add_relayed(
+                sent=sender.acked, spooled=sender.spooled, dropped=sender.dropped, problem=problem
+            )
+        tally.notes += self.problems()
 
 
 class Relay:

@@ -20,9 +20,12 @@ import os
 import socket
 import tempfile
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from pytest_mcpdebug.recording.spool import SpoolFile
+
+if TYPE_CHECKING:
+    from pytest_mcpdebug.recording.sender import Sender
 
 FORCE_ENV: Final = "MCPDEBUG_WORKER_CHANNEL"
 """Set to 1 in the controller's environment: every worker sends through the channel, even one that
@@ -63,6 +66,21 @@ def reaches_store(shared: dict[str, Any], directory: Path) -> bool:
     return mark is None or store_mark(directory) == list(mark)
 
 
+def send_through(sender: Sender, channel: Any) -> ChannelSpool:
+    """This worker cannot reach the controller's store: what its sender would spool goes to the
+    controller, each test's end at once (a pipe's write from the test thread: a write-ahead copy on
+    this host would be of no use to the controller if this process were killed)."""
+    hello = sender._hello
+    spool = ChannelSpool(
+        sender.spool.path,
+        channel,
+        {"run_id": hello.run_id, "process": hello.process, "worker": hello.worker, "pid": hello.pid},
+    )
+    sender.spool = spool
+    sender.wal.problem = "a remote worker's events go to the controller at each test's end"
+    return spool
+
+
 class ChannelSpool(SpoolFile):
     """The sender's spool in a worker that cannot reach the controller's store: each batch of lines
     is one message on the channel; once the channel is gone, a spool file on this host."""
@@ -95,9 +113,10 @@ class ChannelSpool(SpoolFile):
                 return True
         return super().write(lines)
 
-    def ship(self, path: Path, root: Path) -> None:
-        """Send a file of the store (``root``) the controller needs in its own (a coverage data file),
-        before the events that name it are read there."""
+    def ship(self, path: Path) -> None:
+        """Send a file of the store the controller needs in its own (a coverage data file), before
+        the events that name it are read there."""
+        root = self.path.parent.parent  # the store: the spool is its spool/
         channel = self._channel
         if channel is None or self._closed:
             return
