@@ -28,6 +28,7 @@ from mcpdebug.store.liveness import Liveness
 from mcpdebug.store.output_files import OUTPUT_DIR, Outputs, safe_name, unit_key
 from mcpdebug.store.queries import Queries
 from mcpdebug.store.schema import SCHEMA, SCHEMA_VERSION, migrate, schema_version
+from mcpdebug.store.shards import ShardQueries
 from pytest_mcpdebug import protocol
 from pytest_mcpdebug.folder import (
     SPOOL_DIR,
@@ -45,7 +46,7 @@ EVENT_BYTES = 200
 log = logging.getLogger("mcpdebug.store")
 
 
-class Store(Liveness, Queries, HistoryQueries, DiagnosisQueries):
+class Store(Liveness, Queries, HistoryQueries, DiagnosisQueries, ShardQueries):
     """The store of one `.mcpdebug/` folder.
 
     Each thread gets its own SQLite connection (tools run in worker threads while the event loop
@@ -322,6 +323,7 @@ class Store(Liveness, Queries, HistoryQueries, DiagnosisQueries):
                 "traces",
                 "process_sessions",
                 "process_states",
+                "shards",
             ):
                 db.executemany(f"DELETE FROM {table} WHERE run_id=?", [(r,) for r in run_ids])
             db.executemany("DELETE FROM outputs WHERE run_id=?", [(r,) for r in run_ids])

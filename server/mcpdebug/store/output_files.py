@@ -37,7 +37,8 @@ MAX_BLOCK_BYTES: Final = 4 * 1024 * 1024
 
 
 def unit_key(nodeid: str, worker: str) -> str:
-    """A test's unit is its node id; a process's output outside tests is "" (or "@gw0" for a worker)."""
+    """A test's unit is its node id; a process's output outside tests is "" (or "@gw0" for a worker,
+    "@linux-3:main" for a CI shard's process: each shard's of a merged run apart)."""
     if nodeid:
         return nodeid
     return "" if worker in ("", "main", "controller") else f"@{worker}"

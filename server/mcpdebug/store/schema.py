@@ -6,6 +6,7 @@ import sqlite3
 import time
 from typing import TYPE_CHECKING
 
+from mcpdebug.store.shards import SCHEMA as SHARDS_SCHEMA
 from pytest_mcpdebug import protocol
 
 if TYPE_CHECKING:
@@ -13,7 +14,8 @@ if TYPE_CHECKING:
 
 SCHEMA_VERSION = 3
 
-SCHEMA = """
+SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY,
@@ -253,6 +255,8 @@ CREATE TABLE IF NOT EXISTS traces (
 );
 CREATE INDEX IF NOT EXISTS traces_by_test ON traces (nodeid, recorded);
 """
+    + SHARDS_SCHEMA
+)
 
 
 def schema_version(db: sqlite3.Connection) -> int | None:
