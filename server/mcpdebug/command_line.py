@@ -256,6 +256,19 @@ def _show(sub: Subparsers) -> None:
         help=f"most tests to list (default: {SHOW_TESTS})",
     )
     show.add_argument("--json", action="store_true", help="print JSON")
+    show.add_argument(
+        "--env",
+        nargs="?",
+        const="",
+        metavar="NAME",
+        help="print what the run ran in: its CI job, shards and environment variables (secrets hidden); "
+        "with NAME, only variables whose name contains it",
+    )
+    show.add_argument(
+        "--markdown",
+        action="store_true",
+        help="print the run's summary as Markdown (for $GITHUB_STEP_SUMMARY or a merge request's note)",
+    )
 
 
 def _logs(sub: Subparsers) -> None:

@@ -19,6 +19,8 @@ from mcpdebug.names import EXIT_NOT_FOUND
 from mcpdebug.store import FINAL_OUTCOMES, PROBLEM_OUTCOMES, Store, output_query
 from mcpdebug.store.output_query import ErrorType, OutputError
 from mcpdebug.views import calls, lookup, output_window, time_text
+from mcpdebug.views import environment as environment_view
+from mcpdebug.views import markdown as markdown_view
 from mcpdebug.views import output as output_view
 from mcpdebug.views import output_search as search_view
 from mcpdebug.views import runs as runs_view
@@ -170,9 +172,18 @@ def show(store: Store, args: argparse.Namespace) -> int:
             json.dumps({**run, "problems": problems, "collection_errors": errors, "tests": tests}, indent=2)
         )
         return 0
+    if args.env is not None:
+        print(environment_view.environment(store, run, args.env or None).text)
+        return 0
+    if args.markdown:
+        print(markdown_view.run_markdown(store, run))
+        return 0
     running = store.tests(rid, ("running",))
     width = _terminal_width()
-    print(_fit(runs_view.run_summary(run, problems, errors, running, store.hangs(rid)), width))
+    context = environment_view.context_lines(store, run)
+    print(
+        _fit(runs_view.run_summary(run, problems, errors, running, store.hangs(rid), context=context), width)
+    )
     print()
     _print_tests(store, run, args, width)
     return 0
