@@ -10,6 +10,7 @@ read-only: it is opened as such, as a snapshot if even its lock files cannot be 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 import time
@@ -47,7 +48,7 @@ def merge_store(store: Store, source: Source, conflicts: list[Conflict]) -> dict
                 f"{source.path}` to upgrade it, then merge it"
             )
         run_ids = [r[0] for r in db.execute("SELECT run_id FROM src.runs ORDER BY started")]
-        return {rid: _merge_run(db, store, rid, str(source.path), conflicts) for rid in run_ids}
+        return {rid: _merge_run(db, store, rid, source, conflicts) for rid in run_ids}
     finally:
         db.close()
 
@@ -74,7 +75,7 @@ def _attached(db: sqlite3.Connection) -> bool:
 
 
 def _merge_run(
-    db: sqlite3.Connection, store: Store, run_id: str, source: str, conflicts: list[Conflict]
+    db: sqlite3.Connection, store: Store, run_id: str, source: Source, conflicts: list[Conflict]
 ) -> RunMerge:
     known = db.execute("SELECT 1 FROM main.runs WHERE run_id=?", (run_id,)).fetchone() is not None
     new_events = db.execute(
@@ -85,9 +86,10 @@ def _merge_run(
     incoming = stored_ends(db, run_id, "src")
     if known and not new_events:
         return RunMerge(known_tests=len(incoming))  # every record of it is here already
-    merge = compare(run_id, stored_ends(db, run_id, "main"), incoming, source, conflicts)
+    name, source_spools = str(source.path), source.spools
+    merge = compare(run_id, stored_ends(db, run_id, "main"), incoming, name, conflicts)
     for label, process in _source_shards(db, run_id):
-        if shard_conflict(db, run_id, label, process, source, conflicts):
+        if shard_conflict(db, run_id, label, process, name, conflicts):
             merge.processes_left_out.add(process)
     copied: list[Path] = []
     db.execute("BEGIN IMMEDIATE")
@@ -96,7 +98,8 @@ def _merge_run(
         db.execute("DELETE FROM temp.left_out")
         db.executemany("INSERT INTO temp.left_out VALUES (?)", [(n,) for n in merge.left_out])
         _copy_rows(db, run_id, known, run_records=not merge.processes_left_out)
-        copied += _copy_outputs(db, store, run_id, run_units=not merge.processes_left_out)
+        link = _finished(db, run_id) and not any(p.name.startswith(f"{run_id}.") for p in source_spools)
+        copied += _copy_outputs(db, store, run_id, run_units=not merge.processes_left_out, link=link)
         copied += _copy_coverage(db, store, run_id)
         shards.aggregate(db, run_id)
         db.execute("COMMIT")
@@ -151,8 +154,16 @@ def _copy_rows(db: sqlite3.Connection, run_id: str, known: bool, *, run_records:
             _insert(db, table, "run_id=?", (run_id,))
 
 
-def _copy_outputs(db: sqlite3.Connection, store: Store, run_id: str, *, run_units: bool) -> list[Path]:
-    """The source's output units the merged store lacks, under ids of its own, with their files."""
+def _finished(db: sqlite3.Connection, run_id: str) -> bool:
+    row = db.execute("SELECT status FROM src.runs WHERE run_id=?", (run_id,)).fetchone()
+    return row is not None and row[0] != "running"
+
+
+def _copy_outputs(
+    db: sqlite3.Connection, store: Store, run_id: str, *, run_units: bool, link: bool
+) -> list[Path]:
+    """The source's output units the merged store lacks, under ids of its own, with their files
+    (hard links when ``link``: a finished run's files are never written again, in either store)."""
     units = db.execute(
         "SELECT s.id, s.unit, s.worker FROM src.outputs s WHERE s.run_id=? AND s.unit NOT IN "
         "(SELECT unit FROM main.outputs WHERE run_id=?) AND s.unit NOT IN (SELECT nodeid FROM temp.left_out) "
@@ -182,11 +193,16 @@ def _copy_outputs(db: sqlite3.Connection, store: Store, run_id: str, *, run_unit
         "JOIN temp.unit_map m ON m.src = s.unit_id WHERE s.run_id=?",
         (run_id,),
     )
-    return _copy_unit_files(db, store, run_id, units, dict(mapping))
+    return _copy_unit_files(db, store, run_id, units, dict(mapping), link)
 
 
 def _copy_unit_files(
-    db: sqlite3.Connection, store: Store, run_id: str, units: list[sqlite3.Row], ids: dict[int, int]
+    db: sqlite3.Connection,
+    store: Store,
+    run_id: str,
+    units: list[sqlite3.Row],
+    ids: dict[int, int],
+    link: bool,
 ) -> list[Path]:
     source_root = Path(_database_of(db, "src")).parent / "output" / safe_name(run_id)
     target_root = store.outputs.root / safe_name(run_id)
@@ -205,7 +221,7 @@ def _copy_unit_files(
             name = f"{src_id}.log" if block == 0 else f"{src_id}.tail{block}.log"
             target = store.outputs.path(run_id, new, block)
             try:
-                shutil.copyfile(source_root / name, target)
+                _place(source_root / name, target, link)
             except FileNotFoundError:
                 continue  # evicted or never written there: its segments read as empty
             copied.append(target)
@@ -213,6 +229,20 @@ def _copy_unit_files(
     with open(target_root / UNITS_FILE, "a", encoding="utf-8") as out:
         out.writelines(index)
     return copied
+
+
+def _place(source: Path, target: Path, link: bool) -> None:
+    """``source`` at ``target``: linked (another file system, or no right to: copied), or copied."""
+    if link:
+        try:
+            target.unlink(missing_ok=True)
+            os.link(source, target)
+            return
+        except FileNotFoundError:
+            raise
+        except OSError:
+            pass
+    shutil.copyfile(source, target)
 
 
 def _copy_coverage(db: sqlite3.Connection, store: Store, run_id: str) -> list[Path]:

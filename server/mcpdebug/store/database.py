@@ -262,6 +262,7 @@ class Store(Liveness, Queries, HistoryQueries, DiagnosisQueries, ShardQueries):
                     grown[event.run_id] = grown.get(event.run_id, 0) + size
             for run_id, (first, last) in span.items():
                 touch_run(db, run_id, first, last, grown.get(run_id, 0))
+            self.outputs.flush_index()
         self._known_runs |= created  # only once committed
         if created or finished:
             self.enforce_retention()
