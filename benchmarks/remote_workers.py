@@ -23,6 +23,7 @@ Usage: python benchmarks/remote_workers.py cost [--tests 2000] [--pairs 9]
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -34,6 +35,7 @@ import sys
 import tarfile
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from gen_suite import generate
@@ -103,8 +105,9 @@ def cost(args: argparse.Namespace) -> None:
         print(f"load average {load()}; {args.tests} tests, -n 2, {args.pairs} pairs")
         print(f"main: median wall {statistics.median(w for w, _ in results['main']):.2f} s")
         print(f"this: median wall {statistics.median(w for w, _ in results['this']):.2f} s")
-        print(f"this/main wall ratio: median {statistics.median(walls):.3f} (min {min(walls):.3f}, max {max(walls):.3f})")
-        print(f"this/main CPU ratio:  median {statistics.median(cpus):.3f} (min {min(cpus):.3f}, max {max(cpus):.3f})")
+        for what, ratios in (("wall", walls), ("CPU", cpus)):
+            spread = f"min {min(ratios):.3f}, max {max(ratios):.3f}"
+            print(f"this/main {what} ratio: median {statistics.median(ratios):.3f} ({spread})")
 
 
 # latency --------------------------------------------------------------------------------------------
@@ -134,21 +137,29 @@ def latency(args: argparse.Namespace) -> None:
             )
             env = bytecode_env(clean_env(), project / "pycache")
             store_dir = project / ".mcpdebug"
+            marks = functools.partial(_store_marks if args.server else _spool_marks, store_dir)
             if args.server:
                 with running_server(store_dir, project / "serve.log"):
-                    seen = _watch(project, env, tx, count, lambda: _store_marks(store_dir))
+                    seen = _watch(project, env, tx, count, marks)
             else:
-                seen = _watch(project, env, tx, count, lambda: _spool_marks(store_dir))
+                seen = _watch(project, env, tx, count, marks)
             delays = sorted(seen.values())
             where = "the server's store" if args.server else "the controller's spool"
+            ninetieth = delays[int(len(delays) * 0.9)]
             print(
                 f"{kind} worker -> {where}: {len(delays)}/{count} lines seen; delay median "
-                f"{statistics.median(delays) * 1000:.0f} ms, 90th {delays[int(len(delays) * 0.9)] * 1000:.0f} ms, "
+                f"{statistics.median(delays) * 1000:.0f} ms, 90th {ninetieth * 1000:.0f} ms, "
                 f"max {delays[-1] * 1000:.0f} ms (load average {load()})"
             )
 
 
-def _watch(project: Path, env: dict[str, str], tx: list[str], count: int, marks: object) -> dict[int, float]:
+def _watch(
+    project: Path,
+    env: dict[str, str],
+    tx: list[str],
+    count: int,
+    marks: Callable[[], list[tuple[int, float]]],
+) -> dict[int, float]:
     proc = subprocess.Popen(
         [*PYTEST, "--mcp-debug", *tx, "test_lines.py"], cwd=project, env=env, stdout=subprocess.DEVNULL
     )
@@ -156,7 +167,7 @@ def _watch(project: Path, env: dict[str, str], tx: list[str], count: int, marks:
     try:
         while proc.poll() is None or len(seen) < count:
             now = time.time()
-            for number, printed in marks():  # type: ignore[operator]
+            for number, printed in marks():
                 seen.setdefault(number, now - printed)
             if proc.poll() is not None and len(seen) < count:
                 break
@@ -233,9 +244,8 @@ def flood(args: argparse.Namespace) -> None:
         tx = ["--tx", f"{args.workers}*popen//python={isolated_python(project)}", "--dist", "load"]
         before = load()
         started = time.monotonic()
-        done = subprocess.run(
-            [*PYTEST, "--mcp-debug", *tx, "test_flood.py"], cwd=project, env=env, capture_output=True, check=False
-        )
+        command = [*PYTEST, "--mcp-debug", *tx, "test_flood.py"]
+        done = subprocess.run(command, cwd=project, env=env, capture_output=True, check=False)
         wall = time.monotonic() - started
         if done.returncode != 0:
             raise SystemExit(done.stdout.decode()[-3000:])

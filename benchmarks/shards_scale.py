@@ -43,17 +43,20 @@ def generate(folder: Path, shard: int, count: int, first: int) -> None:
     for start in range(first, first + count, PER_FILE):
         body = []
         for i in range(start, min(start + PER_FILE, first + count)):
+            head = f"def test_{i:06d}():\n    print('test {i} starts')\n"
             if i % 100 == 7:
                 body.append(
-                    f"def test_{i:06d}():\n    print('test {i} starts')\n    print('shard {shard} checks it')\n"
+                    f"{head}    print('shard {shard} checks it')\n"
                     f"    expected = {i}\n    got = {i} + len('{i}') % 3 + 1\n    assert got == expected\n"
                 )
             else:
-                body.append(f"def test_{i:06d}():\n    print('test {i} starts')\n    print('shard {shard} passes it')\n")
+                body.append(f"{head}    print('shard {shard} passes it')\n")
         (folder / f"test_s{shard}_{start:06d}.py").write_text("\n\n".join(body))
 
 
-def timed(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, subprocess.CompletedProcess[str]]:
+def timed(
+    command: list[str], cwd: Path, env: dict[str, str]
+) -> tuple[float, subprocess.CompletedProcess[str]]:
     started = time.perf_counter()
     done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, check=False)
     return time.perf_counter() - started, done
@@ -101,8 +104,19 @@ def main() -> None:
         if not (folder / ".mcpdebug").is_dir():
             generate(folder, shard, per, shard * per)
             took, done = timed(
-                [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
-                 "--mcp-debug", "--mcp-debug-run-id=scale", f"--mcp-debug-shard=s{shard}"],
+                [
+                    sys.executable,
+                    "-m",
+                    "pytest",
+                    "-q",
+                    "-p",
+                    "no:cacheprovider",
+                    "-p",
+                    "no:randomly",
+                    "--mcp-debug",
+                    "--mcp-debug-run-id=scale",
+                    f"--mcp-debug-shard=s{shard}",
+                ],
                 folder,
                 env,
             )
@@ -116,7 +130,7 @@ def main() -> None:
     before = load()
     merge_time, done = timed([MCPDEBUG, "merge", *folders, "--dir", str(base / "merged")], base, clean_env())
     assert done.returncode == 0, done.stderr
-    print(f"merge of {args.shards} spool folders: {merge_time:.1f} s (load average before {before})", flush=True)
+    print(f"merge of {args.shards} spool folders: {merge_time:.1f} s (load average before {before})")
     print("  " + done.stdout.strip().splitlines()[-2], flush=True)
 
     ingest = 0.0
@@ -124,10 +138,14 @@ def main() -> None:
         took, _ = timed([MCPDEBUG, "runs", "--dir", folder], base, clean_env())
         ingest += took
     before = load()
-    stores_time, done = timed([MCPDEBUG, "merge", *folders, "--dir", str(base / "merged-stores")], base, clean_env())
+    target = str(base / "merged-stores")
+    stores_time, done = timed([MCPDEBUG, "merge", *folders, "--dir", target], base, clean_env())
     assert done.returncode == 0, done.stderr
-    print(f"merge of {args.shards} stores: {stores_time:.1f} s (each shard's spool taken in first: "
-          f"{ingest:.1f} s in all; load average before {before})", flush=True)
+    print(
+        f"merge of {args.shards} stores: {stores_time:.1f} s (each shard's spool taken in first: "
+        f"{ingest:.1f} s in all; load average before {before})",
+        flush=True,
+    )
     again, done = timed([MCPDEBUG, "merge", *folders, "--dir", str(base / "merged")], base, clean_env())
     print(f"merging the stores again into the first: {again:.1f} s; {done.stdout.strip().splitlines()[-2]}")
 
@@ -136,11 +154,14 @@ def main() -> None:
         took, done = timed([MCPDEBUG, "show", "scale", "--dir", str(base / "merged")], base, clean_env())
         assert done.returncode == 0, done.stderr
         shows.append(took)
-    print(f"mcpdebug show scale: median {statistics.median(shows):.2f} s (min {min(shows):.2f}) over 5, "
-          f"start-up included; load average {load()}")
+    print(
+        f"mcpdebug show scale: median {statistics.median(shows):.2f} s (min {min(shows):.2f}) over 5, "
+        f"start-up included; load average {load()}"
+    )
     failed = f"test_s0_{0:06d}.py::test_{7:06d}"
     times = asyncio.run(failure_times(base / "merged", "scale", failed))
-    print(f"get_failure: median {statistics.median(times) * 1000:.0f} ms (min {min(times) * 1000:.0f} ms) over 5")
+    median, least = statistics.median(times) * 1000, min(times) * 1000
+    print(f"get_failure: median {median:.0f} ms (min {least:.0f} ms) over 5")
     database, output, files = size_of(base / "merged")
     print(f"merged store: database {database / 1e6:.0f} MB, output {output / 1e6:.0f} MB in {files:,} files")
     spools = sum(p.stat().st_size for f in folders for p in Path(f).rglob("*.jsonl"))

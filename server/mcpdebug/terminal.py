@@ -219,16 +219,16 @@ def _print_tests(store: Store, run: dict[str, Any], args: argparse.Namespace, wi
         wanted = lookup.outcomes(args.outcome)
     else:
         wanted = [o for o in (*FINAL_OUTCOMES, "running") if o not in PROBLEM_OUTCOMES]
-    tests = store.tests(rid, wanted)
-    limit = len(tests) if args.all else max(1, args.limit)
     offset = max(0, args.offset)
-    shown = tests[offset : offset + limit]
+    # A page is read as such: a 100,000-test run's rows are not all made into dicts to print 50.
+    shown, total = store.tests_page(rid, wanted, offset, None if args.all else max(1, args.limit))
+    limit = total if args.all else max(1, args.limit)
     what = f"with outcome {args.outcome}" if args.outcome else "that did not fail"
-    first = f"{offset + 1}-{offset + len(shown)} of " if len(shown) < len(tests) else ""
-    print(f"Tests of run {rid} {what} ({first}{len(tests)}):" if tests else f"No tests of run {rid} {what}.")
+    first = f"{offset + 1}-{offset + len(shown)} of " if len(shown) < total else ""
+    print(f"Tests of run {rid} {what} ({first}{total}):" if total else f"No tests of run {rid} {what}.")
     for t in shown:
         print(_test_line(t, width))
-    left = len(tests) - offset - len(shown)
+    left = total - offset - len(shown)
     if left > 0:
         page = ["--offset", str(offset + len(shown)), *(["--outcome", args.outcome] if args.outcome else [])]
         more = (

@@ -10,5 +10,5 @@ def tiers() -> list[str]:
 
 
 def discount(tier: str) -> float:
-    rates = dict(zip(tiers(), (0.2, 0.1, 0.05)))
+    rates = dict(zip(tiers(), (0.2, 0.1, 0.05), strict=False))
     return rates[tier]

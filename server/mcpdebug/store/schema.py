@@ -170,6 +170,8 @@ CREATE TABLE IF NOT EXISTS process_states (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS runs_by_start ON runs (started);
 CREATE INDEX IF NOT EXISTS runs_by_label ON runs (label);
+-- A run's counts by outcome (every summary): a scan of this index, not of 100,000 tests' rows.
+CREATE INDEX IF NOT EXISTS tests_by_status ON tests (run_id, status);
 -- Captured output: one row per unit (a test, or a process's output outside tests), one per segment.
 CREATE TABLE IF NOT EXISTS outputs (
     run_id TEXT NOT NULL,

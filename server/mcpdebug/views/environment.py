@@ -41,7 +41,7 @@ def context_lines(store: Store, run: dict[str, Any]) -> list[str]:
     shards = store.shards(run["run_id"])
     lines: list[str] = []
     if len(shards) > 1:
-        tests = store.shard_tests(run["run_id"])
+        tests = store.shard_tests(run["run_id"]) if not all(s["counts"] for s in shards) else {}
         lines.append(f"Shards ({len(shards)}), merged from one run id:")
         for shard in shards:
             lines.append(f"- {_shard_line(shard, tests)}")
