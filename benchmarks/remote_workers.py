@@ -13,11 +13,12 @@ neither the store nor a loopback server and its events travel on its execnet cha
   ``--server``) every 5 ms and notes when each line is there. Also a local worker, for comparison.
 - ``flood``: W isolated workers each print L lines a second for S seconds (10,000 x 30 s by default):
   every line is counted in the store afterwards, and the controller's own CPU (``RUSAGE_SELF`` at its
-  unconfigure, written by a conftest) is reported beside the run's wall time.
+  unconfigure, written by a conftest) is reported beside the run's wall time; ``--local``: the same
+  with local workers (``-n``), which write the store themselves, for comparison.
 
 Usage: python benchmarks/remote_workers.py cost [--tests 2000] [--pairs 9]
        python benchmarks/remote_workers.py latency [--server]
-       python benchmarks/remote_workers.py flood [--workers 8] [--rate 10000] [--seconds 30]
+       python benchmarks/remote_workers.py flood [--workers 8] [--rate 10000] [--seconds 30] [--local]
 """
 
 from __future__ import annotations
@@ -241,7 +242,9 @@ def flood(args: argparse.Namespace) -> None:
         suite = FLOOD_SUITE.format(workers=args.workers, seconds=args.seconds, rate=args.rate)
         (project / "test_flood.py").write_text(suite)
         env = {**bytecode_env(clean_env(), project / "pycache"), "FLOOD_CPU_FILE": str(project / "cpu.json")}
-        tx = ["--tx", f"{args.workers}*popen//python={isolated_python(project)}", "--dist", "load"]
+        tx = ["-n", str(args.workers)]
+        if not args.local:  # isolated: through their channels
+            tx = ["--tx", f"{args.workers}*popen//python={isolated_python(project)}", "--dist", "load"]
         before = load()
         started = time.monotonic()
         command = [*PYTEST, "--mcp-debug", *tx, "test_flood.py"]
@@ -260,8 +263,9 @@ def flood(args: argparse.Namespace) -> None:
         run = json.loads(counted.stdout)[0]
         lines = _stored_lines(project / ".mcpdebug", run["run_id"])
         expected = args.workers * args.seconds * args.rate
+        kind = "local" if args.local else "isolated"
         print(
-            f"{args.workers} isolated workers x {args.rate:,} lines/s x {args.seconds} s: {lines:,} of "
+            f"{args.workers} {kind} workers x {args.rate:,} lines/s x {args.seconds} s: {lines:,} of "
             f"{expected:,} lines stored ({'nothing lost' if lines == expected else 'LOST SOME'}); "
             f"run {wall:.1f} s wall; controller CPU {cpu['user'] + cpu['system']:.1f} s "
             f"(user {cpu['user']:.1f}, system {cpu['system']:.1f}) over its {cpu['wall']:.1f} s; "
@@ -295,6 +299,7 @@ def main() -> None:
     f.add_argument("--workers", type=int, default=8)
     f.add_argument("--rate", type=int, default=10_000)
     f.add_argument("--seconds", type=int, default=30)
+    f.add_argument("--local", action="store_true", help="local workers writing the store (to compare)")
     args = parser.parse_args()
     {"cost": cost, "latency": latency, "flood": flood}[args.what](args)
 
