@@ -292,3 +292,22 @@ def test_coverage_of_isolated_workers_reaches_the_controller(pytester: pytest.Py
     combined = [dict(r) for r in files if r["combined"]]
     assert combined and combined[0]["tests"] == 1
     assert Path(combined[0]["path"]).is_file()
+
+
+@pytest.mark.parametrize(
+    ("url", "tried"),
+    [
+        ("ws://127.0.0.1:8765/?token=t", False),
+        ("ws://localhost:8765/", False),
+        ("ws://[::1]:8765/", False),
+        ("wss://mcpdebug.ci.example:443/?token=t", True),
+        (None, False),
+    ],
+)
+def test_a_remote_worker_leaves_its_controllers_loopback_server_to_the_controller(
+    url: str | None, tried: bool
+) -> None:
+    """On another host a loopback URL is that host's own: the controller streams for the worker."""
+    from pytest_mcpdebug.recording.via_controller import reachable
+
+    assert reachable(url) == (url if tried else None)

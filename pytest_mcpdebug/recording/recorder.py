@@ -169,7 +169,7 @@ class Recorder(PluginObject):
 
         recorder = cls(config, worker=workerid, **worker_input.options(shared))
         if shared.get("channel") is not None:  # another host's worker sends through it (`via_controller`)
-            recorder.channel_spool = worker_input.channel_spool(recorder.sender, shared, recorder.dir)
+            worker_input.through_controller(recorder, shared)
         return recorder
 
     def _discover(self) -> tuple[str, str] | None:

@@ -81,6 +81,17 @@ def send_through(sender: Sender, channel: Any) -> ChannelSpool:
     return spool
 
 
+def reachable(url: str | None) -> str | None:
+    """The server URL a worker on another host may try itself: not a loopback one (that would be its
+    own host's), which its controller streams to for it."""
+    if url is None:
+        return None
+    from urllib.parse import urlsplit
+
+    host = urlsplit(url).hostname or ""
+    return None if host in ("localhost", "::1") or host.startswith("127.") else url
+
+
 class ChannelSpool(SpoolFile):
     """The sender's spool in a worker that cannot reach the controller's store: each batch of lines
     is one message on the channel; once the channel is gone, a spool file on this host."""

@@ -18,6 +18,15 @@ if TYPE_CHECKING:
     from pytest_mcpdebug.recording.via_controller import ChannelSpool
 
 
+class Remote(Protocol):
+    """What `through_controller` changes of a worker's recorder."""
+
+    dir: Path
+    url: str | None
+    sender: Sender
+    channel_spool: ChannelSpool | None
+
+
 class Shared(Protocol):
     """What of the controller's recorder its workers share."""
 
@@ -67,10 +76,12 @@ def options(shared: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def channel_spool(sender: Sender, shared: dict[str, Any], directory: Path) -> ChannelSpool | None:
-    """The channel to the controller as this worker's spool, if it cannot reach the store itself."""
+def through_controller(recorder: Remote, shared: dict[str, Any]) -> None:
+    """A worker that cannot reach the store itself (another host's) spools into the channel to its
+    controller (`via_controller`), and leaves its controller's loopback server to the controller."""
     from pytest_mcpdebug.recording import via_controller
 
-    if via_controller.reaches_store(shared, directory):
-        return None
-    return via_controller.send_through(sender, shared["channel"])
+    if via_controller.reaches_store(shared, recorder.dir):
+        return
+    recorder.channel_spool = via_controller.send_through(recorder.sender, shared["channel"])
+    recorder.url = via_controller.reachable(recorder.url)
