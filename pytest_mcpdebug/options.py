@@ -69,6 +69,15 @@ TRACE_HELP: Final = (
     "code (for get_history; slow: meant for one test, as trace_test runs it); implies --mcp-debug."
 )
 TRACE_WATCH_HELP: Final = "With --mcp-debug-trace: record only these names (comma-separated)."
+RUN_ID_HELP: Final = (
+    "The run's id (default: a new one): give the shards of one CI run the same id (e.g. ci-${{ "
+    "github.run_id }}) and `mcpdebug merge` makes their stores one run; also MCPDEBUG_RUN_ID."
+)
+SHARD_HELP: Final = (
+    "This shard's label within its run (letters, digits, '-', '_', '.'): it names the shard in the merged "
+    "run; also MCPDEBUG_SHARD (default: pytest-split's group, or the CI's node index where it numbers "
+    "parallel jobs)."
+)
 HANG_ACTIONS: Final = ("fail", "pause", "exit")
 DEFAULT_HANG_GRACE: Final = 3.0
 DEFAULT_SAMPLE_INTERVAL: Final = 0.1
@@ -87,7 +96,9 @@ ENV_COVERAGE_TESTS: Final = "MCPDEBUG_COVERAGE_TESTS"
 ENV_TRACE: Final = "MCPDEBUG_TRACE"
 ENV_TRACE_WATCH: Final = "MCPDEBUG_TRACE_WATCH"
 ENV_RUN_ID: Final = "MCPDEBUG_RUN_ID"
-"""Set by `mcpdebug serve`'s run_tests: the id the run must have, so the server can follow it."""
+"""Set by `mcpdebug serve`'s run_tests (the id the run must have, so the server can follow it), or by a
+CI job whose shards share one run id."""
+ENV_SHARD: Final = "MCPDEBUG_SHARD"
 ENV_DIR: Final = "MCPDEBUG_DIR"
 ENV_URL: Final = "MCPDEBUG_URL"
 ENV_TOKEN: Final = "MCPDEBUG_TOKEN"
@@ -156,6 +167,8 @@ def addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--mcp-debug-trace-watch", metavar="NAMES", dest="mcpdebug_trace_watch", help=TRACE_WATCH_HELP
     )
+    group.addoption("--mcp-debug-run-id", metavar="ID", dest="mcpdebug_run_id", help=RUN_ID_HELP)
+    group.addoption("--mcp-debug-shard", metavar="LABEL", dest="mcpdebug_shard", help=SHARD_HELP)
     parser.addini("mcpdebug_coverage", type="bool", default=False, help=COVERAGE_HELP)
     parser.addini("mcpdebug_coverage_tests", type="bool", default=False, help=COVERAGE_TESTS_HELP)
     parser.addini("mcpdebug_timeout", help=TIMEOUT_HELP)

@@ -27,6 +27,7 @@ from pytest_mcpdebug.options import (
     ENV_RUN_ID,
     ENV_SAMPLE,
     ENV_SESSION_TIMEOUT,
+    ENV_SHARD,
     ENV_TIMEOUT,
     ENV_TOKEN,
     ENV_TRACE_WATCH,
@@ -100,18 +101,37 @@ def hang_settings(config: pytest.Config) -> HangSettings:
     )
 
 
-def _run_id() -> str | None:
-    raw = os.environ.get(ENV_RUN_ID)
+def _run_id(config: pytest.Config) -> str | None:
+    """--mcp-debug-run-id > MCPDEBUG_RUN_ID; None: a new id. No ini option: every run would share it."""
+    raw, where = first_value(config, "mcpdebug_run_id", ENV_RUN_ID, ini=False)
     if not raw:
         return None
-    from pytest_mcpdebug.protocol import is_run_id  # only when the variable is set
+    from pytest_mcpdebug.protocol import is_run_id  # only when an id is given
 
     if not is_run_id(raw):
         raise pytest.UsageError(
-            f"mcpdebug: environment variable {ENV_RUN_ID}={raw!r} is not a run id (a letter or digit, "
-            "then letters, digits, '-', '_' and '.', at most 64 in all); unset it to get a new id"
+            f"mcpdebug: {where}={raw!r} is not a run id (a letter or digit, then letters, digits, '-', "
+            "'_' and '.', at most 64 in all); leave it out to get a new id"
         )
     return raw
+
+
+def _shard(config: pytest.Config) -> str:
+    """--mcp-debug-shard > MCPDEBUG_SHARD > pytest-split's group > the CI's node index; "" for none."""
+    from pytest_mcpdebug.recording import ci_environment
+
+    raw, where = first_value(config, "mcpdebug_shard", ENV_SHARD, ini=False)
+    if raw:
+        if not ci_environment.is_shard_label(raw):
+            raise pytest.UsageError(
+                f"mcpdebug: {where}={raw!r} is not a shard label: a letter or digit, then letters, digits, "
+                "'-', '_' and '.', at most 40 in all (e.g. linux-3)"
+            )
+        return raw
+    group, splits = getattr(config.option, "group", None), getattr(config.option, "splits", None)
+    if isinstance(group, int) and isinstance(splits, int) and splits > 1:  # pytest-split
+        return f"{group}-of-{splits}"
+    return ci_environment.shard_from_ci()
 
 
 class DiagnosisSettings(Record):
@@ -142,7 +162,9 @@ class Settings(Record):
     break_on_failure: bool = False
     break_timeout: float = DEFAULT_BREAK_TIMEOUT
     run_id: str | None = None
-    """A run id chosen by whoever started pytest (`run_tests`); None: a new one."""
+    """A run id chosen by whoever started pytest (`run_tests`, a CI job's shards); None: a new one."""
+    shard: str = ""
+    """This shard's label within a run recorded in several parts (CI shards); "" for none."""
     hangs: HangSettings = HangSettings()
     html: Path | None = None
     """--mcp-debug-html: the report written when the run ends."""
@@ -179,7 +201,8 @@ def resolve(config: pytest.Config) -> Settings:
         max_line_length=found.max_line_length,
         break_on_failure=breaks(config),
         break_timeout=_break_timeout(config),
-        run_id=_run_id(),
+        run_id=_run_id(config),
+        shard=_shard(config),
         hangs=hang_settings(config),
         html=_html_path(config),
         diagnosis=diagnosis_settings(config),

@@ -172,7 +172,18 @@ async def test_every_tool_is_described_typed_and_its_replies_validate(recorded_d
             listed_all["added"] == [] and listed_all["not_listed"] == [] and "debug" in listed_all["groups"]
         )
 
-        called = {"list_sessions", "get_run_summary", "list_tests", "get_test", "get_failure"}
+        environment = await call("get_environment", name="PATH")
+        assert environment["run_id"] == run_id and "PATH" in environment["variables"]
+        assert len(environment["shards"]) == 1 and environment["differing"] == {}
+
+        called = {
+            "list_sessions",
+            "get_run_summary",
+            "get_environment",
+            "list_tests",
+            "get_test",
+            "get_failure",
+        }
         called |= {"get_suspects", "get_test_history", "list_flaky", "enable_tools"}
         called |= {"get_stack_trace", "get_scopes", "get_variables", "get_local_variables"}
         called |= {"get_source_context", "get_hang", "get_output", "search_output", "get_logs"}

@@ -148,6 +148,8 @@ class RunStarted(EventBase, tag="run_started"):
     workers: Int = 0
     kind: str = "pytest"
     """pytest, or debug: a script run by the server's debugger (start_debugging)."""
+    shard: str = ""
+    """This process's shard of a run recorded in parts (CI shards sharing a run id); "" for none."""
 
 
 class ProcessStarted(EventBase, tag="process_started"):
@@ -333,7 +335,8 @@ class RunFinished(EventBase, tag="run_finished"):
 
 
 class CodeVersion(EventBase, tag="code_version"):
-    """The code a run tested, sent once by the controlling process (flaky history compares it)."""
+    """The code a run tested (flaky history compares it) and what it ran in, sent once by each
+    controlling process (a shard's)."""
 
     commit: str = ""
     """HEAD's commit id; "" when unknown."""
@@ -341,6 +344,12 @@ class CodeVersion(EventBase, tag="code_version"):
     """A digest of the uncommitted changes to tracked files; "" when there are none."""
     note: str = ""
     """Why the version is unknown (no git, not a repository), in words."""
+    shard: str = ""
+    """The shard this process ran (`RunStarted.shard`)."""
+    environment: dict[str, str] = {}
+    """What the run ran in: every environment variable, its value as shown (secrets hidden)."""
+    ci: dict[str, str] = {}
+    """The CI job it ran in: provider, workflow, job, run, commit, branch, url, ...; {} outside CI."""
 
 
 class CoverageRecorded(EventBase, tag="coverage_recorded"):

@@ -33,10 +33,10 @@ if TYPE_CHECKING:
 FIELDS: Final[dict[str, tuple[str, ...]]] = {
     "run_started": (
         "args", "rootdir", "cwd", "python", "pytest_version", "plugin_version", "host", "pid", "label",
-        "workers", "kind",
+        "workers", "kind", "shard",
     ),
     "process_started": ("worker", "pid", "host"),
-    "code_version": ("commit", "changes", "note"),
+    "code_version": ("commit", "changes", "note", "shard", "environment", "ci"),
     "collection_finished": ("count",),
     "test_started": ("nodeid", "worker", "file", "line"),
     "phase_finished": ("nodeid", "worker", "when", "outcome", "duration", "message", "longrepr", "wasxfail"),

@@ -86,16 +86,14 @@ def _diff_digest(root: Path) -> str:
     return digest.hexdigest()[:16] if size else ""
 
 
-def start(root: Path, emit: Callable[[str, str, str], None]) -> threading.Thread | None:
-    """Ask git in a daemon thread and hand the answer to ``emit(commit, changes, note)``; outside any
-    repository, answer at once (None: no thread was needed)."""
-    if not _may_be_in_git(root):
-        emit(*_outside(root))
-        return None
+def start(root: Path, emit: Callable[[str, str, str], None]) -> threading.Thread:
+    """Ask git in a daemon thread and hand the answer to ``emit(commit, changes, note)`` there (outside
+    any repository at once, still in the thread: ``emit`` also reads the run's environment, which
+    takes the secrets' rules a few milliseconds to go through)."""
 
     def ask() -> None:
         try:
-            commit, changes, note = code_version(root)
+            commit, changes, note = code_version(root) if _may_be_in_git(root) else _outside(root)
         except Exception as exc:  # never let git's trouble reach the run
             commit, changes, note = "", "", f"code version unknown: {type(exc).__name__}: {exc}"
         emit(commit, changes, note)

@@ -22,6 +22,7 @@ from pytest_mcpdebug.folder import (
     PARENT_WORKER_ENV,
     RESUME_ENV,
     SERVER_FILE,
+    coverage_parts,
     dir_arg,
     display,
     ensure_dir,
@@ -36,8 +37,9 @@ from pytest_mcpdebug.options import DEFAULT_BREAK_TIMEOUT
 from pytest_mcpdebug.output.tail import TICK, OutputTail
 from pytest_mcpdebug.plugin_object import PluginObject, register
 from pytest_mcpdebug.protocol.versions import HELLO_VERSION
-from pytest_mcpdebug.recording import brief, code_version, in_child
+from pytest_mcpdebug.recording import brief, ci_environment, code_version, in_child
 from pytest_mcpdebug.recording import diagnosis as diagnosis_parts
+from pytest_mcpdebug.recording.ci_environment import slug
 from pytest_mcpdebug.recording.colocate import Colocation
 from pytest_mcpdebug.recording.connection import CONNECT_TIMEOUT, HANDSHAKE_TIMEOUT, preload, split_token
 from pytest_mcpdebug.recording.link import Identity
@@ -52,6 +54,8 @@ from pytest_mcpdebug.settings import DiagnosisSettings, HangSettings, Settings
 if TYPE_CHECKING:
     from pytest_mcpdebug.failures.hold import Inspector
     from pytest_mcpdebug.hangs.summary import HangSummary
+    from pytest_mcpdebug.recording.relay import Relays
+    from pytest_mcpdebug.recording.via_controller import ChannelSpool
 
 _REPORTER = "mcpdebug-reporter"
 _TAIL = "mcpdebug-output"
@@ -77,6 +81,7 @@ class Recorder(PluginObject):
         session_started: float | None = None,
         resumed: dict[str, Any] | None = None,
         diagnosis: DiagnosisSettings | None = None,
+        shard: str = "",
     ) -> None:
         self.config = config
         self.resumed = resumed
@@ -95,11 +100,12 @@ class Recorder(PluginObject):
         self._diagnosis_parts: list[tuple[Any, str]] = []
         self._code_version: threading.Thread | None = None
         self.session_started = session_started if session_started is not None else time.time()
+        self.shard = shard  # a CI shard's label: in its process's and workers' names (`qualified`)
         # A replacement keeps the pid (execv): its process name must differ for the store to take it.
         suffix = f"_r{self.generation}" if self.generation else ""
-        self.process = f"{worker}{suffix}-{os.getpid()}"
+        self.process = f"{worker}{suffix}-{os.getpid()}" + (f"-{slug(shard)}" if shard else "")
         self.sender = Sender(
-            hello=Identity(HELLO_VERSION, run_id, self.process, worker, os.getpid()),
+            hello=Identity(HELLO_VERSION, run_id, self.process, self.qualified(worker), os.getpid()),
             spool_path=spool_dir(directory) / spool_file_name(run_id, self.process),
             discover=self._discover,
             interval=TICK,
@@ -121,6 +127,8 @@ class Recorder(PluginObject):
         self._warned = 0
         self._emptied = 0  # times another reader emptied pytest's capture (the output tail's count)
         self.session: pytest.Session | None = None
+        self.relays: Relays | None = None  # the controller's end of its workers' channels (`relay`)
+        self.channel_spool: ChannelSpool | None = None  # a worker's, when it cannot reach the store
         self._carried_hangs: list[tuple[str, str]] = []
         # A service a test starts with `mcpdebug run` (or mcpdebug_process) is linked to this run.
         self._environ = {name: os.environ.get(name) for name in (PARENT_RUN_ENV, PARENT_WORKER_ENV)}
@@ -147,14 +155,22 @@ class Recorder(PluginObject):
             break_timeout=settings.break_timeout,
             hangs=settings.hangs,
             diagnosis=settings.diagnosis,
+            shard=settings.shard,
         )
+
+    def qualified(self, worker: str) -> str:
+        """A worker's name as recorded: ``linux-3:gw0`` in a shard, else as xdist names it."""
+        return f"{self.shard}:{worker}" if self.shard else worker
 
     @classmethod
     def for_worker(cls, config: pytest.Config, shared: dict[str, Any]) -> Recorder:
         workerid = str(config.workerinput["workerid"])  # type: ignore[attr-defined]
         from pytest_mcpdebug.recording import worker_input  # xdist only
 
-        return cls(config, worker=workerid, **worker_input.options(shared))
+        recorder = cls(config, worker=workerid, **worker_input.options(shared))
+        if shared.get("channel") is not None:  # another host's worker sends through it (`via_controller`)
+            worker_input.through_controller(recorder, shared)
+        return recorder
 
     def _discover(self) -> tuple[str, str] | None:
         if self.url:
@@ -167,10 +183,12 @@ class Recorder(PluginObject):
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
-        """xdist: hand the run id and server details to each worker."""
-        from pytest_mcpdebug.recording import worker_input
+        """xdist: hand the run id and server details to each worker, and a channel of its gateway
+        for its events should it not reach the store (another host: `relay`)."""
+        from pytest_mcpdebug.recording import relay, worker_input
 
-        node.workerinput["mcpdebug"] = worker_input.shared(self)
+        self.relays = self.relays or relay.Relays(self.dir, self._discover, self.sender.warnings)
+        node.workerinput["mcpdebug"] = {**worker_input.shared(self), **self.relays.hand_over(node)}
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
@@ -191,7 +209,12 @@ class Recorder(PluginObject):
             preload()
         self.sender.start(0.0)  # its first attempt, connecting, goes on during collection
         self.reporter = Reporter(
-            sender=self.sender, run_id=self.run_id, process=self.process, worker=self.worker, role=role
+            sender=self.sender,
+            run_id=self.run_id,
+            process=self.process,
+            worker=self.qualified(self.worker),
+            role=role,
+            shard=self.shard,
         )
         register(self.config, self.reporter, _REPORTER)
         numprocesses = getattr(self.config.option, "numprocesses", None)
@@ -206,7 +229,7 @@ class Recorder(PluginObject):
                 self.config,
                 emit=self.reporter.emit,
                 wait_for_room=self.sender.wait_for_room,
-                worker=self.worker,
+                worker=self.qualified(self.worker),
                 max_line=self.max_line_length,
             )
             register(self.config, self.tail, _TAIL)
@@ -319,6 +342,8 @@ class Recorder(PluginObject):
         self.reporter.emit_finish(exitstatus, getattr(terminal, "stats", None))
         self.session = session
         if self.reporter.role == "worker":  # xdist sends its counts to the controller after this hook
+            if self.channel_spool is not None and self.diagnosis.coverage:  # to the controller's store
+                self.channel_spool.ship(coverage_parts(self.dir, self.run_id) / f"{self.process}.coverage")
             self.close()
             return
         self._stop_recording()
@@ -359,8 +384,11 @@ class Recorder(PluginObject):
         counts = {"sent": sender.acked, "spooled": sender.spooled, "dropped": sender.dropped}
         workeroutput = getattr(self.config, "workeroutput", None)
         if workeroutput is not None:
-            workeroutput[WORKER_KEY] = {**counts, "problem": sender.spool.problem}
+            broken = self.channel_spool.broken if self.channel_spool is not None else None
+            workeroutput[WORKER_KEY] = {**counts, "problem": sender.spool.problem, "note": broken}
         self.tally.add(**counts, problem=sender.spool.problem)
+        if self.relays is not None:  # remote workers' events, delivered here
+            self.relays.close(self.tally)
 
     def _stop_recording(self) -> None:
         """At session finish: the recording's plugins go (not the sender), the environment is restored."""
@@ -403,8 +431,10 @@ class Recorder(PluginObject):
         return None
 
     def _emit_code_version(self, commit: str, changes: str, note: str) -> None:
+        """In `code_version`'s thread: the code, and what the run ran in (its environment, its CI job)."""
         if self.reporter is not None and not self._closed:
-            self.reporter.emit_plain("code_version", commit=commit, changes=changes, note=note)
+            context = ci_environment.context(self.shard)
+            self.reporter.emit_plain("code_version", commit=commit, changes=changes, note=note, **context)
 
     def _resume(self, state: dict[str, Any], session: pytest.Session) -> None:
         """This process replaces one whose test could not be stopped: leave out what it ran."""

@@ -41,8 +41,12 @@ Location = tuple[str, "int | None", str]
 
 
 class Reporter(PluginObject):
-    def __init__(self, *, sender: Sender, run_id: str, process: str, worker: str, role: Role) -> None:
+    def __init__(
+        self, *, sender: Sender, run_id: str, process: str, worker: str, role: Role, shard: str = ""
+    ) -> None:
         self.sender = sender
+        self.shard = shard
+        """This process's shard of a run recorded in parts ("" for none): said in the run's start."""
         self.run_id = run_id
         self.process = process
         self.worker = worker
@@ -137,6 +141,7 @@ class Reporter(PluginObject):
                 pid=os.getpid(),
                 label=" ".join(["pytest", *args]),
                 workers=workers,
+                **({"shard": self.shard} if self.shard else {}),
             )
         self.emit_plain("process_started", worker=self.worker, pid=os.getpid(), host=socket.gethostname())
 

@@ -15,7 +15,7 @@ WORKER_KEY = "mcpdebug"
 
 
 class Tally:
-    __slots__ = ("dropped", "problems", "processes", "sent", "silent", "spooled")
+    __slots__ = ("dropped", "notes", "problems", "processes", "sent", "silent", "spooled")
 
     def __init__(
         self,
@@ -34,6 +34,8 @@ class Tally:
         """Why events were dropped, once each."""
         self.silent: list[str] = [] if silent is None else silent
         """Workers that ended without handing over their counts (crashed)."""
+        self.notes: list[str] = []
+        """What workers had to say (a remote worker whose channel broke: where it spooled)."""
 
     def add(self, *, sent: int, spooled: int, dropped: int, problem: str | None) -> None:
         self.sent += sent
@@ -43,11 +45,18 @@ class Tally:
         if problem and problem not in self.problems:
             self.problems.append(problem)
 
+    def add_relayed(self, *, sent: int, spooled: int, dropped: int, problem: str | None) -> None:
+        """What the controller delivered for a remote worker (`relay`): that worker is counted already."""
+        self.add(sent=sent, spooled=spooled, dropped=dropped, problem=problem)
+        self.processes -= 1
+
     def add_worker(self, worker: str, counts: Any) -> None:
         """A worker's ``workeroutput`` entry (or None: it died first)."""
         if not isinstance(counts, dict):
             self.silent.append(worker)
             return
+        if counts.get("note"):
+            self.notes.append(f"worker {worker}: {counts['note']}")
         self.add(
             sent=int(counts.get("sent", 0)),
             spooled=int(counts.get("spooled", 0)),
@@ -68,7 +77,8 @@ class Tally:
     ) -> list[tuple[str, bool]]:
         """The recording's lines in pytest's summary (each with whether it is a warning): what went
         wrong, once each, then the closing line."""
-        lines = [(f"mcpdebug: warning: {warning}", True) for warning in dict.fromkeys(warnings)]
+        said = dict.fromkeys([*warnings, *self.notes])
+        lines = [(f"mcpdebug: warning: {warning}", True) for warning in said]
         if emptied:
             times = "once" if emptied == 1 else f"{emptied} times"
             lines.append(

@@ -6,12 +6,25 @@ Plain values only: xdist sends ``workerinput`` through execnet, which carries no
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_mcpdebug.limits import MAX_LINE_LENGTH
 from pytest_mcpdebug.options import DEFAULT_BREAK_TIMEOUT
 from pytest_mcpdebug.recording import diagnosis as diagnosis_parts
 from pytest_mcpdebug.settings import DiagnosisSettings, HangSettings
+
+if TYPE_CHECKING:
+    from pytest_mcpdebug.recording.sender import Sender
+    from pytest_mcpdebug.recording.via_controller import ChannelSpool
+
+
+class Remote(Protocol):
+    """What `through_controller` changes of a worker's recorder."""
+
+    dir: Path
+    url: str | None
+    sender: Sender
+    channel_spool: ChannelSpool | None
 
 
 class Shared(Protocol):
@@ -27,6 +40,7 @@ class Shared(Protocol):
     hangs: HangSettings
     session_started: float
     diagnosis: DiagnosisSettings
+    shard: str
 
 
 def shared(recorder: Shared) -> dict[str, Any]:
@@ -41,6 +55,7 @@ def shared(recorder: Shared) -> dict[str, Any]:
         "hangs": recorder.hangs._asdict(),
         "session_started": recorder.session_started,
         "diagnosis": recorder.diagnosis._asdict(),
+        "shard": recorder.shard,
     }
 
 
@@ -57,4 +72,16 @@ def options(shared: dict[str, Any]) -> dict[str, Any]:
         "hangs": HangSettings(**shared["hangs"]) if shared.get("hangs") else None,
         "session_started": shared.get("session_started"),
         "diagnosis": diagnosis_parts.shared(shared.get("diagnosis")),
+        "shard": str(shared.get("shard") or ""),
     }
+
+
+def through_controller(recorder: Remote, shared: dict[str, Any]) -> None:
+    """A worker that cannot reach the store itself (another host's) spools into the channel to its
+    controller (`via_controller`), and leaves its controller's loopback server to the controller."""
+    from pytest_mcpdebug.recording import via_controller
+
+    if via_controller.reaches_store(shared, recorder.dir):
+        return
+    recorder.channel_spool = via_controller.send_through(recorder.sender, shared["channel"])
+    recorder.url = via_controller.reachable(recorder.url)

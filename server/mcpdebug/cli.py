@@ -43,6 +43,10 @@ def main(argv: list[str] | None = None) -> int:
             return _process_session(args)
         if args.command == "tui":
             return _tui(args)
+        if args.command == "merge":
+            from mcpdebug.merging.command import main as merge
+
+            return merge(args)
         return _read(args)
     except (StoreError, limits.LimitsError) as exc:
         print(f"mcpdebug: {exc}", file=sys.stderr)

@@ -39,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
         _suspects,
         _localize,
         _report,
+        _merge,
         _tui,
         _hang,
         _tail,
@@ -266,6 +267,19 @@ def _show(sub: Subparsers) -> None:
         help=f"most tests to list (default: {SHOW_TESTS})",
     )
     show.add_argument("--json", action="store_true", help="print JSON")
+    show.add_argument(
+        "--env",
+        nargs="?",
+        const="",
+        metavar="NAME",
+        help="print what the run ran in: its CI job, shards and environment variables (secrets hidden); "
+        "with NAME, only variables whose name contains it",
+    )
+    show.add_argument(
+        "--markdown",
+        action="store_true",
+        help="print the run's summary as Markdown (for $GITHUB_STEP_SUMMARY or a merge request's note)",
+    )
 
 
 def _logs(sub: Subparsers) -> None:
@@ -333,6 +347,24 @@ def _report(sub: Subparsers) -> None:
     report.add_argument("run", nargs="?", default="latest", help=RUN_HELP)
     report.add_argument("--html", metavar="PATH", required=True, help="the HTML file to write")
     report.add_argument("--dir", help=DIR_HELP)
+
+
+def _merge(sub: Subparsers) -> None:
+    merge = sub.add_parser(
+        "merge",
+        help="merge stores, spool folders and unpacked CI artifacts into one store",
+        description="Import recorded runs into one store: CI shards recorded with one --mcp-debug-run-id "
+        "become one run holding every shard's tests. Each SRC is a .mcpdebug folder, the folder it was "
+        "uploaded from, a folder of downloaded artifacts (searched for stores), or a spool folder. "
+        "Merging a source again changes nothing; records that contradict what the store holds (the same "
+        "test ended otherwise, a shard's label taken by another process) are left out and listed.",
+    )
+    merge.add_argument("sources", nargs="+", metavar="SRC", help="stores, artifact folders or spool folders")
+    merge.add_argument(
+        "--dir",
+        help="the store to merge into: a new or empty folder becomes one (default: $MCPDEBUG_DIR, else the "
+        "nearest .mcpdebug/ upwards from the current folder)",
+    )
 
 
 def _tui(sub: Subparsers) -> None:

@@ -19,6 +19,8 @@ from mcpdebug.names import EXIT_NOT_FOUND
 from mcpdebug.store import FINAL_OUTCOMES, PROBLEM_OUTCOMES, Store, output_query
 from mcpdebug.store.output_query import ErrorType, OutputError
 from mcpdebug.views import calls, lookup, output_window, time_text
+from mcpdebug.views import environment as environment_view
+from mcpdebug.views import markdown as markdown_view
 from mcpdebug.views import output as output_view
 from mcpdebug.views import output_search as search_view
 from mcpdebug.views import runs as runs_view
@@ -170,9 +172,18 @@ def show(store: Store, args: argparse.Namespace) -> int:
             json.dumps({**run, "problems": problems, "collection_errors": errors, "tests": tests}, indent=2)
         )
         return 0
+    if args.env is not None:
+        print(environment_view.environment(store, run, args.env or None).text)
+        return 0
+    if args.markdown:
+        print(markdown_view.run_markdown(store, run))
+        return 0
     running = store.tests(rid, ("running",))
     width = _terminal_width()
-    print(_fit(runs_view.run_summary(run, problems, errors, running, store.hangs(rid)), width))
+    context = environment_view.context_lines(store, run)
+    print(
+        _fit(runs_view.run_summary(run, problems, errors, running, store.hangs(rid), context=context), width)
+    )
     print()
     _print_tests(store, run, args, width)
     return 0
@@ -208,16 +219,16 @@ def _print_tests(store: Store, run: dict[str, Any], args: argparse.Namespace, wi
         wanted = lookup.outcomes(args.outcome)
     else:
         wanted = [o for o in (*FINAL_OUTCOMES, "running") if o not in PROBLEM_OUTCOMES]
-    tests = store.tests(rid, wanted)
-    limit = len(tests) if args.all else max(1, args.limit)
     offset = max(0, args.offset)
-    shown = tests[offset : offset + limit]
+    # A page is read as such: a 100,000-test run's rows are not all made into dicts to print 50.
+    shown, total = store.tests_page(rid, wanted, offset, None if args.all else max(1, args.limit))
+    limit = total if args.all else max(1, args.limit)
     what = f"with outcome {args.outcome}" if args.outcome else "that did not fail"
-    first = f"{offset + 1}-{offset + len(shown)} of " if len(shown) < len(tests) else ""
-    print(f"Tests of run {rid} {what} ({first}{len(tests)}):" if tests else f"No tests of run {rid} {what}.")
+    first = f"{offset + 1}-{offset + len(shown)} of " if len(shown) < total else ""
+    print(f"Tests of run {rid} {what} ({first}{total}):" if total else f"No tests of run {rid} {what}.")
     for t in shown:
         print(_test_line(t, width))
-    left = len(tests) - offset - len(shown)
+    left = total - offset - len(shown)
     if left > 0:
         page = ["--offset", str(offset + len(shown)), *(["--outcome", args.outcome] if args.outcome else [])]
         more = (

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -221,6 +221,32 @@ def _ingest_file(store: Store, path: Path, report: SpoolReport) -> None:
             scan.bad_bytes,
             scan.first_bad,
         )
+
+
+def read_events(
+    path: Path, wanted: Callable[[bytes], bool] | None = None
+) -> Iterator[tuple[list[protocol.Event], int]]:
+    """Every event of a spool file of another store (an artifact, a shard's spool folder), in batches,
+    each with the count of lines skipped as damaged so far; the file is only read (`mcpdebug merge`).
+    ``wanted``: only the lines it takes are decoded (a first look for a few kinds of event)."""
+    scan = _Scan(0)
+    batch: list[protocol.Event] = []
+    with open(path, "rb") as fh:
+        for line in _lines(fh, scan, 0, write_ahead=path.name.endswith(WAL_SUFFIX)):
+            scan.offset += len(line)
+            if not line.strip(b" \t\r\n\0") or (wanted is not None and not wanted(line)):
+                continue
+            try:
+                frame = _decode(line)
+            except protocol.ProtocolError:
+                scan.bad_lines += 1
+                continue
+            if not isinstance(frame, protocol.Hello):
+                batch.append(frame)
+                if len(batch) >= BATCH_EVENTS:
+                    yield batch, scan.bad_lines
+                    batch = []
+    yield batch, scan.bad_lines
 
 
 def _set_aside(store: Store, path: Path, scan: _Scan, kept: int, report: SpoolReport) -> None:

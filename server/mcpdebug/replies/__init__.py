@@ -31,7 +31,17 @@ from mcpdebug.replies.frames import (
     Variables,
 )
 from mcpdebug.replies.output import LogLine, Logs, Match, OutputWindow, SearchResult
-from mcpdebug.replies.runs import PhaseRow, Problem, RunSummary, SessionRow, TestDetail, TestList, TestRow
+from mcpdebug.replies.runs import (
+    PhaseRow,
+    Problem,
+    RunEnvironment,
+    RunSummary,
+    SessionRow,
+    ShardRow,
+    TestDetail,
+    TestList,
+    TestRow,
+)
 from mcpdebug.replies.sessions import (
     Continued,
     DebugSessionInfo,
@@ -69,6 +79,7 @@ __all__ = [
     "ProcessSession",
     "Reply",
     "Report",
+    "RunEnvironment",
     "RunState",
     "RunSummary",
     "Scope",
@@ -76,6 +87,7 @@ __all__ = [
     "SearchResult",
     "SessionList",
     "SessionRow",
+    "ShardRow",
     "SourceContext",
     "SourceLine",
     "Stack",

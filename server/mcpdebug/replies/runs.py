@@ -65,3 +65,27 @@ class TestDetail(Report):
     file: str | None = None
     line: int | None = None
     phases: list[PhaseRow]
+
+
+class ShardRow(BaseModel):
+    label: str = Field(description='the shard\'s label ("" for a run recorded in one part)')
+    host: str
+    status: str = Field(description="running, finished, interrupted")
+    exit_status: int | None = None
+    tests: int = Field(description="tests it ran")
+    ci: dict[str, str] = Field(description="its CI job: provider, workflow, job, run, commit, branch, url")
+
+
+class RunEnvironment(Report):
+    run_id: str
+    ci: dict[str, str] = Field(
+        description="the CI job (the first shard's): provider, job, commit, branch, url"
+    )
+    shards: list[ShardRow]
+    variables: dict[str, str] = Field(
+        description="environment variables the same in every shard (secrets' values hidden)"
+    )
+    differing: dict[str, dict[str, str]] = Field(
+        description="variables that differ between shards: name -> shard label -> value"
+    )
+    next_call: str | None = None

@@ -15,8 +15,8 @@ from typing import Any, Final, NamedTuple
 
 from mcpdebug.report import extras, html_cards
 from mcpdebug.store import Store, output_query
+from mcpdebug.views import environment, time_text
 from mcpdebug.views import runs as runs_view
-from mcpdebug.views import time_text
 
 # Limits
 FAILURES: Final = 200
@@ -85,8 +85,21 @@ def build(store: Store, run: dict[str, Any]) -> dict[str, Any]:
     flaky = extras.flaky_history(store, run, {t["nodeid"] for t in tests})
     for entry in flaky or []:
         entry["anchor"] = link(entry["test"])
+    shards = store.shards(rid)
     return {
         "run": _run(run),
+        "ci": environment.ci_text(next((s["ci"] for s in shards if s["ci"]), {})),
+        "shards": [
+            {
+                "label": s["label"] or "(no label)",
+                "host": s["host"] or "?",
+                "counts": runs_view.counts_text(s["counts"]) if s["counts"] else s["status"],
+                "exit": s["exit_status"],
+            }
+            for s in shards
+        ]
+        if len(shards) > 1
+        else [],
         "generated": time.strftime("%Y-%m-%d %H:%M:%S"),
         "counts": counts,
         "hang_count": len(hangs),

@@ -28,6 +28,7 @@ from mcpdebug.store.liveness import Liveness
 from mcpdebug.store.output_files import OUTPUT_DIR, Outputs, safe_name, unit_key
 from mcpdebug.store.queries import Queries
 from mcpdebug.store.schema import SCHEMA, SCHEMA_VERSION, migrate, schema_version
+from mcpdebug.store.shards import ShardQueries
 from pytest_mcpdebug import protocol
 from pytest_mcpdebug.folder import (
     SPOOL_DIR,
@@ -45,7 +46,7 @@ EVENT_BYTES = 200
 log = logging.getLogger("mcpdebug.store")
 
 
-class Store(Liveness, Queries, HistoryQueries, DiagnosisQueries):
+class Store(Liveness, Queries, HistoryQueries, DiagnosisQueries, ShardQueries):
     """The store of one `.mcpdebug/` folder.
 
     Each thread gets its own SQLite connection (tools run in worker threads while the event loop
@@ -261,6 +262,7 @@ class Store(Liveness, Queries, HistoryQueries, DiagnosisQueries):
                     grown[event.run_id] = grown.get(event.run_id, 0) + size
             for run_id, (first, last) in span.items():
                 touch_run(db, run_id, first, last, grown.get(run_id, 0))
+            self.outputs.flush_index()
         self._known_runs |= created  # only once committed
         if created or finished:
             self.enforce_retention()
@@ -323,6 +325,7 @@ class Store(Liveness, Queries, HistoryQueries, DiagnosisQueries):
                 "localizations",
                 "process_sessions",
                 "process_states",
+                "shards",
             ):
                 db.executemany(f"DELETE FROM {table} WHERE run_id=?", [(r,) for r in run_ids])
             db.executemany("DELETE FROM outputs WHERE run_id=?", [(r,) for r in run_ids])

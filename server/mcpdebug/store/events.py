@@ -12,7 +12,7 @@ import sqlite3
 import time
 from typing import Any
 
-from mcpdebug.store import diagnosis, history
+from mcpdebug.store import diagnosis, history, shards
 from mcpdebug.store.process_events import PROCESS_HANDLERS
 from pytest_mcpdebug import protocol
 
@@ -46,6 +46,7 @@ def _run_started(db: sqlite3.Connection, e: protocol.RunStarted) -> None:
             e.run_id,
         ),
     )
+    shards.run_started(db, e)
 
 
 def _process_started(db: sqlite3.Connection, e: protocol.ProcessStarted) -> None:
@@ -59,6 +60,7 @@ def _process_started(db: sqlite3.Connection, e: protocol.ProcessStarted) -> None
 
 def _collection_finished(db: sqlite3.Connection, e: protocol.CollectionFinished) -> None:
     db.execute("UPDATE runs SET collected=? WHERE run_id=?", (e.count, e.run_id))
+    shards.collection_finished(db, e)
 
 
 def _collection_error(db: sqlite3.Connection, e: protocol.CollectionError) -> None:
@@ -207,6 +209,12 @@ def _run_finished(db: sqlite3.Connection, e: protocol.RunFinished) -> None:
         "ELSE ? END, finished=?, duration=?, exit_status=?, pytest_counts=? WHERE run_id=?",
         (status, e.ts, e.duration, e.exit_status, json.dumps(e.counts), e.run_id),
     )
+    shards.run_finished(db, e)
+
+
+def _code_version(db: sqlite3.Connection, e: protocol.CodeVersion) -> None:
+    history.record_version(db, e)
+    shards.code_version(db, e)
 
 
 def _process_finished(db: sqlite3.Connection, e: protocol.ProcessFinished) -> None:
@@ -231,7 +239,7 @@ HANDLERS: dict[type, Any] = {
     protocol.HangDetected: _hang,
     protocol.RunFinished: _run_finished,
     protocol.ProcessFinished: _process_finished,
-    protocol.CodeVersion: history.record_version,
+    protocol.CodeVersion: _code_version,
     protocol.CoverageRecorded: diagnosis.record_coverage,
     protocol.ValueTrace: diagnosis.record_trace,
     protocol.Localization: diagnosis.record_localization,

@@ -7,6 +7,7 @@ import socket
 import sqlite3
 import time
 
+from mcpdebug.store.shards import role
 from pytest_mcpdebug.folder import pid_alive
 
 REMOTE_SILENCE = 3600.0
@@ -63,7 +64,7 @@ class Liveness:
         ).fetchone()
         if row is None or row["finished"] is not None:
             return
-        controls = row["worker"] in ("main", "controller") or (
+        controls = role(row["worker"]) in ("main", "controller") or (
             row["run_pid"] and row["run_pid"] == row["pid"]
         )
         local = row["host"] == socket.gethostname()
@@ -77,7 +78,7 @@ class Liveness:
 
 def _controller_gone(procs: list[sqlite3.Row], host: str, silent: float) -> bool:
     first = procs[0]
-    controllers = [p for p in procs if p["worker"] in ("main", "controller")]
+    controllers = [p for p in procs if role(p["worker"] or "") in ("main", "controller")]
     if first["run_pid"] and not controllers:  # its start is stored, its process events are not
         if first["run_host"] != host:
             return bool(first["seen"] < silent)

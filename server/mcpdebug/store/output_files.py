@@ -20,6 +20,7 @@ import math
 import os
 import shutil
 import sqlite3
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -37,7 +38,8 @@ MAX_BLOCK_BYTES: Final = 4 * 1024 * 1024
 
 
 def unit_key(nodeid: str, worker: str) -> str:
-    """A test's unit is its node id; a process's output outside tests is "" (or "@gw0" for a worker)."""
+    """A test's unit is its node id; a process's output outside tests is "" (or "@gw0" for a worker,
+    "@linux-3:main" for a CI shard's process: each shard's of a merged run apart)."""
     if nodeid:
         return nodeid
     return "" if worker in ("", "main", "controller") else f"@{worker}"
@@ -92,6 +94,10 @@ class Outputs:
         self.root = directory / OUTPUT_DIR
         self.limits = limits
         self.tail = TailBlocks(self.path, limits)
+        self._folders: set[Path] = set()
+        """Run folders made already (a folder per run, asked for at each new unit: a system call each)."""
+        self._index: dict[Path, list[str]] = {}
+        """Lines of each run's `UNITS_FILE` not written yet: written by `flush_index`, once a batch."""
 
     # Paths ----------------------------------------------------------------------------------------
 
@@ -105,9 +111,13 @@ class Outputs:
         """File one event's lines; returns the bytes added to the store (0 for a duplicate)."""
         row = self._unit_row(db, e)
         unit_id = row["id"]
-        if db.execute(
-            "SELECT 1 FROM segments WHERE run_id=? AND unit_id=? AND first=?", (e.run_id, unit_id, e.first)
-        ).fetchone():
+        if (
+            not isinstance(row, dict)
+            and db.execute(  # (a unit made just now has no segment yet)
+                "SELECT 1 FROM segments WHERE run_id=? AND unit_id=? AND first=?",
+                (e.run_id, unit_id, e.first),
+            ).fetchone()
+        ):
             return 0
         data = cut_long_lines(e.raw(), self.limits.max_line_length)
         count = data.count(b"\n") + 1  # the text is the truth, whatever `count` claims
@@ -161,10 +171,10 @@ class Outputs:
             dropped += self.tail.drop_old(db, e.run_id, unit_id)
         return stored - dropped
 
-    def _unit_row(self, db: sqlite3.Connection, e: protocol.Output) -> sqlite3.Row:
+    def _unit_row(self, db: sqlite3.Connection, e: protocol.Output) -> Mapping[str, Any]:
         """The unit's row in ``outputs``, created (with the run's next id) on its first lines."""
         key = unit_key(e.nodeid, e.worker)
-        row: sqlite3.Row | None = db.execute(
+        row: Mapping[str, Any] | None = db.execute(
             "SELECT * FROM outputs WHERE run_id=? AND unit=?", (e.run_id, key)
         ).fetchone()
         if row is None:
@@ -175,15 +185,29 @@ class Outputs:
                 "INSERT INTO outputs (run_id, unit, id, worker, first_ts, last_ts) VALUES (?,?,?,?,?,?)",
                 (e.run_id, key, unit_id, e.worker, e.ts, e.ts),
             )
-            folder = self.root / safe_name(e.run_id)
-            folder.mkdir(parents=True, exist_ok=True)
-            with open(folder / UNITS_FILE, "a", encoding="utf-8") as index:
-                index.write(json.dumps([unit_id, e.worker, key]) + "\n")
-            row = db.execute("SELECT * FROM outputs WHERE run_id=? AND unit=?", (e.run_id, key)).fetchone()
-        assert row is not None
+            folder = self.folder(e.run_id)
+            line = json.dumps([unit_id, e.worker, key]) + "\n"
+            self._index.setdefault(folder / UNITS_FILE, []).append(line)
+            return {"id": unit_id, "tail_block": 0, "head_bytes": 0, "stream_lines": "{}"}  # as inserted
         return row
 
-    def _split(self, data: bytes, count: int, row: sqlite3.Row) -> _Split:
+    def folder(self, run_id: str) -> Path:
+        """The run's folder of output files, made if it is not there yet."""
+        folder = self.root / safe_name(run_id)
+        if folder not in self._folders:
+            folder.mkdir(parents=True, exist_ok=True)
+            self._folders.add(folder)
+        return folder
+
+    def flush_index(self) -> None:
+        """Write the index lines of the units made since the last call (before the batch commits)."""
+        pending, self._index = self._index, {}
+        for path, lines in pending.items():
+            path.parent.mkdir(parents=True, exist_ok=True)  # once a batch (the folder may have gone)
+            with open(path, "a", encoding="utf-8") as index:
+                index.writelines(lines)
+
+    def _split(self, data: bytes, count: int, row: Mapping[str, Any]) -> _Split:
         """Split one event's lines (up to a megabyte) at line ends: what still fits in the head and,
         of the rest, the last lines that fit in the tail."""
         half = self.limits.max_test_output // 2
@@ -243,8 +267,14 @@ class Outputs:
 
     def _write(self, path: Path, data: bytes) -> int:
         """Append; a write cut short (a full disk) is taken back, so the file keeps whole lines only."""
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        if path.parent not in self._folders:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._folders.add(path.parent)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except FileNotFoundError:  # the folder went (evicted, set aside, deleted by hand): made again
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             offset = os.lseek(fd, 0, os.SEEK_END)
             try:
@@ -266,6 +296,7 @@ class Outputs:
 
     def delete_run(self, run_id: str) -> None:
         shutil.rmtree(self.root / safe_name(run_id), ignore_errors=True)
+        self._folders.discard(self.root / safe_name(run_id))
 
     # Reading --------------------------------------------------------------------------------------
 

@@ -84,6 +84,20 @@ class Queries:
         sql += " ORDER BY COALESCE(started, finished), nodeid"
         return [dict(r) for r in self.db.execute(sql, params)]
 
+    def tests_page(
+        self, run_id: str, outcomes: Iterable[str], offset: int, limit: int | None
+    ) -> tuple[list[dict[str, Any]], int]:
+        """`tests` from ``offset``, at most ``limit`` (None: all), and how many there are in all."""
+        wanted = list(outcomes)
+        where = f"run_id=? AND status IN ({','.join('?' * len(wanted))})"
+        total = self.db.execute(f"SELECT count(*) FROM tests WHERE {where}", (run_id, *wanted)).fetchone()[0]
+        rows = self.db.execute(
+            f"SELECT * FROM tests WHERE {where} ORDER BY COALESCE(started, finished), nodeid "
+            "LIMIT ? OFFSET ?",
+            (run_id, *wanted, -1 if limit is None else limit, offset),
+        )
+        return [dict(r) for r in rows], int(total)
+
     def test(self, run_id: str, nodeid: str) -> dict[str, Any] | None:
         row = self.db.execute("SELECT * FROM tests WHERE run_id=? AND nodeid=?", (run_id, nodeid)).fetchone()
         return dict(row) if row else None
@@ -106,11 +120,14 @@ class Queries:
         return sorted(rows, key=lambda r: PHASE_ORDER.get(r["phase"], 9))
 
     def problems(self, run_id: str) -> list[dict[str, Any]]:
-        """Each failed or errored phase of the run, in execution order."""
+        """Each failed or errored phase of the run, in execution order. A failed phase makes its test
+        failed or errored (running until it ends): found from those tests (`tests_by_status`), not
+        by reading every phase of a 100,000-test run."""
         rows = self.db.execute(
-            "SELECT p.*, t.status AS test_status, t.worker FROM phases p "
-            "JOIN tests t ON t.run_id = p.run_id AND t.nodeid = p.nodeid "
-            "WHERE p.run_id=? AND p.outcome='failed' ORDER BY p.finished",
+            "SELECT p.*, t.status AS test_status, t.worker FROM tests t "
+            "JOIN phases p ON p.run_id = t.run_id AND p.nodeid = t.nodeid "
+            "WHERE t.run_id=? AND t.status IN ('failed', 'error', 'running', 'xpassed', 'unknown') "
+            "AND p.outcome='failed' ORDER BY p.finished",
             (run_id,),
         )
         return [dict(r) for r in rows]
@@ -146,14 +163,19 @@ class Queries:
             out.append(hang)
         return out
 
-    def failures(self, run_id: str, nodeid: str | None = None) -> list[dict[str, Any]]:
-        """Failure snapshots of a run (or of one test), in the order they happened."""
+    def failures(
+        self, run_id: str, nodeid: str | None = None, *, decoded: bool = True
+    ) -> list[dict[str, Any]]:
+        """Failure snapshots of a run (or of one test), in the order they happened (``decoded``: else
+        each snapshot as its stored JSON, for `protocol.decode_snapshot` to read when it is shown)."""
         sql = (
             "SELECT * FROM failures WHERE run_id=?"
             + (" AND nodeid=?" if nodeid else "")
             + " ORDER BY finished"
         )
         rows = self.db.execute(sql, (run_id, nodeid) if nodeid else (run_id,)).fetchall()
+        if not decoded:
+            return [dict(r) for r in rows]
         return [{**dict(r), "snapshot": protocol.decode_snapshot(r["snapshot"])} for r in rows]
 
     def collection_errors(self, run_id: str) -> list[dict[str, Any]]:

@@ -6,6 +6,7 @@ import sqlite3
 import time
 from typing import TYPE_CHECKING
 
+from mcpdebug.store.shards import SCHEMA as SHARDS_SCHEMA
 from pytest_mcpdebug import protocol
 
 if TYPE_CHECKING:
@@ -13,7 +14,8 @@ if TYPE_CHECKING:
 
 SCHEMA_VERSION = 3
 
-SCHEMA = """
+SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY,
@@ -168,6 +170,8 @@ CREATE TABLE IF NOT EXISTS process_states (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS runs_by_start ON runs (started);
 CREATE INDEX IF NOT EXISTS runs_by_label ON runs (label);
+-- A run's counts by outcome (every summary): a scan of this index, not of 100,000 tests' rows.
+CREATE INDEX IF NOT EXISTS tests_by_status ON tests (run_id, status);
 -- Captured output: one row per unit (a test, or a process's output outside tests), one per segment.
 CREATE TABLE IF NOT EXISTS outputs (
     run_id TEXT NOT NULL,
@@ -261,6 +265,8 @@ CREATE TABLE IF NOT EXISTS localizations (
     PRIMARY KEY (run_id, process)
 );
 """
+    + SHARDS_SCHEMA
+)
 
 
 def schema_version(db: sqlite3.Connection) -> int | None:

@@ -1,4 +1,5 @@
-"""Tools over recorded runs and their tests: list_sessions, get_run_summary, list_tests, get_test."""
+"""Tools over recorded runs and their tests: list_sessions, get_run_summary, get_environment, list_tests,
+get_test."""
 
 from __future__ import annotations
 
@@ -6,12 +7,13 @@ from typing import Annotated
 
 from pydantic import Field
 
-from mcpdebug.replies import ProcessSession, RunSummary, SessionList, TestDetail, TestList
+from mcpdebug.replies import ProcessSession, RunEnvironment, RunSummary, SessionList, TestDetail, TestList
 from mcpdebug.tools.annotations import READ_ONLY
 from mcpdebug.tools.args import Example, RunId, Test
 from mcpdebug.tools.context import ToolGroup, reads_store, reads_store_resource, tool
 from mcpdebug.tools.server import ToolServer
 from mcpdebug.views import debug as debug_view
+from mcpdebug.views import environment as environment_view
 from mcpdebug.views import live as live_view
 from mcpdebug.views import lookup
 from mcpdebug.views import output as output_view
@@ -60,6 +62,28 @@ class RunTools(ToolGroup):
         tests still running, hangs, and the call to make next.
         """
         return runs_view.summary(self.store, lookup.run(self.store, run_id))
+
+    @tool(READ_ONLY)
+    @reads_store
+    def get_environment(
+        self,
+        run_id: RunId = "latest",
+        name: Annotated[
+            str | None,
+            Field(
+                min_length=1,
+                max_length=200,
+                description="Only variables whose name contains this (any case). Default: every variable.",
+            ),
+            Example('"TIERS"'),
+        ] = None,
+    ) -> RunEnvironment:
+        """What a run ran in: its CI job (provider, job, commit, branch, url), shards and environment.
+
+        Every environment variable the run's process saw (secrets' values hidden); a run merged from
+        CI shards lists the variables that differ between shards apart.
+        """
+        return environment_view.environment(self.store, lookup.run(self.store, run_id), name)
 
     @tool(READ_ONLY)
     @reads_store

@@ -45,6 +45,12 @@ def listed_again(token: Token[Mapping[str, str]]) -> None:
     _unlisted.reset(token)
 
 
+def location() -> tuple[str, ...]:
+    """The location flags a terminal's commands carry (``--dir X``); none for an agent's calls."""
+    terminal = _terminal.get()
+    return terminal.location if terminal is not None else ()
+
+
 def in_terminal() -> bool:
     return _terminal.get() is not None
 
@@ -131,6 +137,12 @@ _COMMANDS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "list_tests": lambda a: [*_show(a), *([] if "outcome" in a else ["--all"])],
     "get_run_summary": _show,
     "list_sessions": lambda a: ["mcpdebug", "runs"],
+    "get_environment": lambda a: [
+        "mcpdebug",
+        "show",
+        str(a.get("run_id", "latest")),
+        f"--env={a['name']}" if a.get("name") else "--env",
+    ],
     "get_suspects": lambda a: [
         "mcpdebug",
         "suspects",

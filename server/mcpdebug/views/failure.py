@@ -16,7 +16,7 @@ from mcpdebug.views import output as output_view
 from mcpdebug.views import processes as processes_view
 from mcpdebug.views.calls import call, in_terminal
 from mcpdebug.views.runs import counts_text as runs_counts_text
-from pytest_mcpdebug.protocol import Snapshot, SnapshotFrame, SnapshotVar
+from pytest_mcpdebug.protocol import Snapshot, SnapshotFrame, SnapshotVar, decode_snapshot
 
 ATTRIBUTES: Final = 4
 """An object's attributes shown beside its [ref N] in a frame's locals."""
@@ -27,7 +27,7 @@ OUTPUT_LINES: Final = 20
 
 def get_failure(store: Store, run: dict[str, Any], test: str | None) -> FailureReport:
     rid = run["run_id"]
-    failures = store.failures(rid)
+    failures = store.failures(rid, decoded=False)  # a run's thousand failures: only those shown decoded
     if test is not None:
         lookup.test(store, run, test)  # an unknown test is an error, failures or not
     if not failures:
@@ -43,12 +43,13 @@ def get_failure(store: Store, run: dict[str, Any], test: str | None) -> FailureR
                 f"{row['nodeid']} did not fail in run {rid} (it is {row['status']}). Failures: {names}."
             )
         chosen = mine[0]
+    chosen = _decoded(chosen)
     text = _render(chosen, run, store)
-    others = [f for f in failures if f is not chosen]
+    others = [f for f in failures if f["nodeid"] != chosen["nodeid"] or f["phase"] != chosen["phase"]]
     if others:
         lines = ["", f"Other failures in this run ({len(others)}):"]
         for f in others[:20]:
-            exc = f["snapshot"].exception
+            exc = _decoded(f)["snapshot"].exception
             lines.append(f"- {f['nodeid']} ({f['phase']}): {exc.type}: {_first_line(exc.message)}")
         if len(others) > 20:
             more = call("list_tests", run_id=rid, outcome="failed,error")
@@ -69,6 +70,11 @@ def get_failure(store: Store, run: dict[str, Any], test: str | None) -> FailureR
         other_failures=[f["nodeid"] for f in others[:20]],
         next_call=call("get_output", run_id=rid, test=chosen["nodeid"]),
     )
+
+
+def _decoded(failure: dict[str, Any]) -> dict[str, Any]:
+    snapshot = failure["snapshot"]
+    return failure if isinstance(snapshot, Snapshot) else {**failure, "snapshot": decode_snapshot(snapshot)}
 
 
 class NoFailures(lookup.NotFound):

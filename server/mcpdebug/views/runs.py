@@ -125,6 +125,8 @@ def summary(store: Store, run: dict[str, Any]) -> RunSummary:
             failures=[],
             next_call=call("get_logs", labels=[run["label"] or run["run_id"]]),
         )
+    from mcpdebug.views import environment  # (it reads this module's helpers)
+
     rid = run["run_id"]
     problems = store.problems(rid)
     text = run_summary(
@@ -134,6 +136,7 @@ def summary(store: Store, run: dict[str, Any]) -> RunSummary:
         store.tests(rid, ("running",)),
         store.hangs(rid),
         failure_notes(store, rid, [p["nodeid"] for p in problems]),
+        environment.context_lines(store, run),
     )
     return RunSummary(
         text=text,
@@ -167,8 +170,10 @@ def run_summary(
     running: list[dict[str, Any]],
     hangs: list[dict[str, Any]] | None = None,
     notes: dict[str, str] | None = None,
+    context: list[str] | None = None,
 ) -> str:
-    """``notes``: each failing test's history (new, known flaky, failing since), by node id."""
+    """``notes``: each failing test's history (new, known flaky, failing since), by node id;
+    ``context``: what it ran in (its shards, its CI job: `environment.context_lines`)."""
     rid = run["run_id"]
     lines = [
         f"Run {rid} ({run['kind']}): {status_text(run)}",
@@ -185,6 +190,7 @@ def run_summary(
         ),
         f"Tests: {run['collected'] if run['collected'] is not None else '?'} collected; "
         f"{counts_text(run['counts'])}",
+        *(context or []),
     ]
     if problems:
         lines += ["", f"Failures and errors ({len(problems)}):"]

@@ -307,6 +307,8 @@ def _next_call(rid: str, failing: list[str]) -> str | None:
 
 def failure_suspects(store: Store, run: dict[str, Any], top: int = 5) -> str:
     """The top suspects for `get_failure`'s text, or "" when the run has no coverage or no failure."""
+    if not store.coverage_files(run["run_id"]):  # (before reading every test of a 100,000-test run)
+        return ""
     reply = suspects(store, run, top)
     if not reply.suspects:
         return ""
