@@ -58,7 +58,9 @@ def one(folder: Path, args: list[str]) -> tuple[float, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--forks", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=5)
     options = parser.parse_args()
@@ -77,7 +79,11 @@ def main() -> None:
         }
         for name, rows in results.items()
     }
-    print(json.dumps({"forks": options.forks, "rounds": options.rounds, "load": load, "per_fork": table}, indent=2))
+    print(
+        json.dumps(
+            {"forks": options.forks, "rounds": options.rounds, "load": load, "per_fork": table}, indent=2
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -14,9 +14,9 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client
+from test_tool_contract import checked
 
 from helpers import recorded, run_inner
-from test_tool_contract import checked
 from mcpdebug.app import build_server
 from pytest_mcpdebug.localize.mutations import changes
 from pytest_mcpdebug.localize.patching import CannotPatch, patch

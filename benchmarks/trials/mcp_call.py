@@ -145,7 +145,11 @@ def start_broker(root: Path) -> None:
     with open(log, "ab") as out:
         subprocess.Popen(
             [sys.executable, os.path.abspath(__file__), "--broker", str(root)],
-            cwd=root, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
+            cwd=root,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+            start_new_session=True,
         )
     deadline = time.monotonic() + START_SECONDS
     while time.monotonic() < deadline:

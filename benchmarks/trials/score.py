@@ -146,9 +146,14 @@ def check(workspace: Path, task_id: str) -> tuple[bool, bool, str]:
     try:
         for i in range(runs):
             try:
-                done = subprocess.run(["pytest", "-q", "-p", "no:cacheprovider", *spec["args"]],
-                                      cwd=workspace, env=env, capture_output=True, text=True,
-                                      timeout=spec["timeout"])
+                done = subprocess.run(
+                    ["pytest", "-q", "-p", "no:cacheprovider", *spec["args"]],
+                    cwd=workspace,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    timeout=spec["timeout"],
+                )
             except subprocess.TimeoutExpired:
                 return False, edited, f"run {i + 1}: timed out after {spec['timeout']} s"
             if done.returncode != 0:
@@ -179,10 +184,18 @@ def score(workspace: Path, report_path: Path, label: str, run_check: bool, wall:
     was_named = named(report, ANSWERS[task_id])
     fixed, edited, note = check(workspace, task_id) if run_check else (False, False, "not checked")
     return {
-        "task": task_id, "kind": meta["kind"], "condition": meta["condition"], "label": label,
-        "solved": was_named or fixed, "named": was_named, "fixed": fixed, "tests_edited": edited,
-        "check": note, "commands": {**counts, "total": len(commands)},
-        "chars_read": sum(int(c.get("out_chars", 0)) for c in commands), "wall_s": wall,
+        "task": task_id,
+        "kind": meta["kind"],
+        "condition": meta["condition"],
+        "label": label,
+        "solved": was_named or fixed,
+        "named": was_named,
+        "fixed": fixed,
+        "tests_edited": edited,
+        "check": note,
+        "commands": {**counts, "total": len(commands)},
+        "chars_read": sum(int(c.get("out_chars", 0)) for c in commands),
+        "wall_s": wall,
         "tools_used": counts["mcp"] + counts["mcpdebug"] > 0,
         "project_files_read": sum(".mcpdebug" in c["cmd"] or "report.html" in c["cmd"] for c in commands),
         "touched_outside": sorted(set(outside)),
@@ -206,27 +219,35 @@ def save(row: dict, results: Path) -> None:
 
 
 def table(rows: list[dict]) -> str:
-    out = ["| task | condition | solved | named | fixed | commands | pytest | mcp | mcpdebug | read+grep "
-           "| edit | chars read | wall s | tools used |",
-           "| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    out = [
+        "| task | condition | solved | named | fixed | commands | pytest | mcp | mcpdebug | read+grep "
+        "| edit | chars read | wall s | tools used |",
+        "| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
     yes = {True: "yes", False: "no"}
     for r in rows:
         c = r["commands"]
-        out.append(f"| {r['task']} | {r['condition']} | {yes[r['solved']]} | {yes[r['named']]} "
-                   f"| {yes[r['fixed']]} "
-                   f"| {c['total']} | {c['pytest']} | {c['mcp']} | {c['mcpdebug']} | {c['read'] + c['grep']} "
-                   f"| {c['edit']} | {r['chars_read']:,} | {r['wall_s']} | {yes[r['tools_used']]} |")
-    out += ["", "| kind | condition | trials | solved | commands (median) | chars read (median) "
-            "| tools used |",
-            "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+        out.append(
+            f"| {r['task']} | {r['condition']} | {yes[r['solved']]} | {yes[r['named']]} "
+            f"| {yes[r['fixed']]} "
+            f"| {c['total']} | {c['pytest']} | {c['mcp']} | {c['mcpdebug']} | {c['read'] + c['grep']} "
+            f"| {c['edit']} | {r['chars_read']:,} | {r['wall_s']} | {yes[r['tools_used']]} |"
+        )
+    out += [
+        "",
+        "| kind | condition | trials | solved | commands (median) | chars read (median) | tools used |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
     groups: dict[tuple[str, str], list[dict]] = {}
     for r in rows:
         groups.setdefault((r["kind"], r["condition"]), []).append(r)
     for (kind, condition), group in sorted(groups.items()):
-        out.append(f"| {kind} | {condition} | {len(group)} | {sum(r['solved'] for r in group)} "
-                   f"| {_median([r['commands']['total'] for r in group])} "
-                   f"| {_median([r['chars_read'] for r in group]):,} "
-                   f"| {sum(r['tools_used'] for r in group)}/{len(group)} |")
+        out.append(
+            f"| {kind} | {condition} | {len(group)} | {sum(r['solved'] for r in group)} "
+            f"| {_median([r['commands']['total'] for r in group])} "
+            f"| {_median([r['chars_read'] for r in group]):,} "
+            f"| {sum(r['tools_used'] for r in group)}/{len(group)} |"
+        )
     return "\n".join(out) + "\n"
 
 
@@ -243,8 +264,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--results", type=Path, default=HERE / "results.json")
     parser.add_argument("--label", default="1", help="tells repeated trials of one task and condition apart")
     parser.add_argument("--no-check", action="store_true", help="do not run the fix check")
-    parser.add_argument("--named", choices=["yes", "no"],
-                        help="the lead's reading of the report, over the heuristic's (named is a heuristic)")
+    parser.add_argument(
+        "--named",
+        choices=["yes", "no"],
+        help="the lead's reading of the report, over the heuristic's (named is a heuristic)",
+    )
     parser.add_argument("--wall", type=float, help="wall time in seconds, when known better than the log's")
     parser.add_argument("--table", type=Path, metavar="RESULTS", help="print the Markdown table of RESULTS")
     args = parser.parse_args(argv)

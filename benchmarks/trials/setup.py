@@ -58,8 +58,21 @@ def sdist(cache: Path, name: str) -> Path:
     path = cache / "sdists" / name
     if not path.is_file():
         path.parent.mkdir(parents=True, exist_ok=True)
-        sh([PYTHON, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:", pin["pip"],
-            "-d", str(path.parent)])
+        sh(
+            [
+                PYTHON,
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "--no-deps",
+                "--no-binary",
+                ":all:",
+                pin["pip"],
+                "-d",
+                str(path.parent),
+            ]
+        )
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     if digest != pin["sha256"]:
         raise SystemExit(f"{path}: sha256 {digest}, expected {pin['sha256']}; delete it and run again")
@@ -108,8 +121,12 @@ def fresh(dest: Path) -> None:
 def place_source(task: dict, dest: Path, cache: Path) -> None:
     source = task["source"]
     if source.startswith("project:"):
-        shutil.copytree(HERE / "projects" / source.split(":", 1)[1], dest, dirs_exist_ok=True,
-                        ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
+        shutil.copytree(
+            HERE / "projects" / source.split(":", 1)[1],
+            dest,
+            dirs_exist_ok=True,
+            ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"),
+        )
         return
     with tarfile.open(sdist(cache, source)) as tar:
         top = tar.getnames()[0].split("/")[0]
@@ -158,8 +175,13 @@ def install_tools(dest: Path, with_project: bool) -> None:
 
 
 def git_commit(dest: Path, message: str) -> None:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "dev", "GIT_AUTHOR_EMAIL": "dev@example.com",
-           "GIT_COMMITTER_NAME": "dev", "GIT_COMMITTER_EMAIL": "dev@example.com"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "dev",
+        "GIT_AUTHOR_EMAIL": "dev@example.com",
+        "GIT_COMMITTER_NAME": "dev",
+        "GIT_COMMITTER_EMAIL": "dev@example.com",
+    }
     if not (dest / ".git").exists():
         sh(["git", "init", "-q", "-b", "main"], cwd=dest)
         (dest / ".git" / "info" / "exclude").write_text(".trial/\n.venv/\nci/\n.mcpdebug/\n__pycache__/\n")
@@ -190,9 +212,11 @@ def artifacts_sentence(task: dict, with_project: bool) -> str:
     if task["kind"] != "ci":
         return ""
     if with_project:
-        return ("CI keeps the artifacts of the failing run, downloaded here: the console log "
-                "`ci/console.log`, the HTML report `ci/report.html`, and the run's recorded "
-                "`.mcpdebug/` store, unpacked into the project's `.mcpdebug/`.")
+        return (
+            "CI keeps the artifacts of the failing run, downloaded here: the console log "
+            "`ci/console.log`, the HTML report `ci/report.html`, and the run's recorded "
+            "`.mcpdebug/` store, unpacked into the project's `.mcpdebug/`."
+        )
     return "CI keeps the console log of the failing run, downloaded here as `ci/console.log`."
 
 
@@ -202,8 +226,11 @@ def prompt(task_id: str, condition: str, dest: Path) -> str:
     body = " ".join(body.split())
     lines = [body, ""]
     if condition == "with":
-        lines += ["This project's MCP server is reachable from the shell with `mcp-call` "
-                  "(list its tools with `mcp-call --list`).", ""]
+        lines += [
+            "This project's MCP server is reachable from the shell with `mcp-call` "
+            "(list its tools with `mcp-call --list`).",
+            "",
+        ]
     lines += [
         f"The project is in {dest}. Run every shell command through the logger, from that folder: "
         f"`{dest}/.trial/bin/run 'COMMAND'` (it runs COMMAND with bash in the project's virtualenv "
@@ -231,10 +258,18 @@ def build(task_id: str, condition: str, dest: Path, cache: Path) -> None:
     if task["kind"] == "ci":
         ci_artifacts(task, dest, with_project)
     git_commit(dest, "current main")
-    (dest / ".trial" / "task.json").write_text(json.dumps({
-        "task": task_id, "condition": condition, "kind": task["kind"], "built": time.time(),
-        "symptom": task["symptom"],
-    }, indent=2))
+    (dest / ".trial" / "task.json").write_text(
+        json.dumps(
+            {
+                "task": task_id,
+                "condition": condition,
+                "kind": task["kind"],
+                "built": time.time(),
+                "symptom": task["symptom"],
+            },
+            indent=2,
+        )
+    )
     (dest / ".trial" / "prompt.md").write_text(prompt(task_id, condition, dest), encoding="utf-8")
     print(f"{task_id} ({condition}): {dest} in {time.monotonic() - started:.0f} s")
 
@@ -249,8 +284,9 @@ def verify(task_id: str, condition: str, dest: Path) -> list[str]:
     base = ["pytest", "-p", "no:cacheprovider", task["symptom"]]
     if task["kind"] == "hang":
         try:
-            subprocess.run(["pytest", "-x", task["symptom"]], cwd=dest, env=env,
-                           capture_output=True, timeout=20)
+            subprocess.run(
+                ["pytest", "-x", task["symptom"]], cwd=dest, env=env, capture_output=True, timeout=20
+            )
             problems.append("the symptom test did not hang")
         except subprocess.TimeoutExpired:
             pass
@@ -264,9 +300,17 @@ def verify(task_id: str, condition: str, dest: Path) -> list[str]:
         if condition == "with" and not (dest / "ci" / "report.html").is_file():
             problems.append("no HTML report")
     elif task["kind"] == "flaky":
-        outcomes = [subprocess.run(["pytest", "-q", "-p", "no:cacheprovider", "tests"], cwd=dest, env=env,
-                                   capture_output=True, text=True, timeout=300).returncode
-                    for _ in range(20)]
+        outcomes = [
+            subprocess.run(
+                ["pytest", "-q", "-p", "no:cacheprovider", "tests"],
+                cwd=dest,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            ).returncode
+            for _ in range(20)
+        ]
         failed = sum(rc != 0 for rc in outcomes)
         if not 0 < failed < 20:
             problems.append(f"not flaky: {failed}/20 runs failed")
@@ -276,8 +320,9 @@ def verify(task_id: str, condition: str, dest: Path) -> list[str]:
         if done.returncode != 1:
             problems.append(f"the symptom test did not fail (exit {done.returncode})")
     if condition == "with":
-        listed = subprocess.run(["mcp-call", "--list"], cwd=dest, env=env, capture_output=True, text=True,
-                                timeout=120)
+        listed = subprocess.run(
+            ["mcp-call", "--list"], cwd=dest, env=env, capture_output=True, text=True, timeout=120
+        )
         if listed.returncode != 0 or "get_failure" not in listed.stdout:
             problems.append(f"mcp-call --list did not answer: {listed.stderr[-500:]}")
         if not (dest / "AGENTS.md").is_file() or not (dest / ".mcp.json").is_file():
@@ -309,8 +354,10 @@ def check_answer(task_id: str, dest: Path) -> list[str]:
     sys.path.insert(0, str(HERE))
     import score  # the scoring script beside this one
 
-    sh(["patch", "-s", "-R", "-p1", "--no-backup-if-mismatch", "-i", str(ANSWERS / f"{task_id}.patch")],
-       cwd=dest)
+    sh(
+        ["patch", "-s", "-R", "-p1", "--no-backup-if-mismatch", "-i", str(ANSWERS / f"{task_id}.patch")],
+        cwd=dest,
+    )
     fixed, _, note = score.check(dest, task_id)
     return [] if fixed else [f"the answer's check fails without the fault: {note}"]
 
@@ -323,8 +370,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     parser.add_argument("--verify", action="store_true", help="build in a temporary folder, check, delete")
     parser.add_argument("--prompt", action="store_true", help="print the subject's prompt and stop")
-    parser.add_argument("--check-answers", action="store_true",
-                        help="with --verify: also check that the suite passes once the fault is undone")
+    parser.add_argument(
+        "--check-answers",
+        action="store_true",
+        help="with --verify: also check that the suite passes once the fault is undone",
+    )
     args = parser.parse_args(argv)
     tasks = list(TASKS["tasks"]) if args.task == "all" else [args.task]
     if any(t not in TASKS["tasks"] for t in tasks):

@@ -41,8 +41,14 @@ def main(argv):
     env["VIRTUAL_ENV"] = str(ROOT / ".venv")
     env["PATH"] = f"{ROOT / '.venv' / 'bin'}:{env.get('PATH', '/usr/bin:/bin')}"
     env.pop("PYTHONHOME", None)
-    proc = subprocess.Popen(["bash", "-c", command], cwd=cwd, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        ["bash", "-c", command],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     chars = 0
 
     def stop(signum, frame):
@@ -61,8 +67,16 @@ def main(argv):
             sys.stdout.buffer.write(chunk)
             sys.stdout.flush()
     rc = proc.wait()
-    log({"n": n, "event": "end", "t": time.time(), "rc": rc, "out_chars": chars,
-         "seconds": round(time.time() - started, 3)})
+    log(
+        {
+            "n": n,
+            "event": "end",
+            "t": time.time(),
+            "rc": rc,
+            "out_chars": chars,
+            "seconds": round(time.time() - started, 3),
+        }
+    )
     return rc
 
 

@@ -172,7 +172,7 @@ class Reporter(PluginObject):
                 worker=self.worker,
                 outcome="skipped",
                 duration=0.0,
-                message=_message(report),
+                message=message_of(report),
                 file=str(where[0]) if where else report.nodeid.split("::")[0],
                 line=int(where[1]) + 1 if where and isinstance(where[1], int) else None,
             )

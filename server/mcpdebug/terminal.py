@@ -221,7 +221,7 @@ def _print_tests(store: Store, run: dict[str, Any], args: argparse.Namespace, wi
         wanted = [o for o in (*FINAL_OUTCOMES, "running") if o not in PROBLEM_OUTCOMES]
     offset = max(0, args.offset)
     # A page is read as such: a 100,000-test run's rows are not all made into dicts to print 50.
-    shown, total = store.tests_page(rid, wanted, offset, None if args.all else max(1, args.limit))
+    shown, total = store.tests_page(rid, wanted or [], offset, None if args.all else max(1, args.limit))
     limit = total if args.all else max(1, args.limit)
     what = f"with outcome {args.outcome}" if args.outcome else "that did not fail"
     first = f"{offset + 1}-{offset + len(shown)} of " if len(shown) < total else ""

@@ -26,7 +26,17 @@ if TYPE_CHECKING:
     from mcpdebug.tools.server import ToolServer
 
 GroupName = Literal[
-    "core", "all", "runs", "failures", "hangs", "live", "output", "processes", "debug", "diagnosis", "localize"
+    "core",
+    "all",
+    "runs",
+    "failures",
+    "hangs",
+    "live",
+    "output",
+    "processes",
+    "debug",
+    "diagnosis",
+    "localize",
 ]
 """`tools.groups.CHOICES` as a type (a test checks they agree)."""
 
