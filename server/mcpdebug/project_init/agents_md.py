@@ -49,11 +49,14 @@ def section(program: str, timeout: float, coverage: bool, config_files: list[str
             "  - why did it fail? `get_failure` (frames, locals, assertion); its output? `get_output`, "
             "`search_output`",
             "  - where does it hang? `get_hang`; a process that hangs now: `detect_hang(pid=...)`",
-            f"  - the bug is not on the failing stack? {suspects}; how a value got its state? "
-            "`trace_test`, then `get_history`",
+            f"  - the bug is not on the failing stack? {suspects}, then `localize(budget=30)` (re-runs the "
+            "failing tests with small changes of the top suspects); how a value got its state? `trace_test`, "
+            "then `get_history`",
             "  - new or flaky? `get_test_history`, `list_flaky`",
             "  - inspect a failing test alive: `run_tests(args=[...], break_on_failure=True)`, then "
             "`evaluate_expression`",
+            "  - a tool named here is not listed? `enable_tools(groups=[...])` lists its group (`hangs`, "
+            "`diagnosis`, `localize`, `debug`, ...)",
             END,
         ]
     )
