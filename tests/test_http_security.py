@@ -34,6 +34,7 @@ RUNS_CODE_TOOLS = {
     "continue_execution",
     "close_session",
     "trace_test",
+    "localize",
     "start_process",
     "control_process",
     "send_stdin",

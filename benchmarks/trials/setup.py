@@ -95,7 +95,11 @@ def wheelhouse(cache: Path, deps: list[str], with_project: bool) -> list[Path]:
         own = Path(tempfile.mkdtemp(prefix="trials-wheel-"))
         atexit.register(shutil.rmtree, own, True)
         sh([PYTHON, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(own), str(REPO)])
-        sh([PYTHON, "-m", "pip", "download", "-q", "-d", str(wheels), str(next(own.glob("*.whl")))])
+        built = next(own.glob("*.whl"))
+        sh([PYTHON, "-m", "pip", "download", "-q", "-d", str(wheels), str(built)])
+        # the cache keeps its dependencies, not the wheel: an older build of the same version there
+        # would be installed in its place (pip takes the first file of a name it finds)
+        (wheels / built.name).unlink(missing_ok=True)
         _BUILT.append(own)
     return [wheels, _BUILT[0]]
 
@@ -144,7 +148,9 @@ def make_venv(task: dict, dest: Path, wheels: list[Path], with_project: bool) ->
     venv = dest / ".venv"
     sh([PYTHON, "-m", "venv", str(venv)])
     py = venv / "bin" / "python"
-    wanted = list(task["deps"]) + (["pytest-mcpdebug"] if with_project else [])
+    # this repository's wheel by its path: never an older build of the same version
+    own = [str(next(wheels[-1].glob("pytest_mcpdebug-*.whl")))] if with_project else []
+    wanted = list(task["deps"]) + own
     links = [arg for folder in wheels for arg in ("--find-links", str(folder))]
     sh([str(py), "-m", "pip", "install", "-q", "--no-index", *links, *wanted])
     purelib = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
