@@ -139,8 +139,14 @@ def main() -> None:
     print(f"recorded in {recorded:.0f} s", flush=True)
     spools = [str(base / f"shard-{s}" / ".mcpdebug") for s in range(args.shards)]
     folders = [str(base / "stores" / f"shard-{s}") for s in range(args.shards)]
+    # A --keep run's folders of the last run are deleted once this one is measured: 300,000 files
+    # deleted just before would slow the files this one makes (ext4 without a journal looks through
+    # the inodes freed in the last minute for each new one).
+    old = base / f"old-{time.time_ns()}"
     for name in ("merged", "merged-stores", "stores"):
-        shutil.rmtree(base / name, ignore_errors=True)
+        if (base / name).exists():
+            old.mkdir(exist_ok=True)
+            (base / name).rename(old / name)
 
     before = load()
     command = [MCPDEBUG, "merge", *spools, "--dir", str(base / "merged")]
@@ -189,6 +195,8 @@ def main() -> None:
     spooled = sum(p.stat().st_size for f in spools for p in Path(f).rglob("*.jsonl"))
     stores = sum(size_of(Path(f))[0] + size_of(Path(f))[1] for f in folders)
     print(f"the shards' spool files: {spooled / 1e6:.0f} MB; their stores: {stores / 1e6:.0f} MB in all")
+    for folder in base.glob("old-*"):
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":
