@@ -553,7 +553,9 @@ def test_a_batch_of_many_tests_output_stores_what_one_event_at_a_time_does(tmp_p
     events.append(p(TestFinished, nodeid=quiet, worker="main", outcome="passed", duration=0.5))
     events.append(p(TestFinished, nodeid=late, worker="main", outcome="passed", duration=0.5))
     events.append(p.output(late, "printed after its end was sent (a spool read out of order)"))
+    events.append(p.output(quiet, "and one more after its end"))
     events.append(p(TestFinished, nodeid=noisy, worker="main", outcome="failed", duration=2.0))
+    events.append(p.output(noisy, "noisy once its tail was moved"))
     events.append(p.output("", "output outside tests"))
 
     def stored(folder: str, batches: list[list[Event]]) -> tuple[dict[str, Any], dict[str, int]]:
@@ -575,6 +577,8 @@ def test_a_batch_of_many_tests_output_stores_what_one_event_at_a_time_does(tmp_p
     assert "noisy 0.0 " + "x" * 40 in texts and "noisy 39.4 " + "x" * 40 in texts  # head and tail kept
     assert not any(text.startswith("noisy 20.") for text in texts)  # the middle dropped
     assert any(line[1] == late for line in one_by_one["lines"])
+    assert "noisy once its tail was moved" in texts
+    assert len(one_by_one["outputs"]) == 4  # noisy, quiet, late and the run's: each unit once
 
 
 def test_a_failing_batch_stores_nothing(store: Store) -> None:

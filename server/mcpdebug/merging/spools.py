@@ -49,12 +49,17 @@ def merge_spools(store: Store, source: Source, conflicts: list[Conflict]) -> tup
             taken_label(run_id, label, processes[0], process, name, conflicts)
             runs[run_id].processes_left_out.add(process)
     damaged = 0
+    leaving = {run_id for run_id, merge in runs.items() if merge.left_out or merge.processes_left_out}
     for path in source.spools:
         bad = 0
         for batch, bad in read_events(path):  # noqa: B007 (the last count is the file's)
-            kept = [
-                e for e in batch if e.run_id not in runs or not runs[e.run_id].leaves_out(_test(e), e.process)
-            ]
+            kept = batch
+            if leaving:
+                kept = [
+                    e
+                    for e in batch
+                    if e.run_id not in leaving or not runs[e.run_id].leaves_out(_test(e), e.process)
+                ]
             if kept:
                 store.apply(kept)
         damaged += bad

@@ -237,6 +237,7 @@ class Store(Liveness, Queries, HistoryQueries, DiagnosisQueries, ShardQueries):
         finished = False
         with self.transaction() as db, self.outputs.batch():
             fresh = _unstored(db, events)
+            self.outputs.look_up(db, fresh)
             db.executemany(
                 "INSERT INTO events VALUES (?, ?, ?)", [(e.run_id, e.process, e.seq) for e in fresh]
             )

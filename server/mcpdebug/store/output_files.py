@@ -107,6 +107,8 @@ class _Batch:
     units: dict[tuple[str, str], _Unit] = field(default_factory=dict)
     next_ids: dict[str, int] = field(default_factory=dict)
     """Each run's next unit id, once read."""
+    absent: set[tuple[str, str]] = field(default_factory=set)
+    """Units looked for at the start of the batch and not found: new ones, no need to look again."""
 
 
 _SEGMENT_COLUMNS = "first, count, stream, stream_first, phase, ts, times, block, offset, length"
@@ -249,6 +251,27 @@ class Outputs:
             dropped += self.tail.drop_old(db, e.run_id, unit_id)
         return stored - dropped
 
+    def look_up(self, db: sqlite3.Connection, events: list[protocol.Event]) -> None:
+        """Read the rows of the units a batch's outputs go to, a query a run (not one an event)."""
+        batch = self._batch
+        if batch is None:
+            return
+        keys: dict[str, set[str]] = {}
+        for e in events:
+            if type(e) is protocol.Output:
+                keys.setdefault(e.run_id, set()).add(unit_key(e.nodeid, e.worker))
+        for run_id, units in keys.items():
+            rows = db.execute(
+                "SELECT unit, id, tail_block, head_bytes, stream_lines FROM outputs WHERE run_id=? AND unit "
+                "IN (SELECT value FROM json_each(?))",
+                (run_id, json.dumps(list(units))),
+            )
+            for key, *row in rows:
+                batch.units[(run_id, key)] = _Unit(
+                    key, row[0], row[1], row[2], json.loads(row[3]), made=False
+                )
+            batch.absent.update((run_id, key) for key in units if (run_id, key) not in batch.units)
+
     def _unit(self, db: sqlite3.Connection, e: protocol.Output) -> _Unit:
         """The unit's row as this batch knows it; a new unit (the run's next id) on its first lines."""
         key = unit_key(e.nodeid, e.worker)
@@ -256,10 +279,12 @@ class Outputs:
         unit = batch.units.get((e.run_id, key))
         if unit is not None:
             return unit
-        row = db.execute(
-            "SELECT id, tail_block, head_bytes, stream_lines FROM outputs WHERE run_id=? AND unit=?",
-            (e.run_id, key),
-        ).fetchone()
+        row = None
+        if (e.run_id, key) not in batch.absent:
+            row = db.execute(
+                "SELECT id, tail_block, head_bytes, stream_lines FROM outputs WHERE run_id=? AND unit=?",
+                (e.run_id, key),
+            ).fetchone()
         if row is not None:
             unit = _Unit(key, row[0], row[1], row[2], json.loads(row[3]), made=False)
         else:
@@ -374,9 +399,14 @@ class Outputs:
 
     def finish(self, db: sqlite3.Connection, run_id: str, unit: str) -> None:
         """The unit will write no more: its kept tail moves into its file (see `TailBlocks.finish`)."""
-        known = self._batch.units.pop((run_id, unit), None) if self._batch else None
-        if known is None or known.tail_block:  # (a unit of this batch without a tail has none to move)
-            self.tail.finish(db, run_id, unit)
+        batch = self._batch
+        known = batch.units.get((run_id, unit)) if batch else None
+        if known is not None and not known.tail_block:
+            return  # (a unit this batch knows without a tail has none to move)
+        self.tail.finish(db, run_id, unit)
+        if batch:  # its row changed: read again if more lines come
+            batch.units.pop((run_id, unit), None)
+            batch.absent.discard((run_id, unit))
 
     def delete_run(self, run_id: str) -> None:
         shutil.rmtree(self.root / safe_name(run_id), ignore_errors=True)
