@@ -76,6 +76,20 @@ def timed_cpu(
     return took, cpu, done
 
 
+def file_creation(folder: Path, count: int = 5_000) -> float:
+    """Microseconds of CPU to make a file of a line, as the merge makes one per test: ext4 without
+    a journal (this machine's) steps over every inode freed in the last minutes for each new one,
+    so the same merge costs several times more CPU after a mass deletion (yours or another
+    suite's): said beside the figures."""
+    folder.mkdir(parents=True)
+    started = time.process_time()
+    for n in range(count):
+        fd = os.open(folder / f"{n}.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        os.write(fd, b"test 1 starts\nshard 0 passes it\n")
+        os.close(fd)
+    return (time.process_time() - started) / count * 1e6
+
+
 def size_of(folder: Path) -> tuple[int, int, int]:
     """(database bytes, output bytes, output files)."""
     database = sum(p.stat().st_size for p in folder.glob("store.sqlite3*"))
@@ -143,11 +157,12 @@ def main() -> None:
     # deleted just before would slow the files this one makes (ext4 without a journal looks through
     # the inodes freed in the last minute for each new one).
     old = base / f"old-{time.time_ns()}"
+    old.mkdir()
     for name in ("merged", "merged-stores", "stores"):
         if (base / name).exists():
-            old.mkdir(exist_ok=True)
             (base / name).rename(old / name)
 
+    print(f"making a file of a line here: {file_creation(old / 'files'):.0f} us of CPU", flush=True)
     before = load()
     command = [MCPDEBUG, "merge", *spools, "--dir", str(base / "merged")]
     merge_time, cpu, done = timed_cpu(command, base, clean_env())
