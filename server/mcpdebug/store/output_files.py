@@ -22,11 +22,12 @@ import shutil
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 from mcpdebug.store.output_tail import TailBlocks
+from mcpdebug.store.output_units import Batch, Unit
 from pytest_mcpdebug import protocol
 from pytest_mcpdebug.limits import Limits
 from pytest_mcpdebug.output.lines import cut_long_lines
@@ -85,32 +86,6 @@ class _Split:
     trimmed_bytes: int = 0
 
 
-@dataclass
-class _Unit:
-    """A unit's row as the batch writing it left it: what `Outputs.append` reads of it."""
-
-    key: str
-    id: int
-    tail_block: int
-    head_bytes: int
-    stream_lines: dict[str, int]
-    made: bool
-    """Made in this batch: every segment it has is one of ``firsts``."""
-    row: bool = False
-    """Its row is inserted (a unit made in this batch gets it with its first lines)."""
-    firsts: set[int] = field(default_factory=set)
-    """The first line of each segment this batch wrote."""
-
-
-@dataclass
-class _Batch:
-    units: dict[tuple[str, str], _Unit] = field(default_factory=dict)
-    next_ids: dict[str, int] = field(default_factory=dict)
-    """Each run's next unit id, once read."""
-    absent: set[tuple[str, str]] = field(default_factory=set)
-    """Units looked for at the start of the batch and not found: new ones, no need to look again."""
-
-
 _SEGMENT_COLUMNS = "first, count, stream, stream_first, phase, ts, times, block, offset, length"
 
 
@@ -127,7 +102,7 @@ class Outputs:
         """Each run's folder of output files, as a string (a `Path` per write costs more than the write)."""
         self._index: dict[str, list[str]] = {}
         """Lines of each run's `UNITS_FILE` not written yet: written by `flush_index`, once a batch."""
-        self._batch: _Batch | None = None
+        self._batch: Batch | None = None
 
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -136,7 +111,7 @@ class Outputs:
 
         Entered inside the transaction (its write lock keeps any other batch out); forgotten when it
         ends, and on a rollback with the index lines of the units it had made."""
-        self._batch = _Batch()
+        self._batch = Batch()
         try:
             yield
         except BaseException:
@@ -162,7 +137,8 @@ class Outputs:
 
     def append(self, db: sqlite3.Connection, e: protocol.Output) -> int:
         """File one event's lines; returns the bytes added to the store (0 for a duplicate)."""
-        unit = self._unit(db, e)
+        batch = self._batch or Batch()  # (outside a batch: this event's own)
+        unit = self._unit(db, batch, e)
         if e.first in unit.firsts or (
             not unit.made
             and db.execute(  # lines stored before this batch
@@ -195,109 +171,39 @@ class Outputs:
             first_rest = split.head_count + split.trimmed_lines
             pieces.append((block, split.rest, first_rest, count - first_rest))
         stored = sum(self._write_segment(db, e, unit_id, stream, times, *piece) for piece in pieces)
-        unit.firsts.add(e.first)
-        unit.stream_lines[stream] = max(unit.stream_lines.get(stream, 0), e.stream_first + count - 1)
-        head = len(split.head) + 1 if split.head_count else 0
-        unit.head_bytes += head
-        unit.tail_block = max(unit.tail_block, block)
-        if unit.made and not unit.row:  # the unit's first lines: its row as they leave it
-            unit.row = True
-            db.execute(
-                "INSERT INTO outputs (run_id, unit, id, worker, lines, stream_lines, bytes_written, "
-                "bytes_stored, head_bytes, tail_block, dropped_lines, dropped_bytes, first_ts, last_ts) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (
-                    e.run_id,
-                    unit.key,
-                    unit_id,
-                    e.worker,
-                    max(e.first + count - 1, 0),
-                    _stream_text(unit.stream_lines),
-                    len(data) + 1,
-                    stored,
-                    head,
-                    block,
-                    split.trimmed_lines,
-                    split.trimmed_bytes,
-                    e.ts,
-                    e.ts,
-                ),
-            )
-        else:
-            db.execute(
-                "UPDATE outputs SET lines=max(lines, ?), stream_lines=?, bytes_written=bytes_written+?, "
-                "bytes_stored=bytes_stored+?, head_bytes=head_bytes+?, tail_block=max(tail_block, ?), "
-                "dropped_lines=dropped_lines+?, dropped_bytes=dropped_bytes+?, "
-                "first_ts=min(coalesce(first_ts, ?), ?), last_ts=max(coalesce(last_ts, ?), ?) "
-                "WHERE run_id=? AND id=?",
-                (
-                    e.first + count - 1,
-                    _stream_text(unit.stream_lines),
-                    len(data) + 1,
-                    stored,
-                    head,
-                    block,
-                    split.trimmed_lines,
-                    split.trimmed_bytes,
-                    e.ts,
-                    e.ts,
-                    e.ts,
-                    e.ts,
-                    e.run_id,
-                    unit_id,
-                ),
-            )
+        unit.wrote(
+            db,
+            e,
+            lines=count,
+            stream=stream,
+            written=len(data) + 1,
+            stored=stored,
+            head=len(split.head) + 1 if split.head_count else 0,
+            block=block,
+            trimmed=(split.trimmed_lines, split.trimmed_bytes),
+        )
         if block:
             dropped += self.tail.drop_old(db, e.run_id, unit_id)
         return stored - dropped
 
     def look_up(self, db: sqlite3.Connection, events: list[protocol.Event]) -> None:
         """Read the rows of the units a batch's outputs go to, a query a run (not one an event)."""
-        batch = self._batch
-        if batch is None:
+        if self._batch is None:
             return
         keys: dict[str, set[str]] = {}
         for e in events:
             if type(e) is protocol.Output:
                 keys.setdefault(e.run_id, set()).add(unit_key(e.nodeid, e.worker))
-        for run_id, units in keys.items():
-            rows = db.execute(
-                "SELECT unit, id, tail_block, head_bytes, stream_lines FROM outputs WHERE run_id=? AND unit "
-                "IN (SELECT value FROM json_each(?))",
-                (run_id, json.dumps(list(units))),
-            )
-            for key, *row in rows:
-                batch.units[(run_id, key)] = _Unit(
-                    key, row[0], row[1], row[2], json.loads(row[3]), made=False
-                )
-            batch.absent.update((run_id, key) for key in units if (run_id, key) not in batch.units)
+        self._batch.look_up(db, keys)
 
-    def _unit(self, db: sqlite3.Connection, e: protocol.Output) -> _Unit:
+    def _unit(self, db: sqlite3.Connection, batch: Batch, e: protocol.Output) -> Unit:
         """The unit's row as this batch knows it; a new unit (the run's next id) on its first lines."""
         key = unit_key(e.nodeid, e.worker)
-        batch = self._batch or _Batch()
-        unit = batch.units.get((e.run_id, key))
-        if unit is not None:
-            return unit
-        row = None
-        if (e.run_id, key) not in batch.absent:
-            row = db.execute(
-                "SELECT id, tail_block, head_bytes, stream_lines FROM outputs WHERE run_id=? AND unit=?",
-                (e.run_id, key),
-            ).fetchone()
-        if row is not None:
-            unit = _Unit(key, row[0], row[1], row[2], json.loads(row[3]), made=False)
-        else:
-            unit_id = batch.next_ids.get(e.run_id)
-            if unit_id is None:
-                unit_id = db.execute(
-                    "SELECT coalesce(max(id), 0) + 1 FROM outputs WHERE run_id=?", (e.run_id,)
-                ).fetchone()[0]
-            batch.next_ids[e.run_id] = unit_id + 1
-            unit = _Unit(key, unit_id, 0, 0, {}, made=True)
+        unit = batch.known(db, e.run_id, key)
+        if unit is None:
+            unit = batch.make(db, e.run_id, key)
             index = os.path.join(self.folder(e.run_id), UNITS_FILE)
-            self._index.setdefault(index, []).append(json.dumps([unit_id, e.worker, key]) + "\n")
-        batch.units[(e.run_id, key)] = unit
+            self._index.setdefault(index, []).append(json.dumps([unit.id, e.worker, key]) + "\n")
         return unit
 
     def folder(self, run_id: str) -> str:
@@ -404,9 +310,8 @@ class Outputs:
         if known is not None and not known.tail_block:
             return  # (a unit this batch knows without a tail has none to move)
         self.tail.finish(db, run_id, unit)
-        if batch:  # its row changed: read again if more lines come
-            batch.units.pop((run_id, unit), None)
-            batch.absent.discard((run_id, unit))
+        if batch:
+            batch.forget(run_id, unit)
 
     def delete_run(self, run_id: str) -> None:
         shutil.rmtree(self.root / safe_name(run_id), ignore_errors=True)
@@ -437,13 +342,6 @@ class Outputs:
                 return os.pread(f.fileno(), seg.length, seg.offset)
         except FileNotFoundError:
             return b""
-
-
-def _stream_text(lines: dict[str, int]) -> str:
-    """A unit's last line of each stream as `json.dumps` writes them, in a quarter of its time."""
-    if all(name in protocol.STREAMS and type(last) is int for name, last in lines.items()):
-        return "{" + ", ".join([f'"{name}": {last}' for name, last in lines.items()]) + "}"
-    return json.dumps(lines)
 
 
 def _times_blob(times: list[float] | None, count: int) -> bytes | None:
