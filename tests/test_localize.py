@@ -142,6 +142,22 @@ def test_the_command_localizes_and_stores_the_result(pytester: pytest.Pytester) 
     store.close()
 
 
+def test_a_store_outside_the_project_localizes_the_same_tests(
+    pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The plan lives in the store; a store elsewhere must not move pytest's rootdir (node ids)."""
+    directory = tmp_path_factory.mktemp("elsewhere") / "store"
+    pytester.makepyfile(pricing=PRICING, test_pricing=TESTS)
+    run_inner(pytester, "--mcp-debug-coverage", f"--mcp-debug-dir={directory}").assert_outcomes(
+        failed=1, passed=3
+    )
+    command = [sys.executable, "-m", "mcpdebug.cli", "localize", "--budget", "20", "--dir", str(directory)]
+    done = subprocess.run(command, cwd=pytester.path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "none of the failing tests was collected" not in done.stdout
+    assert "pricing.py:2 ('>' -> '>=')" in done.stdout, done.stdout
+
+
 def test_localize_without_coverage_says_how_to_get_it(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(pricing=PRICING, test_pricing=TESTS)
     run_inner(pytester, "--mcp-debug").assert_outcomes(failed=1, passed=3)

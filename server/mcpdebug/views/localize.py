@@ -55,8 +55,12 @@ class Planned:
 
     def command(self) -> list[str]:
         tests = sorted({*self.plan["failing"], *(n for e in self.plan["lines"] for n in e["passing"])})
-        runner = ["-p", "pytest_mcpdebug.localize.runner", "--mcp-debug-localize", str(self.path)]
+        # one argument: pytest reads a plugin option's separate value as a path when it chooses the
+        # rootdir, and a plan outside the project (--mcp-debug-dir elsewhere) moved it and every node id
+        runner = ["-p", "pytest_mcpdebug.localize.runner", f"--mcp-debug-localize={self.path}"]
         kept = kept_options(list(self.run["args"] or []))
+        if self.run["rootdir"] and not any(a == "--rootdir" or a.startswith("--rootdir=") for a in kept):
+            kept.append(f"--rootdir={self.run['rootdir']}")  # the node ids are the recorded run's
         return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *runner, *kept, *tests]
 
     def environment(self) -> dict[str, str]:
