@@ -99,7 +99,10 @@ def record(subject: Subject, folder: Path, env: dict[str, str], mutant: dict[str
 
 
 def anchor_place(data_file: Path, outcomes: dict[str, str], target: tuple[str, int]) -> int | None:
-    """Plain Ochiai over pytest-cov's per-test contexts, the line's worst place."""
+    """Plain Ochiai over pytest-cov's per-test contexts, the line's worst place (None: not ranked, or
+    no data: pytest-cov writes none when no test ran, e.g. a test module failed to import)."""
+    if not data_file.is_file():
+        return None
     coverage = load([data_file])
     failing = {t for t, o in outcomes.items() if o in FAILING}
     passing = {t for t, o in outcomes.items() if o == "passed"}
@@ -184,10 +187,19 @@ def table(rows: list[Row], name: str) -> str:
     ):
         if any(getattr(r, attribute) is not None for r in rows):
             out.append(f"| {label} | " + " | ".join(share(rows, attribute, t) for t in TOPS) + " |")
+    broken = sum(1 for r in rows if any(n.startswith("scoring failed") for n in r.notes))
+    if broken:
+        out.append(f"\n{broken} mutant(s) the harness could not score (counted as not found)")
+    unranked = sum(1 for r in rows if r.failing == 0 and not any(n.startswith("scoring") for n in r.notes))
+    if unranked:
+        out.append(
+            f"{unranked} mutant(s) failed no test in the recorded run (a collection error is no test: "
+            "nothing ranks it; counted as not found)"
+        )
     named = sum(r.in_failure for r in rows)
     percent = 100 * named / max(len(rows), 1)
     out.append(f"\nFirst `get_failure` reply names the mutated line: {named}/{len(rows)} ({percent:.0f}%)")
-    times = [r.localize_seconds for r in rows if r.localize_seconds is not None]
+    times = [r.localize_seconds for r in rows if r.localize_seconds is not None and r.failing]
     if times:
         out.append(
             f"`localize` time per mutant: median {statistics.median(times):.1f} s, max {max(times):.1f} s"
@@ -256,7 +268,11 @@ def main() -> None:
                         print(f"  {mutant['id']} recorded", flush=True)
                         continue
                     budget = None if options.no_localize else options.budget
-                    row = score(subject, folder, mutant, into, budget)
+                    try:
+                        row = score(subject, folder, mutant, into, budget)
+                    except Exception as exc:  # one mutant the harness cannot score is a miss, not the end
+                        row = Row(mutant["id"], subject.name, f"{mutant['old']} -> {mutant['new']}", 0)
+                        row.notes.append(f"scoring failed: {type(exc).__name__}: {str(exc)[:200]}")
                 finally:
                     (folder / mutant["file"]).write_text(original)
                 rows.append(row)
