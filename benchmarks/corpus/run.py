@@ -241,34 +241,49 @@ def run_once(
         "tail": stdout[-3000:] if (hung or rc not in (0, 1, 5)) else "",
     }
     if check_record and not hung:
-        record["record_check"] = _check_record(bin_dir, tmp, rc, record["summary"])
+        record["record_check"] = _check_record(bin_dir, tmp, rc, record["summary"], found)
     shutil.rmtree(tmp, ignore_errors=True)
     return record
 
 
-def _check_record(bin_dir: Path, tmp: Path, rc: int, summary: str) -> str:
+def _check_record(bin_dir: Path, tmp: Path, rc: int, summary: str, junit: outcomes.Outcomes | None) -> str:
     """Whether the run's record (`mcpdebug show`, read from the spool) says what pytest said: the exit
-    status and the counts of its closing line. "" if it does, else what differs."""
+    status and the counts of its closing line, and each test's outcome (`--all --json`) as its junit
+    report has it. "" if it does, else what differs."""
+    problems: list[str] = []
+    text = _show(bin_dir, tmp, problems)
+    status = next((line for line in text.splitlines() if line.startswith("Run ")), "")
+    tests = next((line for line in text.splitlines() if line.startswith("Tests:")), "")
+    if f"exit status {rc}" not in status:
+        problems.append(f"status line {status!r}, pytest exited {rc}")
+    if outcomes.counts(tests) != outcomes.counts(summary):
+        problems.append(f"record {tests!r}, pytest {summary!r}")
+    shown = _show(bin_dir, tmp, problems, "--all", "--json")
+    if shown:
+        try:
+            listed = json.loads(shown)["tests"]
+        except (ValueError, KeyError, TypeError) as exc:
+            problems.append(f"mcpdebug show --json gave no list of tests: {exc}")
+        else:
+            problems += outcomes.record_differences(listed, junit)
+    return "; ".join(problems)
+
+
+def _show(bin_dir: Path, tmp: Path, problems: list[str], *args: str) -> str:
+    """What `mcpdebug show ARGS` prints of the run's folder ("" and a problem if it fails)."""
     try:
         out = subprocess.run(
-            [str(bin_dir / "mcpdebug"), "show", "--dir", str(tmp / "mcpdebug")],
+            [str(bin_dir / "mcpdebug"), "show", *args, "--dir", str(tmp / "mcpdebug")],
             capture_output=True,
             text=True,
             timeout=120,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"mcpdebug show failed: {exc}"
-    text = out.stdout
-    status = next((line for line in text.splitlines() if line.startswith("Run ")), "")
-    tests = next((line for line in text.splitlines() if line.startswith("Tests:")), "")
-    problems = []
-    if f"exit status {rc}" not in status:
-        problems.append(f"status line {status!r}, pytest exited {rc}")
-    if outcomes.counts(tests) != outcomes.counts(summary):
-        problems.append(f"record {tests!r}, pytest {summary!r}")
+        problems.append(f"mcpdebug show {' '.join(args)} failed: {exc}")
+        return ""
     if out.returncode:
-        problems.append(f"mcpdebug show exited {out.returncode}: {out.stderr[-300:]}")
-    return "; ".join(problems)
+        problems.append(f"mcpdebug show {' '.join(args)} exited {out.returncode}: {out.stderr[-300:]}")
+    return out.stdout
 
 
 def _warm_up(project: Project, src: Path, bin_dir: Path, cache: Path, jobs: int) -> None:
