@@ -195,6 +195,30 @@ EVENT_STRATEGIES: dict[type, st.SearchStrategy[Any]] = {
         combined=st.booleans(),
         note=texts,
     ),
+    protocol.Localization: _event(
+        protocol.Localization,
+        budget=floats,
+        elapsed=floats,
+        failing=st.lists(texts, max_size=3),
+        still_failing=st.lists(texts, max_size=3),
+        lines=st.lists(
+            st.builds(
+                protocol.LocalizedLine,
+                file=texts,
+                line=ints,
+                tried=ints,
+                mutant=texts,
+                fixed=ints,
+                failing=ints,
+                broke=ints,
+                passing=ints,
+                note=texts,
+            ),
+            max_size=3,
+        ),
+        complete=st.booleans(),
+        note=texts,
+    ),
     protocol.ValueTrace: _event(
         protocol.ValueTrace,
         nodeid=texts,
@@ -418,7 +442,7 @@ def test_optional_fields_take_their_defaults_when_absent() -> None:
 
 def test_event_types_lists_every_event_tag() -> None:
     assert set(protocol.EVENT_TYPES) == {c.__struct_config__.tag for c in EVENT_CLASSES}
-    assert len(protocol.EVENT_TYPES) == 19
+    assert len(protocol.EVENT_TYPES) == 20
     assert "output" in protocol.EVENT_TYPES
     assert "hello" not in protocol.EVENT_TYPES
 

@@ -271,7 +271,17 @@ async def test_tool_groups_list_only_what_was_chosen(recorded_dir: Path, tmp_pat
     async with Client(build_server(store, groups=["hangs", "output"])) as client:
         names = {t.name for t in (await client.list_tools()).tools}
     assert names == {"get_hang", "detect_hang", "get_output", "search_output", "get_logs", "enable_tools"}
-    assert set(GROUPS) == {"runs", "failures", "hangs", "live", "output", "processes", "debug", "diagnosis"}
+    assert set(GROUPS) == {
+        "runs",
+        "failures",
+        "hangs",
+        "live",
+        "output",
+        "processes",
+        "debug",
+        "diagnosis",
+        "localize",
+    }
     bad = subprocess.run(
         [MCPDEBUG, "serve", "--dir", str(recorded_dir), "--tools", "runs,nope"],
         capture_output=True,
@@ -282,7 +292,7 @@ async def test_tool_groups_list_only_what_was_chosen(recorded_dir: Path, tmp_pat
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines()[-1] == (
         "mcpdebug serve: unknown tool group 'nope'; the groups are runs, failures, hangs, live, output, "
-        "processes, debug, diagnosis (or core, all)"
+        "processes, debug, diagnosis, localize (or core, all)"
     )
 
 

@@ -165,6 +165,18 @@ def check(workspace: Path, task_id: str) -> tuple[bool, bool, str]:
             (workspace / name).unlink(missing_ok=True)
 
 
+PLUGIN_BLOCKS = ("mcpdebug: hangs", "mcpdebug: beyond the traceback")
+"""The headers of what the plugin adds to pytest's own output (a hang's diagnosis, the brief)."""
+
+
+def diagnosis_read(workspace: Path) -> int:
+    """Commands whose output held the plugin's own block in pytest's output: the project reached the
+    agent where it already looks, without a tool call."""
+    out = workspace / ".trial" / "out"
+    texts = (p.read_bytes().decode("utf-8", "replace") for p in sorted(out.glob("*.txt")))
+    return sum(any(block in text for block in PLUGIN_BLOCKS) for text in texts)
+
+
 def score(workspace: Path, report_path: Path, label: str, run_check: bool, wall: float | None) -> dict:
     meta = json.loads((workspace / ".trial" / "task.json").read_text(encoding="utf-8"))
     task_id = meta["task"]
@@ -198,6 +210,7 @@ def score(workspace: Path, report_path: Path, label: str, run_check: bool, wall:
         "wall_s": wall,
         "tools_used": counts["mcp"] + counts["mcpdebug"] > 0,
         "project_files_read": sum(".mcpdebug" in c["cmd"] or "report.html" in c["cmd"] for c in commands),
+        "diagnosis_read": diagnosis_read(workspace),
         "touched_outside": sorted(set(outside)),
     }
 
@@ -221,8 +234,9 @@ def save(row: dict, results: Path) -> None:
 def table(rows: list[dict]) -> str:
     out = [
         "| task | condition | solved | named | fixed | commands | pytest | mcp | mcpdebug | read+grep "
-        "| edit | chars read | wall s | tools used |",
-        "| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        "| edit | chars read | wall s | tools used | plugin's block read |",
+        "| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- "
+        "| ---: |",
     ]
     yes = {True: "yes", False: "no"}
     for r in rows:
@@ -231,12 +245,14 @@ def table(rows: list[dict]) -> str:
             f"| {r['task']} | {r['condition']} | {yes[r['solved']]} | {yes[r['named']]} "
             f"| {yes[r['fixed']]} "
             f"| {c['total']} | {c['pytest']} | {c['mcp']} | {c['mcpdebug']} | {c['read'] + c['grep']} "
-            f"| {c['edit']} | {r['chars_read']:,} | {r['wall_s']} | {yes[r['tools_used']]} |"
+            f"| {c['edit']} | {r['chars_read']:,} | {r['wall_s']} | {yes[r['tools_used']]} "
+            f"| {r.get('diagnosis_read', 0)} |"
         )
     out += [
         "",
-        "| kind | condition | trials | solved | commands (median) | chars read (median) | tools used |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+        "| kind | condition | trials | solved | commands (median) | chars read (median) | tools used "
+        "| tools used or the plugin's block read |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     groups: dict[tuple[str, str], list[dict]] = {}
     for r in rows:
@@ -246,7 +262,8 @@ def table(rows: list[dict]) -> str:
             f"| {kind} | {condition} | {len(group)} | {sum(r['solved'] for r in group)} "
             f"| {_median([r['commands']['total'] for r in group])} "
             f"| {_median([r['chars_read'] for r in group]):,} "
-            f"| {sum(r['tools_used'] for r in group)}/{len(group)} |"
+            f"| {sum(r['tools_used'] for r in group)}/{len(group)} "
+            f"| {sum(r['tools_used'] or r.get('diagnosis_read', 0) > 0 for r in group)}/{len(group)} |"
         )
     return "\n".join(out) + "\n"
 

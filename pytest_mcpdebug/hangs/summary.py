@@ -6,6 +6,7 @@ Registered in the process that prints the summary (no xdist: the only one; xdist
 from __future__ import annotations
 
 import collections
+import shlex
 import time
 from pathlib import Path
 from typing import Any
@@ -148,9 +149,12 @@ class HangSummary(PluginObject):
         base = Path(terminalreporter.config.invocation_params.dir)
         where = dir_arg(self.directory, base)
         rid = self.reporter.run_id
+        # one hang: its command as pasted; more: the run's first failure, with the test to put in
+        test = shlex.quote(self.hangs[0][0]) if len(self.hangs) == 1 else "<test>"
+        tool = f'"{self.hangs[0][0]}"' if len(self.hangs) == 1 else "..."
         terminalreporter.write_line(
-            f"Inspect: `{program('mcpdebug', base)} failure {rid} <test>{where}`, or the MCP tool "
-            f'get_hang(run_id="{rid}", test=...) for every thread\'s stack and the locals.'
+            f"Inspect: `{program('mcpdebug', base)} failure {rid} {test}{where}`, or the MCP tool "
+            f'get_hang(run_id="{rid}", test={tool}) for every thread\'s stack and the locals.'
         )
 
 

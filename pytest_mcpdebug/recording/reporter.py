@@ -93,7 +93,7 @@ class Reporter(PluginObject):
         """`use_msgspec` at the next quiet pass, in the test thread: for the sender thread. An import in
         another thread hands the GIL to and fro at each of its ~60 file system calls (a 2,000-test run's
         test thread waited 9.3 ms, against 3.8 ms and the import's own 3.5 ms here: see
-        `benchmarks/RESULTS.md`)."""
+        `benchmarks/notes/overhead.md`)."""
         if self.quick_line == plain.quick_line:
             self.quick_line = self._load_msgspec
 

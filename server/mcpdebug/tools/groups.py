@@ -33,7 +33,7 @@ GROUPS: Final[dict[str, Group]] = {
     "runs": Group(
         "mcpdebug.tools.runs",
         "RunTools",
-        ("list_sessions", "get_run_summary", "list_tests", "get_test", "get_environment"),
+        ("list_sessions", "get_run_summary", "get_environment", "list_tests", "get_test"),
         "runs and their tests",
     ),
     "failures": Group(
