@@ -20,6 +20,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -57,9 +59,35 @@ def generate(folder: Path, shard: int, count: int, first: int) -> None:
 def timed(
     command: list[str], cwd: Path, env: dict[str, str]
 ) -> tuple[float, subprocess.CompletedProcess[str]]:
+    took, _, done = timed_cpu(command, cwd, env)
+    return took, done
+
+
+def timed_cpu(
+    command: list[str], cwd: Path, env: dict[str, str]
+) -> tuple[float, float, subprocess.CompletedProcess[str]]:
+    """(wall seconds, CPU seconds of the command: user + system, its children's too, the result)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, check=False)
-    return time.perf_counter() - started, done
+    took = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return took, cpu, done
+
+
+def file_creation(folder: Path, count: int = 5_000) -> float:
+    """Microseconds of CPU to make a file of a line, as the merge makes one per test: ext4 without
+    a journal (this machine's) steps over every inode freed in the last minutes for each new one,
+    so the same merge costs several times more CPU after a mass deletion (yours or another
+    suite's): said beside the figures."""
+    folder.mkdir(parents=True)
+    started = time.process_time()
+    for n in range(count):
+        fd = os.open(folder / f"{n}.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        os.write(fd, b"test 1 starts\nshard 0 passes it\n")
+        os.close(fd)
+    return (time.process_time() - started) / count * 1e6
 
 
 def size_of(folder: Path) -> tuple[int, int, int]:
@@ -123,27 +151,42 @@ def main() -> None:
             recorded += took
             print(f"  shard {shard}: {done.stdout.strip().splitlines()[-2][:100]} ({took:.1f} s)", flush=True)
     print(f"recorded in {recorded:.0f} s", flush=True)
-    folders = [str(base / f"shard-{s}" / ".mcpdebug") for s in range(args.shards)]
-    for name in ("merged", "merged-stores"):
-        subprocess.run(["rm", "-rf", str(base / name)], check=True)
+    spools = [str(base / f"shard-{s}" / ".mcpdebug") for s in range(args.shards)]
+    folders = [str(base / "stores" / f"shard-{s}") for s in range(args.shards)]
+    # A --keep run's folders of the last run are deleted once this one is measured: 300,000 files
+    # deleted just before would slow the files this one makes (ext4 without a journal looks through
+    # the inodes freed in the last minute for each new one).
+    old = base / f"old-{time.time_ns()}"
+    old.mkdir()
+    for name in ("merged", "merged-stores", "stores"):
+        if (base / name).exists():
+            (base / name).rename(old / name)
 
+    print(f"making a file of a line here: {file_creation(old / 'files'):.0f} us of CPU", flush=True)
     before = load()
-    merge_time, done = timed([MCPDEBUG, "merge", *folders, "--dir", str(base / "merged")], base, clean_env())
+    command = [MCPDEBUG, "merge", *spools, "--dir", str(base / "merged")]
+    merge_time, cpu, done = timed_cpu(command, base, clean_env())
     assert done.returncode == 0, done.stderr
-    print(f"merge of {args.shards} spool folders: {merge_time:.1f} s (load average before {before})")
+    print(
+        f"merge of {args.shards} spool folders: {merge_time:.1f} s, CPU {cpu:.1f} s (load average before "
+        f"{before}, after {load()})"
+    )
     print("  " + done.stdout.strip().splitlines()[-2], flush=True)
 
     ingest = 0.0
-    for folder in folders:  # each shard's spool into its own store, as a CI job's report step does
+    for spool, folder in zip(
+        spools, folders, strict=True
+    ):  # each shard's spool into its own store, as a CI job's
+        shutil.copytree(spool, folder)  # report step does (on a copy: the spool folders stay for --keep)
         took, _ = timed([MCPDEBUG, "runs", "--dir", folder], base, clean_env())
         ingest += took
     before = load()
     target = str(base / "merged-stores")
-    stores_time, done = timed([MCPDEBUG, "merge", *folders, "--dir", target], base, clean_env())
+    stores_time, cpu, done = timed_cpu([MCPDEBUG, "merge", *folders, "--dir", target], base, clean_env())
     assert done.returncode == 0, done.stderr
     print(
-        f"merge of {args.shards} stores: {stores_time:.1f} s (each shard's spool taken in first: "
-        f"{ingest:.1f} s in all; load average before {before})",
+        f"merge of {args.shards} stores: {stores_time:.1f} s, CPU {cpu:.1f} s (each shard's spool taken in "
+        f"first: {ingest:.1f} s in all; load average before {before}, after {load()})",
         flush=True,
     )
     again, done = timed([MCPDEBUG, "merge", *folders, "--dir", str(base / "merged")], base, clean_env())
@@ -164,9 +207,11 @@ def main() -> None:
     print(f"get_failure: median {median:.0f} ms (min {least:.0f} ms) over 5")
     database, output, files = size_of(base / "merged")
     print(f"merged store: database {database / 1e6:.0f} MB, output {output / 1e6:.0f} MB in {files:,} files")
-    spools = sum(p.stat().st_size for f in folders for p in Path(f).rglob("*.jsonl"))
+    spooled = sum(p.stat().st_size for f in spools for p in Path(f).rglob("*.jsonl"))
     stores = sum(size_of(Path(f))[0] + size_of(Path(f))[1] for f in folders)
-    print(f"the shards' stores: {stores / 1e6:.0f} MB in all (spools left: {spools / 1e6:.0f} MB)")
+    print(f"the shards' spool files: {spooled / 1e6:.0f} MB; their stores: {stores / 1e6:.0f} MB in all")
+    for folder in base.glob("old-*"):
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -133,14 +133,9 @@ def test_the_workflow_runs_here_shards_merge_summary_and_report(tmp_path: Path) 
         workspace.mkdir()
         statuses[matrix["shard"]] = runner.job("test", workspace, matrix)
     log = "\n".join(runner.log)
-    stored = "Take the recording into its store"
-    assert statuses == {
-        "unit": {"Tests (shard unit)": 1, stored: 0},
-        "api": {"Tests (shard api)": 0, stored: 0},
-    }, log
-    assert not list(
-        (runner.artifacts / "mcpdebug-shard-unit").glob("spool/*.jsonl")
-    )  # a store, merged as one
+    assert statuses == {"unit": {"Tests (shard unit)": 1}, "api": {"Tests (shard api)": 0}}, log
+    for shard in ("unit", "api"):  # the spool a job without a server leaves, merged as it is
+        assert list((runner.artifacts / f"mcpdebug-shard-{shard}").glob("spool/*.jsonl"))
     report = tmp_path / "report-job"
     report.mkdir()
     assert set(runner.job("report", report, {}).values()) == {0}, "\n".join(runner.log)

@@ -170,6 +170,17 @@ def test_conflicting_records_are_reported_and_left_out(tmp_path: Path, shards: t
     assert "conflict(s): the merged store kept what it held first" in merged.stdout
     shown = mcpdebug("show", "ci-42", "--dir", "merged", cwd=tmp_path).stdout
     assert "Tests: 4 collected; 1 failed, 3 passed" in shown
+    # the three in one command: each source is compared with what the ones before it stored
+    together = mcpdebug("merge", str(one), str(two), str(rerun), "--dir", "together", cwd=tmp_path)
+    assert together.returncode == 0, together.stderr
+    assert "conflict: ci-42 test_one.py::test_tiers: kept failed on one:main" in together.stderr
+    assert (
+        "conflict: ci-42 test_one.py::test_prints: kept passed on one:main" in together.stderr
+    )  # ended later
+    assert "conflict: ci-42 shard 'one': kept the one run by main-" in together.stderr
+    assert together.stderr.count("conflict: ") == 3
+    shown = mcpdebug("show", "ci-42", "--dir", "together", cwd=tmp_path).stdout
+    assert "Tests: 4 collected; 1 failed, 3 passed" in shown
 
 
 def test_unlabelled_shards_in_one_folder_are_a_conflict(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from helpers import NOW, Events
 from mcpdebug.store import SCHEMA_VERSION, Store, StoreError
 from mcpdebug.views import output as output_view
 from pytest_mcpdebug.folder import STORE_FILE, pid_alive
+from pytest_mcpdebug.limits import Limits
 from pytest_mcpdebug.protocol import (
     CollectionError,
     CollectionFinished,
@@ -534,6 +535,50 @@ def test_duplicates_within_one_batch_count_once(store: Store) -> None:
         assert dump(store) == dump(reference)
     finally:
         reference.close()
+
+
+def test_a_batch_of_many_tests_output_stores_what_one_event_at_a_time_does(tmp_path: Path) -> None:
+    """A spool taken in or merged is applied thousands of events a batch: each unit's row read once
+    and kept up to date in memory while its lines are written. Interleaved tests, one printing past
+    ``max_test_output`` (tail blocks made and dropped within the batch, its tail moved into its file
+    when it ends), a test ending before its last lines arrive: the same as one event a batch."""
+    limits = Limits(max_test_output=4096)
+    p = Proc(RUN, "main-7", "main", clock_from(T0))
+    events: list[Event] = [p.start(7)]
+    noisy, quiet, late = "t.py::test_noisy", "t.py::test_quiet", "t.py::test_late"
+    for chunk in range(40):
+        events.append(p.output(noisy, [f"noisy {chunk}.{n} " + "x" * 40 for n in range(5)]))
+        if chunk % 8 == 0:
+            events.append(p.output(quiet, f"quiet {chunk}", stream="stderr" if chunk % 16 else "stdout"))
+    events.append(p(TestFinished, nodeid=quiet, worker="main", outcome="passed", duration=0.5))
+    events.append(p(TestFinished, nodeid=late, worker="main", outcome="passed", duration=0.5))
+    events.append(p.output(late, "printed after its end was sent (a spool read out of order)"))
+    events.append(p.output(quiet, "and one more after its end"))
+    events.append(p(TestFinished, nodeid=noisy, worker="main", outcome="failed", duration=2.0))
+    events.append(p.output(noisy, "noisy once its tail was moved"))
+    events.append(p.output("", "output outside tests"))
+
+    def stored(folder: str, batches: list[list[Event]]) -> tuple[dict[str, Any], dict[str, int]]:
+        store = Store(tmp_path / folder, limits=limits)
+        try:
+            assert sum(store.apply(batch) for batch in batches) == len(events)
+            assert store.apply(events) == 0
+            return dump(store), {
+                name.partition("/output/")[2]: size for name, size in output_files(store).items()
+            }
+        finally:
+            store.close()
+
+    one_by_one, files = stored("one-by-one", [[e] for e in events])
+    assert stored("batched", [events]) == (one_by_one, files)
+    assert stored("halves", [events[: len(events) // 2], events[len(events) // 2 :]]) == (one_by_one, files)
+    lines = [line for line in one_by_one["lines"] if line[1] == noisy]
+    texts = [text for line in lines for text in line[6:]]
+    assert "noisy 0.0 " + "x" * 40 in texts and "noisy 39.4 " + "x" * 40 in texts  # head and tail kept
+    assert not any(text.startswith("noisy 20.") for text in texts)  # the middle dropped
+    assert any(line[1] == late for line in one_by_one["lines"])
+    assert "noisy once its tail was moved" in texts
+    assert len(one_by_one["outputs"]) == 4  # noisy, quiet, late and the run's: each unit once
 
 
 def test_a_failing_batch_stores_nothing(store: Store) -> None:

@@ -182,6 +182,17 @@ def decode_client_frame(line: bytes | str) -> Hello | Event:
         raise ProtocolError(f"malformed frame: not valid UTF-8 ({exc.reason})") from None
 
 
+def decode_quick(line: bytes) -> QuickPass:
+    """A quiet pass's short record as it is, not made a `TestFinished` (what a first look needs)."""
+    try:
+        quick: QuickPass = _decoder(QuickPass).decode(line)
+    except msgspec.DecodeError as exc:  # ValidationError is a DecodeError
+        raise ProtocolError(f"invalid quick pass: {exc}") from None
+    except (RecursionError, UnicodeEncodeError):
+        raise ProtocolError("invalid quick pass: not decodable JSON") from None
+    return quick
+
+
 def decode_spooled_line(line: bytes) -> Hello | Event:
     """A line of a spool file or a write-ahead copy: a frame, or a quiet pass's short record (`quick`)."""
     if not line.lstrip(b" \t").startswith(b"["):

@@ -18,7 +18,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Final, TypeVar
 
 from mcpdebug.store import Store
 from pytest_mcpdebug import protocol
@@ -32,6 +32,8 @@ READ_BYTES: Final = 1024 * 1024
 MAX_LINE: Final = protocol.MAX_MESSAGE_BYTES
 """No event is longer than the largest message: a longer "line" is garbage."""
 DAMAGED_DIR: Final = "damaged"
+
+Decoded = TypeVar("Decoded")
 
 
 @dataclass
@@ -179,7 +181,7 @@ def _ingest_file(store: Store, path: Path, report: SpoolReport) -> None:
                 frame: protocol.Hello | protocol.Event | None = None
                 if line.strip(b" \t\r\n"):
                     try:
-                        frame = _decode(line)
+                        frame = decode_line(line)
                     except protocol.ProtocolError as exc:
                         scan.skip(len(line), "NUL bytes" if not line.strip(b"\0\n") else str(exc)[:200])
                         continue
@@ -229,15 +231,25 @@ def read_events(
     """Every event of a spool file of another store (an artifact, a shard's spool folder), in batches,
     each with the count of lines skipped as damaged so far; the file is only read (`mcpdebug merge`).
     ``wanted``: only the lines it takes are decoded (a first look for a few kinds of event)."""
+    return read_decoded(path, decode_line, wanted)
+
+
+def read_decoded(
+    path: Path,
+    decode: Callable[[bytes], Decoded | protocol.Hello],
+    wanted: Callable[[bytes], bool] | None = None,
+) -> Iterator[tuple[list[Decoded], int]]:
+    """`read_events`, each line made what ``decode`` makes of it (it raises ProtocolError on a bad one):
+    a first look may need less than whole events."""
     scan = _Scan(0)
-    batch: list[protocol.Event] = []
+    batch: list[Decoded] = []
     with open(path, "rb") as fh:
         for line in _lines(fh, scan, 0, write_ahead=path.name.endswith(WAL_SUFFIX)):
             scan.offset += len(line)
             if not line.strip(b" \t\r\n\0") or (wanted is not None and not wanted(line)):
                 continue
             try:
-                frame = _decode(line)
+                frame = decode(line)
             except protocol.ProtocolError:
                 scan.bad_lines += 1
                 continue
@@ -268,7 +280,7 @@ def _set_aside(store: Store, path: Path, scan: _Scan, kept: int, report: SpoolRe
     log.warning("%s", message)
 
 
-def _decode(line: bytes) -> protocol.Hello | protocol.Event:
+def decode_line(line: bytes) -> protocol.Hello | protocol.Event:
     """A frame, or a quiet pass's short record (`protocol.quick`); a line whose start was overwritten
     with NULs (a crash on some file systems) may still hold a whole frame after them."""
     try:

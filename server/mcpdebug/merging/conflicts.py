@@ -11,7 +11,9 @@ records (its start, collection, finish and output outside tests), which are kept
 
 from __future__ import annotations
 
+import json
 import sqlite3
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -60,13 +62,24 @@ class RunMerge:
         return process in self.processes_left_out
 
 
-def stored_ends(db: sqlite3.Connection, run_id: str, schema: str = "main") -> dict[str, Ended]:
-    """Every ended test of a run in a store (``schema``: an attached source's name)."""
-    rows = db.execute(
-        f"SELECT nodeid, status, finished, worker FROM {schema}.tests "
-        "WHERE run_id=? AND finished IS NOT NULL",
-        (run_id,),
-    )
+def stored_ends(
+    db: sqlite3.Connection, run_id: str, schema: str = "main", among: Collection[str] | None = None
+) -> dict[str, Ended]:
+    """Every ended test of a run in a store (``schema``: an attached source's name), or those of
+    them ``among`` names (a source's tests: the eighth shard merged reads its own, not the seven
+    others' too)."""
+    if among is None:
+        rows = db.execute(
+            f"SELECT nodeid, status, finished, worker FROM {schema}.tests "
+            "WHERE run_id=? AND finished IS NOT NULL",
+            (run_id,),
+        )
+    else:
+        rows = db.execute(
+            f"SELECT nodeid, status, finished, worker FROM {schema}.tests WHERE run_id=? AND finished IS "
+            "NOT NULL AND nodeid IN (SELECT value FROM json_each(?))",
+            (run_id, json.dumps(list(among))),
+        )
     return {r[0]: Ended(r[1], float(r[2]), r[3] or "") for r in rows}
 
 

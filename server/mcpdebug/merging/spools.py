@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from mcpdebug.ingest.spool import read_events
+from mcpdebug.ingest.spool import decode_line, read_decoded, read_events
 from mcpdebug.merging.conflicts import (
     Conflict,
     Ended,
@@ -36,7 +36,10 @@ def merge_spools(store: Store, source: Source, conflicts: list[Conflict]) -> tup
     ends, starts, later = _first_look(source, conflicts)
     runs: dict[str, RunMerge] = {}
     for run_id in sorted({*ends, *(r for r, _ in starts)}):
-        runs[run_id] = compare(run_id, stored_ends(store.db, run_id), ends.get(run_id, {}), name, conflicts)
+        incoming = ends.get(run_id, {})
+        runs[run_id] = compare(
+            run_id, stored_ends(store.db, run_id, among=incoming), incoming, name, conflicts
+        )
         runs[run_id].left_out.update(later.get(run_id, {}))
     for (run_id, label), processes in sorted(starts.items()):
         if shard_conflict(store.db, run_id, label, processes[0], name, conflicts):
@@ -46,12 +49,17 @@ def merge_spools(store: Store, source: Source, conflicts: list[Conflict]) -> tup
             taken_label(run_id, label, processes[0], process, name, conflicts)
             runs[run_id].processes_left_out.add(process)
     damaged = 0
+    leaving = {run_id for run_id, merge in runs.items() if merge.left_out or merge.processes_left_out}
     for path in source.spools:
         bad = 0
         for batch, bad in read_events(path):  # noqa: B007 (the last count is the file's)
-            kept = [
-                e for e in batch if e.run_id not in runs or not runs[e.run_id].leaves_out(_test(e), e.process)
-            ]
+            kept = batch
+            if leaving:
+                kept = [
+                    e
+                    for e in batch
+                    if e.run_id not in leaving or not runs[e.run_id].leaves_out(_test(e), e.process)
+                ]
             if kept:
                 store.apply(kept)
         damaged += bad
@@ -67,23 +75,33 @@ def _first_look(
     starts: dict[tuple[str, str], list[str]] = {}
     later: dict[str, dict[str, str]] = {}
     for path in source.spools:
-        for batch, _ in read_events(path, lambda line: line.startswith(_FIRST_LOOK)):
+        for batch, _ in read_decoded(path, _end_or_start, lambda line: line.startswith(_FIRST_LOOK)):
             for e in batch:
-                if type(e) is protocol.TestFinished and e.outcome != "rerun":
-                    end = Ended(e.outcome, e.ts, e.worker, e.process)
-                    run = ends.setdefault(e.run_id, {})
-                    first = run.get(e.nodeid)
-                    if first is not None and within(
-                        e.run_id, e.nodeid, first, end, str(source.path), conflicts
-                    ):
-                        later.setdefault(e.run_id, {})[e.nodeid] = e.process
-                        continue
-                    run[e.nodeid] = end
-                elif type(e) is protocol.RunStarted:
+                if type(e) is protocol.RunStarted:
                     processes = starts.setdefault((e.run_id, e.shard), [])
                     if e.process not in processes:
                         processes.append(e.process)
+                    continue
+                if type(e) is protocol.QuickPass:
+                    end = Ended("passed", e.ts, e.worker, e.process)
+                elif type(e) is protocol.TestFinished and e.outcome != "rerun":
+                    end = Ended(e.outcome, e.ts, e.worker, e.process)
+                else:
+                    continue
+                run = ends.setdefault(e.run_id, {})
+                first = run.get(e.nodeid)
+                if first is not None and within(e.run_id, e.nodeid, first, end, str(source.path), conflicts):
+                    later.setdefault(e.run_id, {})[e.nodeid] = e.process
+                    continue
+                run[e.nodeid] = end
     return ends, starts, later
+
+
+def _end_or_start(line: bytes) -> protocol.Event | protocol.QuickPass | protocol.Hello:
+    """A first look's line: a quiet pass stays its short record (made an event, it would cost twice)."""
+    if line.startswith(b"["):
+        return protocol.decode_quick(line)
+    return decode_line(line)
 
 
 def _test(e: protocol.Event) -> str:

@@ -87,7 +87,7 @@ def _merge_run(
     if known and not new_events:
         return RunMerge(known_tests=len(incoming))  # every record of it is here already
     name, source_spools = str(source.path), source.spools
-    merge = compare(run_id, stored_ends(db, run_id, "main"), incoming, name, conflicts)
+    merge = compare(run_id, stored_ends(db, run_id, "main", among=incoming), incoming, name, conflicts)
     for label, process in _source_shards(db, run_id):
         if shard_conflict(db, run_id, label, process, name, conflicts):
             merge.processes_left_out.add(process)

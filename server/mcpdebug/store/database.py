@@ -231,42 +231,41 @@ class Store(Liveness, Queries, HistoryQueries, DiagnosisQueries, ShardQueries):
             return self._apply(batch)
 
     def _apply(self, events: list[protocol.Event]) -> int:
-        new = 0
         span: dict[str, tuple[float, float]] = {}  # run -> (first, last) timestamp of its new events
         grown: dict[str, int] = {}  # run -> bytes its new events add to the store
         created: set[str] = set()
         finished = False
-        with self.transaction() as db:
-            for event in events:
-                cur = db.execute(
-                    "INSERT OR IGNORE INTO events VALUES (?, ?, ?)", (event.run_id, event.process, event.seq)
-                )
-                if cur.rowcount:
-                    new += 1
-                    first, last = span.get(event.run_id, (event.ts, event.ts))
-                    span[event.run_id] = (min(first, event.ts), max(last, event.ts))
-                    if event.run_id not in self._known_runs and event.run_id not in created:
-                        touch_run(db, event.run_id, event.ts, event.ts)  # handlers UPDATE this row
-                        created.add(event.run_id)
-                    size = EVENT_BYTES
-                    if isinstance(event, protocol.Output):
-                        size += self.outputs.append(db, event)
-                    else:
-                        HANDLERS[type(event)](db, event)
-                        if isinstance(event, protocol.TestFinished):
-                            self.outputs.finish(db, event.run_id, event.nodeid)
-                        elif isinstance(event, protocol.ProcessFinished):
-                            self._finish_process_output(db, event)
-                        elif isinstance(event, protocol.RunFinished):
-                            finished = True
-                    grown[event.run_id] = grown.get(event.run_id, 0) + size
+        with self.transaction() as db, self.outputs.batch():
+            fresh = _unstored(db, events)
+            self.outputs.look_up(db, fresh)
+            db.executemany(
+                "INSERT INTO events VALUES (?, ?, ?)", [(e.run_id, e.process, e.seq) for e in fresh]
+            )
+            for event in fresh:
+                first, last = span.get(event.run_id, (event.ts, event.ts))
+                span[event.run_id] = (min(first, event.ts), max(last, event.ts))
+                if event.run_id not in self._known_runs and event.run_id not in created:
+                    touch_run(db, event.run_id, event.ts, event.ts)  # handlers UPDATE this row
+                    created.add(event.run_id)
+                size = EVENT_BYTES
+                if isinstance(event, protocol.Output):
+                    size += self.outputs.append(db, event)
+                else:
+                    HANDLERS[type(event)](db, event)
+                    if isinstance(event, protocol.TestFinished):
+                        self.outputs.finish(db, event.run_id, event.nodeid)
+                    elif isinstance(event, protocol.ProcessFinished):
+                        self._finish_process_output(db, event)
+                    elif isinstance(event, protocol.RunFinished):
+                        finished = True
+                grown[event.run_id] = grown.get(event.run_id, 0) + size
             for run_id, (first, last) in span.items():
                 touch_run(db, run_id, first, last, grown.get(run_id, 0))
             self.outputs.flush_index()
         self._known_runs |= created  # only once committed
         if created or finished:
             self.enforce_retention()
-        return new
+        return len(fresh)
 
     def _finish_process_output(self, db: sqlite3.Connection, e: protocol.Event) -> None:
         row = db.execute(
@@ -351,3 +350,28 @@ class Store(Liveness, Queries, HistoryQueries, DiagnosisQueries, ShardQueries):
                 "INSERT OR IGNORE INTO tests (run_id, nodeid, worker, status) VALUES (?, ?, ?, 'unknown')",
                 [(run_id, nodeid, worker) for nodeid, worker in tests],
             )
+
+
+def _unstored(db: sqlite3.Connection, events: list[protocol.Event]) -> list[protocol.Event]:
+    """The events of a batch not stored yet (each once), in their order: the stored ones are read a
+    process's range at a time, not an event at a time."""
+    ranges: dict[tuple[str, str], tuple[int, int]] = {}
+    for e in events:
+        low, high = ranges.get((e.run_id, e.process), (e.seq, e.seq))
+        ranges[(e.run_id, e.process)] = (min(low, e.seq), max(high, e.seq))
+    seen: set[tuple[str, str, int]] = set()
+    for (run_id, process), (low, high) in ranges.items():
+        seen.update(
+            (run_id, process, seq)
+            for (seq,) in db.execute(
+                "SELECT seq FROM events WHERE run_id=? AND process=? AND seq BETWEEN ? AND ?",
+                (run_id, process, low, high),
+            )
+        )
+    fresh = []
+    for e in events:
+        key = (e.run_id, e.process, e.seq)
+        if key not in seen:
+            seen.add(key)
+            fresh.append(e)
+    return fresh

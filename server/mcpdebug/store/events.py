@@ -104,8 +104,6 @@ def _phase_finished(db: sqlite3.Connection, e: protocol.PhaseFinished) -> None:
 
 
 def _test_finished(db: sqlite3.Connection, e: protocol.TestFinished) -> None:
-    # A test that ended within a tick of its start sent no `TestStarted`: this creates its row.
-    _ensure_test(db, e.run_id, e.nodeid, e.worker, e.ts - e.duration, e.file, e.line)
     history.record_test(db, e)
     if e.passed_phases:
         db.executemany(
@@ -117,11 +115,27 @@ def _test_finished(db: sqlite3.Connection, e: protocol.TestFinished) -> None:
         )
     if e.attempt > 1 or e.outcome == "rerun":
         _attempt(db, e)
-    if e.outcome == "rerun":
-        return  # run again: the test's own row waits for its last attempt, whatever the order
+    if e.outcome == "rerun":  # run again: the test's own row waits for its last attempt, whatever the order
+        _ensure_test(db, e.run_id, e.nodeid, e.worker, e.ts - e.duration, e.file, e.line)
+        return
+    # A test that ended within a tick of its start sent no `TestStarted`: this creates its row.
     db.execute(
-        "UPDATE tests SET status=?, finished=?, duration=?, message=?, worker=? WHERE run_id=? AND nodeid=?",
-        (e.outcome, e.ts, e.duration, e.message, e.worker, e.run_id, e.nodeid),
+        "INSERT INTO tests (run_id, nodeid, worker, started, file, line, status, finished, duration, "
+        "message) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO UPDATE SET status=excluded.status, "
+        "finished=excluded.finished, duration=excluded.duration, message=excluded.message, "
+        "worker=excluded.worker",
+        (
+            e.run_id,
+            e.nodeid,
+            e.worker,
+            e.ts - e.duration,
+            e.file,
+            e.line,
+            e.outcome,
+            e.ts,
+            e.duration,
+            e.message,
+        ),
     )
 
 

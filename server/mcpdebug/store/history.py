@@ -35,12 +35,15 @@ def record_test(db: sqlite3.Connection, e: protocol.TestFinished) -> None:
     """A test (or one attempt of a rerun test) ended; its failed phase may be stored already."""
     if e.outcome not in _HISTORY_OUTCOMES:
         return
-    phase = db.execute(
-        "SELECT phase FROM phases WHERE run_id=? AND nodeid=? AND outcome IN ('failed', 'rerun') "
-        "ORDER BY finished DESC LIMIT 1",
-        (e.run_id, e.nodeid),
-    ).fetchone()
     failed = e.outcome in ("failed", "error", "rerun")
+    phase = (
+        failed
+        and db.execute(
+            "SELECT phase FROM phases WHERE run_id=? AND nodeid=? AND outcome IN ('failed', 'rerun') "
+            "ORDER BY finished DESC LIMIT 1",
+            (e.run_id, e.nodeid),
+        ).fetchone()
+    )
     db.execute(
         "INSERT OR REPLACE INTO history VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
