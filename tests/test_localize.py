@@ -18,6 +18,7 @@ from test_tool_contract import checked
 
 from helpers import recorded, run_inner
 from mcpdebug.app import build_server
+from mcpdebug.views.localize import GRACE
 from pytest_mcpdebug.localize.mutations import changes
 from pytest_mcpdebug.localize.patching import CannotPatch, patch
 
@@ -140,6 +141,76 @@ def test_the_command_localizes_and_stores_the_result(pytester: pytest.Pytester) 
     result = store.localization(store.run_ids(1)[0])
     assert result is not None and any(line.fixed for line in result.lines)
     store.close()
+
+
+def test_a_store_outside_the_project_localizes_the_same_tests(
+    pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The plan lives in the store; a store elsewhere must not move pytest's rootdir (node ids)."""
+    directory = tmp_path_factory.mktemp("elsewhere") / "store"
+    pytester.makepyfile(pricing=PRICING, test_pricing=TESTS)
+    run_inner(pytester, "--mcp-debug-coverage", f"--mcp-debug-dir={directory}").assert_outcomes(
+        failed=1, passed=3
+    )
+    command = [sys.executable, "-m", "mcpdebug.cli", "localize", "--budget", "20", "--dir", str(directory)]
+    done = subprocess.run(command, cwd=pytester.path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "none of the failing tests was collected" not in done.stdout
+    assert "pricing.py:2 ('>' -> '>=')" in done.stdout, done.stdout
+
+
+SLOW = """
+import time
+
+
+def total(prices):
+    time.sleep(0.3)
+    result = 0
+    count = 0
+    for price in prices:
+        count = count + 1
+        if price > 0:
+            result = result + price * 2  # the bug: no doubling
+    return result
+"""
+
+SLOW_TESTS = """
+from slow import total
+
+
+def test_total():
+    assert total([1, 2, 3]) == 6
+
+
+def test_empty():
+    assert total([]) == 0
+"""
+
+
+def test_the_budget_holds_the_whole_call(pytester: pytest.Pytester) -> None:
+    """Ranking, the process's start-up and its changes all count: a budget too small for every line
+    stops it in time, and says so."""
+    pytester.makepyfile(slow=SLOW, test_slow=SLOW_TESTS)
+    run_inner(pytester, "--mcp-debug-coverage").assert_outcomes(failed=1, passed=1)
+    directory = pytester.path / ".mcpdebug"
+    budget = 3.0
+    command = [
+        sys.executable,
+        "-m",
+        "mcpdebug.cli",
+        "localize",
+        "--budget",
+        str(budget),
+        "--dir",
+        str(directory),
+    ]
+    done = subprocess.run(command, cwd=pytester.path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    store = recorded(directory)
+    result = store.localization(store.run_ids(1)[0])
+    store.close()
+    assert result is not None and result.elapsed <= budget + GRACE + 1.0, result
+    assert not result.complete and "stopped before every planned line" in done.stdout
 
 
 def test_localize_without_coverage_says_how_to_get_it(pytester: pytest.Pytester) -> None:

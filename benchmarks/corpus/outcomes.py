@@ -102,6 +102,46 @@ def counts(text: str) -> dict[str, int]:
     return found
 
 
+# The record's outcome of a test -> how pytest's junit xml says it (a non-strict xpass is a pass there).
+_AS_JUNIT = {"failed": "failure", "xfailed": "xfail", "xpassed": "passed"}
+
+
+def junit_key(nodeid: str) -> str:
+    """The key `junit_outcomes` gives the test of this node id: pytest's `mangle_test_address` (the
+    file's path dotted, without `.py`; its classes; the name with its parameters)."""
+    path, sep, tail = nodeid.partition("::")
+    dotted = re.sub(r"\.py$", "", path.replace("/", "."))
+    if not sep:
+        return dotted
+    name_part, bracket, params = tail.partition("[")
+    names = [dotted, *name_part.split("::")]
+    if bracket:
+        names[-1] += f"[{params.removesuffix(']')}]"
+    return "::".join((".".join(names[:-1]), names[-1]))
+
+
+def record_differences(tests: list[dict[str, str]], junit: Outcomes | None, limit: int = 5) -> list[str]:
+    """How the record's tests (`mcpdebug show --all --json`: nodeid, status) differ from pytest's junit
+    report: a test the one has and the other lacks, a test whose outcomes differ."""
+    if junit is None:
+        return []
+    recorded: dict[str, str] = {}
+    for test in tests:
+        key, status = junit_key(test["nodeid"]), test["status"]
+        recorded[key] = f"{recorded[key]}|{status}" if key in recorded else status
+    found = []
+    for key in sorted(recorded.keys() | junit.keys()):
+        if key not in junit:
+            found.append(f"{key}: {recorded[key]} in the record, not in pytest's report")
+        elif key not in recorded:
+            found.append(f"{key}: {junit[key]} in pytest's report, not in the record")
+        else:
+            said = set(re.split(r"[+|]", junit[key]))
+            if not {_AS_JUNIT.get(s, s) for s in recorded[key].split("|")} <= said:
+                found.append(f"{key}: {recorded[key]} in the record, {junit[key]} in pytest's report")
+    return found[:limit] + ([f"... {len(found) - limit} more"] if len(found) > limit else [])
+
+
 def allowed(plain: Iterable[Outcomes]) -> tuple[dict[str, set[str]], set[str]]:
     """Each test's outcomes across plain runs, and the tests every plain run had."""
     seen: dict[str, set[str]] = {}

@@ -45,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import contextlib
 
 import outcomes
+import saved
 from prepare import REPO, cache_dir, prepare, slot
 from projects import PROJECTS, Project, by_name
 from table import markdown
@@ -83,12 +84,9 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.table:
-        saved = [json.loads(Path(p).read_text()) for p in args.table]
-        merged = dict(saved[0], projects={k: v for r in saved for k, v in r["projects"].items()})
-        merged["command"] = " + ".join(r["command"] for r in saved)
-        merged["commit"] = " + ".join(r["commit"] for r in saved)
+        merged = saved.merge([json.loads(Path(p).read_text()) for p in args.table])
         if args.save_summaries:
-            _save(_without_outcomes(merged), Path(args.save_summaries))
+            saved.save(saved.without_outcomes(merged), Path(args.save_summaries))
         print(markdown(merged))
         return
     names = [n for given in args.only for n in given.split(",") if n]
@@ -131,9 +129,9 @@ def main() -> None:
             pairs = args.runs * (args.fork_factor if project.forks else 1)
             runs = _run_config(project, src, bin_dir, cache, config, pairs, args.jobs, results, path)
             entry["configs"][config] = {"runs": runs, "summary": summarise(runs)}
-            _save(results, path)
+            saved.save(results, path)
             _print_progress(project, config, entry["configs"][config]["summary"])
-    _save(results, path)
+    saved.save(results, path)
     if not args.prepare_only:
         print(f"\nraw results: {path}\n")
         print(markdown(results))
@@ -239,37 +237,53 @@ def run_once(
         "plugin_lines": outcomes.plugin_lines(stdout)[:20],
         "leftover_processes": leftover,
         "dumps": dumps,
+        "load": os.getloadavg()[0],  # the host's 1-minute load average as the run ended
         "tail": stdout[-3000:] if (hung or rc not in (0, 1, 5)) else "",
     }
     if check_record and not hung:
-        record["record_check"] = _check_record(bin_dir, tmp, rc, record["summary"])
+        record["record_check"] = _check_record(bin_dir, tmp, rc, record["summary"], found)
     shutil.rmtree(tmp, ignore_errors=True)
     return record
 
 
-def _check_record(bin_dir: Path, tmp: Path, rc: int, summary: str) -> str:
+def _check_record(bin_dir: Path, tmp: Path, rc: int, summary: str, junit: outcomes.Outcomes | None) -> str:
     """Whether the run's record (`mcpdebug show`, read from the spool) says what pytest said: the exit
-    status and the counts of its closing line. "" if it does, else what differs."""
+    status and the counts of its closing line, and each test's outcome (`--all --json`) as its junit
+    report has it. "" if it does, else what differs."""
+    problems: list[str] = []
+    text = _show(bin_dir, tmp, problems)
+    status = next((line for line in text.splitlines() if line.startswith("Run ")), "")
+    tests = next((line for line in text.splitlines() if line.startswith("Tests:")), "")
+    if f"exit status {rc}" not in status:
+        problems.append(f"status line {status!r}, pytest exited {rc}")
+    if outcomes.counts(tests) != outcomes.counts(summary):
+        problems.append(f"record {tests!r}, pytest {summary!r}")
+    shown = _show(bin_dir, tmp, problems, "--all", "--json")
+    if shown:
+        try:
+            listed = json.loads(shown)["tests"]
+        except (ValueError, KeyError, TypeError) as exc:
+            problems.append(f"mcpdebug show --json gave no list of tests: {exc}")
+        else:
+            problems += outcomes.record_differences(listed, junit)
+    return "; ".join(problems)
+
+
+def _show(bin_dir: Path, tmp: Path, problems: list[str], *args: str) -> str:
+    """What `mcpdebug show ARGS` prints of the run's folder ("" and a problem if it fails)."""
     try:
         out = subprocess.run(
-            [str(bin_dir / "mcpdebug"), "show", "--dir", str(tmp / "mcpdebug")],
+            [str(bin_dir / "mcpdebug"), "show", *args, "--dir", str(tmp / "mcpdebug")],
             capture_output=True,
             text=True,
             timeout=120,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"mcpdebug show failed: {exc}"
-    text = out.stdout
-    status = next((line for line in text.splitlines() if line.startswith("Run ")), "")
-    tests = next((line for line in text.splitlines() if line.startswith("Tests:")), "")
-    problems = []
-    if f"exit status {rc}" not in status:
-        problems.append(f"status line {status!r}, pytest exited {rc}")
-    if outcomes.counts(tests) != outcomes.counts(summary):
-        problems.append(f"record {tests!r}, pytest {summary!r}")
+        problems.append(f"mcpdebug show {' '.join(args)} failed: {exc}")
+        return ""
     if out.returncode:
-        problems.append(f"mcpdebug show exited {out.returncode}: {out.stderr[-300:]}")
-    return "; ".join(problems)
+        problems.append(f"mcpdebug show {' '.join(args)} exited {out.returncode}: {out.stderr[-300:]}")
+    return out.stdout
 
 
 def _warm_up(project: Project, src: Path, bin_dir: Path, cache: Path, jobs: int) -> None:
@@ -317,7 +331,7 @@ def _run_config(
         with lock:
             runs.append(record)
             live["runs"] = runs
-            _save(results, path)
+            saved.save(results, path)
         if record["hung"]:
             print(f"   HANG {config} {mode} pair {pair} after {record['wall']:.0f} s", flush=True)
 
@@ -351,6 +365,7 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
             by_pair.setdefault(r["pair"], {})[r["mode"]] = r["wall"]
     ratios = [p["recorded"] / p["plain"] for p in by_pair.values() if len(p) == 2 and p["plain"] > 0]
     tests = max((len(m) for m in plain_maps), default=0)
+    loads = [r["load"] for r in runs if "load" in r]
     return {
         "tests": tests,
         "plain_runs": len(plain),
@@ -373,6 +388,9 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "ratio": round(statistics.median(ratios), 3) if ratios else None,
         "ratio_range": [round(min(ratios), 3), round(max(ratios), 3)] if ratios else None,
         "plain_median_wall": round(statistics.median(r["wall"] for r in plain), 2) if plain else None,
+        "load": [round(min(loads), 1), round(statistics.median(loads), 1), round(max(loads), 1)]
+        if loads
+        else None,
         "summary_line": next((r["summary"] for r in plain if r["summary"]), ""),
     }
 
@@ -385,24 +403,6 @@ def _print_progress(project: Project, config: str, s: dict[str, Any]) -> None:
         f"new stderr {len(s['new_stderr'])}, ratio {s['ratio']} (plain {s['plain_median_wall']} s)",
         flush=True,
     )
-
-
-def _without_outcomes(results: dict[str, Any]) -> dict[str, Any]:
-    """The results without each run's per-test outcomes (a few MB): what the table and a reader need."""
-    projects = {}
-    for name, project in results["projects"].items():
-        configs = {
-            config: dict(data, runs=[{k: v for k, v in r.items() if k != "outcomes"} for r in data["runs"]])
-            for config, data in project["configs"].items()
-        }
-        projects[name] = dict(project, configs=configs)
-    return dict(results, projects=projects)
-
-
-def _save(results: dict[str, Any], path: Path) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(results, indent=1, default=str))
-    tmp.replace(path)
 
 
 # Processes ------------------------------------------------------------------------------------------

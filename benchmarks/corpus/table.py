@@ -8,10 +8,13 @@ CONFIGS = ("serial", "xdist", "coverage")
 
 
 def markdown(results: dict[str, Any]) -> str:
-    lines = [
-        f"{results['date']}, commit {results['commit']}, Python {results['python']}, "
-        f"{results['nproc']} cores, "
-        f"{results['jobs']} runs at a time; `{results['command']}`",
+    batches = results.get("batches")
+    lines = [f"Python {results['python']}, {results['nproc']} cores, {results['jobs']} runs at a time"]
+    if batches:
+        lines += [f"- {_batch_line(b)}" for b in batches]
+    else:
+        lines[0] += f"; {results['date']}, commit {results['commit']}; `{results['command']}`"
+    lines += [
         "",
         "| project | covers | tests | recorded runs (serial / -n 2 / cov) | outcome mismatches | hangs "
         "| new warnings | ratio serial | ratio -n 2 | ratio cov | notes |",
@@ -44,7 +47,15 @@ def markdown(results: dict[str, Any]) -> str:
             notes.append(f"record differs from pytest in {len(differs)} of {checked} read back: {differs[0]}")
         if project["deselected"]:
             notes.append(f"{len(project['deselected'])} deselected")
-        cells = [f"{name} {project['version']}", ", ".join(project["covers"]), tests, runs, mismatches, hangs]
+        batch = f" ({project['batch']})" if batches else ""
+        cells = [
+            f"{name} {project['version']}{batch}",
+            ", ".join(project["covers"]),
+            tests,
+            runs,
+            mismatches,
+            hangs,
+        ]
         cells += [new_warnings, *ratios, "; ".join(n for n in notes if n)]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     return "\n".join(lines)
@@ -61,3 +72,16 @@ def _ratio(summary: dict[str, Any] | None) -> str:
     if not summary or summary["ratio"] is None:
         return "-"
     return f"{summary['ratio']:.2f}x"
+
+
+def _batch_line(batch: dict[str, Any]) -> str:
+    """`A` (toolz, pebble): 2026-11-28 14:02-14:49 UTC, commit 563ba7c, load 4.9 at start; `command`"""
+    start, end = batch["date"], batch.get("end") or ""
+    when = f"{start[:10]} {start[11:13]}:{start[13:15]}"
+    if end:
+        when += f"-{end[11:13]}:{end[13:15]}" if end[:10] == start[:10] else f" to {end[:10]} {end[11:15]}"
+    load = batch.get("load_at_start")
+    at_start = f", load average {load[0]:.1f} at start" if load else ""
+    projects = ", ".join(batch.get("projects", []))
+    head = f"{batch['letter']} ({projects}): {when} UTC, commit {batch['commit']}{at_start}"
+    return f"{head}; `{batch['command']}`"

@@ -14,6 +14,9 @@ For each mutant of ``<set>.json`` (applied to a fresh copy of its package, put b
    reply (no test named, as an agent first asks) through the MCP server in memory; then the dynamic
    localizer with the budget (``localize`` through the same server), and the ranking after it.
 
+The figures come from fresh runs (``--rerecord``): scored again, a store holds the localizer's
+verdicts from before, which the first `get_failure` reply then names too.
+
 Places count ties at their worst (the end of the line's tie group). The held-out set prints its
 totals only: its per-mutant rows go to ``<scratch>/heldout-*-rows.jsonl``, outside the repository,
 never read while tuning. ``--subjects`` scores some packages only (one process each, in parallel);
@@ -47,7 +50,7 @@ from mcpdebug.store import Store
 from mcpdebug.views import lookup
 from mcpdebug.views import suspects as suspects_view
 from pytest_mcpdebug.coverage.data import find_files, load
-from pytest_mcpdebug.diagnosis import ranking
+from pytest_mcpdebug.diagnosis import localization, ranking
 
 HERE = Path(__file__).resolve().parent
 FAILING = ("failed", "error")
@@ -96,7 +99,10 @@ def record(subject: Subject, folder: Path, env: dict[str, str], mutant: dict[str
 
 
 def anchor_place(data_file: Path, outcomes: dict[str, str], target: tuple[str, int]) -> int | None:
-    """Plain Ochiai over pytest-cov's per-test contexts, the line's worst place."""
+    """Plain Ochiai over pytest-cov's per-test contexts, the line's worst place (None: not ranked, or
+    no data: pytest-cov writes none when no test ran, e.g. a test module failed to import)."""
+    if not data_file.is_file():
+        return None
     coverage = load([data_file])
     failing = {t for t, o in outcomes.items() if o in FAILING}
     passing = {t for t, o in outcomes.items() if o == "passed"}
@@ -111,12 +117,19 @@ async def first_failure(store: Store, run_id: str) -> str:
         return str(reply.content[0].text)
 
 
-def static_place(store: Store, run: dict[str, Any], target: tuple[str, int]) -> int | None:
+def static_place(
+    store: Store, run: dict[str, Any], target: tuple[str, int], localized: bool = False
+) -> int | None:
+    """The line's worst place in `get_suspects`' ranking: without the localizer's verdicts (the
+    recorded run), or with them once stored (``localized``)."""
     outcomes = {t["nodeid"]: t["status"] for t in store.tests(run["run_id"])}
     failing = {t for t, o in outcomes.items() if o in FAILING}
     passing = {t for t, o in outcomes.items() if o == "passed"}
     paths, _ = find_files(store.dir, run["run_id"], store.coverage_files(run["run_id"]))
-    ranked = suspects_view.rank_run(store, run, load(paths), failing, passing)
+    evidence = suspects_view.evidence(store, run)
+    if not localized:  # a store scored before holds verdicts: the recorded run's ranking has none
+        evidence.dynamic = {}
+    ranked = localization.rank_lines(load(paths).lines, failing, passing, evidence)
     return next((s.last for s in ranked if s.key == target), None)
 
 
@@ -149,7 +162,7 @@ def score(subject: Subject, folder: Path, mutant: dict[str, Any], into: Path, bu
             row.notes.append(said[:300])
     stored = store.localization(run["run_id"])
     if budget and stored is not None:  # scored again (other weights): the verdicts stored with the run
-        row.localized = static_place(store, run, target)
+        row.localized = static_place(store, run, target, localized=True)
         if row.localize_seconds is None:
             row.localize_seconds = stored.elapsed
     store.close()
@@ -174,10 +187,19 @@ def table(rows: list[Row], name: str) -> str:
     ):
         if any(getattr(r, attribute) is not None for r in rows):
             out.append(f"| {label} | " + " | ".join(share(rows, attribute, t) for t in TOPS) + " |")
+    broken = sum(1 for r in rows if any(n.startswith("scoring failed") for n in r.notes))
+    if broken:
+        out.append(f"\n{broken} mutant(s) the harness could not score (counted as not found)")
+    unranked = sum(1 for r in rows if r.failing == 0 and not any(n.startswith("scoring") for n in r.notes))
+    if unranked:
+        out.append(
+            f"{unranked} mutant(s) failed no test in the recorded run (a collection error is no test: "
+            "nothing ranks it; counted as not found)"
+        )
     named = sum(r.in_failure for r in rows)
     percent = 100 * named / max(len(rows), 1)
     out.append(f"\nFirst `get_failure` reply names the mutated line: {named}/{len(rows)} ({percent:.0f}%)")
-    times = [r.localize_seconds for r in rows if r.localize_seconds is not None]
+    times = [r.localize_seconds for r in rows if r.localize_seconds is not None and r.failing]
     if times:
         out.append(
             f"`localize` time per mutant: median {statistics.median(times):.1f} s, max {max(times):.1f} s"
@@ -246,7 +268,11 @@ def main() -> None:
                         print(f"  {mutant['id']} recorded", flush=True)
                         continue
                     budget = None if options.no_localize else options.budget
-                    row = score(subject, folder, mutant, into, budget)
+                    try:
+                        row = score(subject, folder, mutant, into, budget)
+                    except Exception as exc:  # one mutant the harness cannot score is a miss, not the end
+                        row = Row(mutant["id"], subject.name, f"{mutant['old']} -> {mutant['new']}", 0)
+                        row.notes.append(f"scoring failed: {type(exc).__name__}: {str(exc)[:200]}")
                 finally:
                     (folder / mutant["file"]).write_text(original)
                 rows.append(row)

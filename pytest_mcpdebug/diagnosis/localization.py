@@ -219,7 +219,8 @@ def _distances(
             by_name.setdefault(".".join(parts[-2:]), []).append((file, function))
     totals: dict[Line, float] = {}
     reasons: dict[Line, tuple[float, str]] = {}
-    tests = [t for t in stacks if t in failing] or list(stacks)
+    # in node id order: the reason kept on a tie is the same whatever order the stacks arrived in (xdist)
+    tests = sorted(t for t in stacks if t in failing) or sorted(stacks)
     for test in tests:
         for key, (closeness, reason) in _closeness(stacks[test], parsed, by_function, by_name).items():
             totals[key] = totals.get(key, 0.0) + closeness

@@ -122,8 +122,8 @@ def _localize(store: Store, args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
-    planned = localize.plan(store, lookup.run(store, args.run), args.budget, args.lines)
     started = time.monotonic()
+    planned = localize.plan(store, lookup.run(store, args.run), args.budget, args.lines, started)
     try:
         done = subprocess.run(
             planned.command(),
@@ -132,7 +132,7 @@ def _localize(store: Store, args: argparse.Namespace) -> int:
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
-            timeout=planned.deadline,
+            timeout=max(planned.deadline - time.monotonic(), 0.1),
         )
         terminal = done.stdout + done.stderr
     except subprocess.TimeoutExpired as exc:  # what it learnt so far is in its result file

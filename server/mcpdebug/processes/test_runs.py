@@ -34,8 +34,9 @@ from pytest_mcpdebug.redaction import redact
 PROGRESS_INTERVAL: Final = 2.0
 EXIT_SETTLE: Final = 1.0
 """After a managed process exits, how long its last events may take to be stored."""
-STOP_GRACE: Final = 10.0
-"""After SIGINT, how long a run may take to finish before it is killed."""
+STOP_GRACE: Final = 30.0
+"""After SIGINT, how long a run may take to finish before it is killed: pytest reports, tears its
+fixtures down and the recording closes; two whole suites at once on 2 cores took over 10 s."""
 # Limits
 TERMINAL_LINES: Final = 400
 

@@ -54,16 +54,17 @@ class LocalizeTools(ToolGroup):
         get_suspects and get_failure weigh it from then on. Needs --mcp-debug-coverage.
         """
 
+        started = time.monotonic()  # the budget counts from here: ranking, start-up and reply included
+
         def prepare() -> localize_view.Planned:
             lookup.refresh(self.store)
             run = lookup.run(self.store, run_id)
-            return localize_view.plan(self.store, run, budget, lines)
+            return localize_view.plan(self.store, run, budget, lines, started)
 
         try:
             planned = await anyio.to_thread.run_sync(prepare)
         except lookup.NotFound as exc:
             raise ToolError(str(exc)) from None
-        started = time.monotonic()
         terminal = await self._run(planned, ctx)
         elapsed = time.monotonic() - started
 
@@ -90,7 +91,8 @@ class LocalizeTools(ToolGroup):
                 f"Could not start the localizer's pytest in {planned.cwd}: {exc.strerror}"
             ) from None
         reading = asyncio.ensure_future(process.communicate())
-        deadline = time.monotonic() + planned.deadline
+        deadline = planned.deadline
+        total = float(planned.plan["budget"])
         while not reading.done():
             left = deadline - time.monotonic()
             if left <= 0:
@@ -98,7 +100,7 @@ class LocalizeTools(ToolGroup):
                     os.killpg(process.pid, signal.SIGKILL)  # what it learnt so far is in its result file
                 break
             await asyncio.wait([reading], timeout=min(left, 2.0))
-            total = planned.deadline
-            await ctx.report_progress(min(total - max(left, 0), total), total, "localizing")
+            spent = time.monotonic() - planned.started
+            await ctx.report_progress(min(spent, total), total, "localizing")
         output, _ = await reading
         return (output or b"").decode(errors="replace")

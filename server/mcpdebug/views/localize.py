@@ -27,9 +27,12 @@ from pytest_mcpdebug import protocol
 NEIGHBOURS: Final = 6
 """Passing tests run for a line whose change turned failing tests green (what else it breaks)."""
 MAX_FAILING: Final = 20
-START_UP: Final = 15.0
-"""Seconds the localizer's process may take beyond its budget (the test running at the deadline, and
-the start-up of a process that had not collected by then) before it is stopped."""
+RESERVE: Final = (0.1, 3.0)
+"""The localizer's process stops trying changes this share of the budget (at most this many seconds)
+before the budget ends: its exit, the result stored and the ranking of the reply fit in the budget."""
+GRACE: Final = 2.0
+"""Seconds past the budget before a process still running is stopped (what it learnt is in its result
+file, rewritten after each line)."""
 KEPT_OPTIONS: Final = ("-p", "-o", "-c", "--rootdir", "--import-mode", "--confcutdir", "-W", "--override-ini")
 """The recorded run's options the localizer's run keeps (its paths are replaced by the failing tests)."""
 QUIET_ENV: Final = {
@@ -43,11 +46,15 @@ QUIET_ENV: Final = {
 
 
 class Planned:
-    def __init__(self, run: dict[str, Any], plan: dict[str, Any], path: Path, out: Path) -> None:
+    def __init__(
+        self, run: dict[str, Any], plan: dict[str, Any], path: Path, out: Path, started: float
+    ) -> None:
         self.run = run
         self.plan = plan
         self.path = path
         self.out = out
+        self.started = started
+        """``time.monotonic()`` when the call began: the budget counts from there."""
 
     @property
     def cwd(self) -> str:
@@ -55,8 +62,12 @@ class Planned:
 
     def command(self) -> list[str]:
         tests = sorted({*self.plan["failing"], *(n for e in self.plan["lines"] for n in e["passing"])})
-        runner = ["-p", "pytest_mcpdebug.localize.runner", "--mcp-debug-localize", str(self.path)]
+        # one argument: pytest reads a plugin option's separate value as a path when it chooses the
+        # rootdir, and a plan outside the project (--mcp-debug-dir elsewhere) moved it and every node id
+        runner = ["-p", "pytest_mcpdebug.localize.runner", f"--mcp-debug-localize={self.path}"]
         kept = kept_options(list(self.run["args"] or []))
+        if self.run["rootdir"] and not any(a == "--rootdir" or a.startswith("--rootdir=") for a in kept):
+            kept.append(f"--rootdir={self.run['rootdir']}")  # the node ids are the recorded run's
         return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *runner, *kept, *tests]
 
     def environment(self) -> dict[str, str]:
@@ -64,7 +75,8 @@ class Planned:
 
     @property
     def deadline(self) -> float:
-        return float(self.plan["budget"]) + START_UP
+        """``time.monotonic()`` past which the localizer's process is stopped."""
+        return self.started + float(self.plan["budget"]) + GRACE
 
 
 def kept_options(args: list[str]) -> list[str]:
@@ -85,8 +97,14 @@ def kept_options(args: list[str]) -> list[str]:
     return kept
 
 
-def plan(store: Store, run: dict[str, Any], budget: float, lines: int) -> Planned:
-    """What to try: the top ``lines`` suspects in rank order, each with its passing neighbours."""
+def plan(
+    store: Store, run: dict[str, Any], budget: float, lines: int, started: float | None = None
+) -> Planned:
+    """What to try: the top ``lines`` suspects in rank order, each with its passing neighbours.
+
+    ``started`` (``time.monotonic()``, default now) is when the call began: the whole call, this
+    ranking, the process's start-up and the reply included, fits in ``budget``."""
+    started = time.monotonic() if started is None else started
     rid = run["run_id"]
     tests = store.tests(rid)
     failing = {t["nodeid"] for t in tests if t["status"] in FAILING}
@@ -117,12 +135,18 @@ def plan(store: Store, run: dict[str, Any], budget: float, lines: int) -> Planne
         "failing": sorted(failing & coverage.tests)[:MAX_FAILING],
         "lines": entries,
         "budget": budget,
-        "until": time.time() + budget,
+        "until": time.time() + (started - time.monotonic()) + budget - reserve(budget),
         "out": str(out),
     }
     path = folder / f"{stamp}.plan.json"
     path.write_text(json.dumps(document))
-    return Planned(run, document, path, out)
+    return Planned(run, document, path, out, started)
+
+
+def reserve(budget: float) -> float:
+    """Seconds of the budget kept for what follows the last change (`RESERVE`)."""
+    share, most = RESERVE
+    return min(budget * share, most)
 
 
 def store_result(store: Store, planned: Planned, elapsed: float, terminal: str) -> protocol.Localization:
