@@ -27,6 +27,22 @@ ROOT = Path(__file__).parent
 FIXTURES = ROOT / "fixtures"
 MCPDEBUG = str(Path(sys.executable).with_name("mcpdebug"))
 
+NEEDED = ("pytest_mcpdebug", "mcpdebug", "mcp", "msgspec", "websockets", "anyio", "httpx2", "hypothesis")
+"""What the suite imports from the project and its `[dev]` extra: without them every module fails to
+collect, one import error after another."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    import importlib.util
+
+    missing = [name for name in NEEDED if importlib.util.find_spec(name) is None]
+    if missing:
+        raise pytest.UsageError(
+            f"{sys.executable} lacks {', '.join(missing)}: the suite runs in the project's virtualenv. "
+            "Set it up and run the tests with README command 2: python3 -m venv .venv && "
+            '.venv/bin/pip install -e ".[dev]" && .venv/bin/python -m pytest'
+        )
+
 
 @pytest.fixture(autouse=True)
 def _clean_mcpdebug_env(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,6 +6,7 @@ Registered in the process that prints the summary (no xdist: the only one; xdist
 from __future__ import annotations
 
 import collections
+import json
 import shlex
 import time
 from pathlib import Path
@@ -149,9 +150,9 @@ class HangSummary(PluginObject):
         base = Path(terminalreporter.config.invocation_params.dir)
         where = dir_arg(self.directory, base)
         rid = self.reporter.run_id
-        # one hang: its command as pasted; more: the run's first failure, with the test to put in
+        # one hang: the command works as pasted; several: the reader puts in the test
         test = shlex.quote(self.hangs[0][0]) if len(self.hangs) == 1 else "<test>"
-        tool = f'"{self.hangs[0][0]}"' if len(self.hangs) == 1 else "..."
+        tool = json.dumps(self.hangs[0][0]) if len(self.hangs) == 1 else "..."  # a node id may hold quotes
         terminalreporter.write_line(
             f"Inspect: `{program('mcpdebug', base)} failure {rid} {test}{where}`, or the MCP tool "
             f'get_hang(run_id="{rid}", test={tool}) for every thread\'s stack and the locals.'
