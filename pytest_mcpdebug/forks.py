@@ -10,7 +10,10 @@ may act in the child: it must run as it would without the plugin.
 Python runs the hooks given to ``os.register_at_fork`` around every such fork (not around
 `subprocess`'s fork-exec, which runs nothing of the interpreter's in the child). The parts of the
 recorder say here what the child must lose (`restore_signal`, `own`, `in_child`, `around`), and
-the hooks registered once a process put it right in every child, first thing.
+the hooks registered once a process put it right in every child, first thing. A descriptor is opened
+and said to be the recorder's under `owning`, which a fork waits for: the recorder's threads open
+files while the test runs (the spool at its first batch), and a fork between the open and the `own`
+would copy a descriptor the child does not know to let go.
 
 Signals are blocked across the fork, and this is why: CPython clears every signal that arrives in a
 child before its own after-fork work (so that one sent to the parent just before the fork is not
@@ -28,7 +31,7 @@ import contextlib
 import os
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 Work = Callable[[], None]
@@ -43,6 +46,8 @@ _around: dict[object, tuple[Work, Work]] = {}
 """Work done in the parent just before a fork and just after it (a timer cancelled and re-armed)."""
 _masks = threading.local()
 _registered = False
+_opening = threading.RLock()
+"""Held while a descriptor of the recorder's is opened and owned (`owning`), and across a fork."""
 
 
 def restore_signal(signum: int, previous: Any) -> None:
@@ -66,6 +71,15 @@ def own(fd: int) -> None:
         return
     _fds[fd] = (st.st_dev, st.st_ino)
     _register()
+
+
+@contextlib.contextmanager
+def owning() -> Iterator[None]:
+    """Open descriptors and `own` them inside this block: a fork (from any thread) waits for its end,
+    so no child is made between the two. Keep it to the opening: a fork waits as long as it lasts."""
+    _register()
+    with _opening:
+        yield
 
 
 def disown(fd: int) -> None:
@@ -104,6 +118,7 @@ def _register() -> None:
 
 
 def _before() -> None:
+    _opening.acquire()  # reentrant: a fork made inside `owning` (a helper started there) goes on
     if _signals:
         with contextlib.suppress(ValueError, OSError):
             _masks.previous = signal.pthread_sigmask(signal.SIG_BLOCK, _signals)
@@ -117,6 +132,7 @@ def _after_in_parent() -> None:
         with contextlib.suppress(Exception):
             after()
     _unblock()
+    _opening.release()
 
 
 def _after_in_child() -> None:
@@ -136,6 +152,7 @@ def _after_in_child() -> None:
     if fds:
         _blank(fds)
     _unblock()
+    _opening.release()  # the forking thread's hold, copied: the child's one thread is that thread
 
 
 def _unblock() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import sys
 
 import pytest
@@ -65,6 +66,7 @@ def test_pools_terminated_at_once_end_and_the_run_ends(pytester: pytest.Pytester
 CHILD = """
 import faulthandler
 import json
+import subprocess
 import logging
 import os
 import signal
@@ -250,3 +252,43 @@ def test_a_signal_the_run_ignores_stays_ignored_in_what_its_tests_start(
     ignoring = ("sh", "-c", 'trap "" INT TERM; exec "$0" "$@"')
     result = pytester.run(*ignoring, *command, *FAST, *recording, timeout=120)
     result.assert_outcomes(passed=1)
+
+
+RACE = """
+import os, sys, threading, time
+from pytest_mcpdebug import forks
+
+path = sys.argv[1]
+opened = threading.Event()
+fds = []
+
+
+def open_while_main_forks():
+    with forks.owning():
+        fds.append(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC))
+        opened.set()
+        main = threading.main_thread().ident
+        deadline = time.monotonic() + 60  # only if `owning` does not hold the fork: the test fails
+        while sys._current_frames()[main].f_code.co_name != "_before" and time.monotonic() < deadline:
+            time.sleep(0.001)
+        forks.own(fds[0])
+
+
+opener = threading.Thread(target=open_while_main_forks)
+opener.start()
+opened.wait()
+pid = os.fork()  # between the opener's open and its `own`
+if pid == 0:
+    os._exit(0 if os.readlink(f"/proc/self/fd/{fds[0]}") == os.devnull else 3)
+opener.join()
+print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+"""
+
+
+def test_a_fork_between_a_descriptors_open_and_its_own_waits_for_the_own(tmp_path) -> None:
+    """The recorder's threads open files while the test runs (the spool, at its first batch): a test
+    forking at that moment made a child holding the spool open (CI, once). `forks.owning` makes the
+    open and the `own` one step as far as a fork is concerned."""
+    spool = tmp_path / "spool.jsonl"
+    done = subprocess.run([sys.executable, "-c", RACE, str(spool)], capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout.strip(), done.stderr) == (0, "0", "")

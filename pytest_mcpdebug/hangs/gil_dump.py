@@ -66,8 +66,9 @@ class DumpFile:
     def __init__(self, path: Path, thread: int) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.fd = os.open(path, os.O_CREAT | os.O_TRUNC | os.O_RDWR, 0o644)
-        forks.own(self.fd)
+        with forks.owning():
+            self.fd = os.open(path, os.O_CREAT | os.O_TRUNC | os.O_RDWR, 0o644)
+            forks.own(self.fd)
         first = f"{HEADER}{thread:#018x}\n".encode()
         self._test_at = len(first)
         self._test_len = 0

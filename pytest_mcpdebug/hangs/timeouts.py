@@ -170,9 +170,10 @@ class Timeouts(PluginObject):
         if self.reporter.role == "main":
             from pytest_mcpdebug.hangs import reaper
 
-            self._reaper = reaper.start(self._dump.path, self._stderr)
-            if self._reaper is not None and self._reaper.stdin is not None:
-                forks.own(self._reaper.stdin.fileno())  # the reaper waits for the end of this pipe
+            with forks.owning():
+                self._reaper = reaper.start(self._dump.path, self._stderr)
+                if self._reaper is not None and self._reaper.stdin is not None:
+                    forks.own(self._reaper.stdin.fileno())  # the reaper waits for this pipe's end
             if self._reaper is not None and self._watchdog is not None:
                 self._watchdog.own_pids.add(self._reaper.pid)
 

@@ -48,11 +48,12 @@ class Channel:
         self._lock = threading.Lock()
         """The protocol's state and the socket's writes (a frame is written whole, by one thread)."""
         self._messages: collections.deque[Message] = collections.deque()
-        self._wake_r, self._wake_w = socket.socketpair()  # `wake`: a socket pair, which select takes
+        with forks.owning():
+            self._wake_r, self._wake_w = socket.socketpair()  # `wake`: a socket pair, select takes it
+            forks.own(self._wake_r.fileno())
+            forks.own(self._wake_w.fileno())
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
-        forks.own(self._wake_r.fileno())
-        forks.own(self._wake_w.fileno())
         self._parts: list[bytes | bytearray | memoryview] = []
         self._text = False
 
@@ -177,8 +178,7 @@ def open_channel(url: str, headers: dict[str, str], *, timeout: float, max_size:
     raises OSError, TimeoutError or websockets' InvalidHandshake (e.g. a 401 for a wrong token)."""
     uri = parse_uri(url)
     deadline = time.monotonic() + timeout
-    sock = socket.create_connection((uri.host, uri.port), timeout)
-    forks.own(sock.fileno())  # a child forked by a test must not keep the connection open
+    sock = _connect(uri.host, uri.port, timeout)
     channel: Channel | None = None
     try:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, True)
@@ -207,6 +207,25 @@ def open_channel(url: str, headers: dict[str, str], *, timeout: float, max_size:
             channel.discard()
         raise
     return channel
+
+
+def _connect(host: str, port: int, timeout: float) -> socket.socket:
+    """`socket.create_connection`, each socket owned (`forks`) as it is made: a child forked by a test
+    must not keep the connection open. The connect itself is outside `forks.owning` (it may take long)."""
+    error: OSError | None = None
+    for family, kind, proto, _, address in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM):
+        with forks.owning():
+            sock = socket.socket(family, kind, proto)
+            forks.own(sock.fileno())
+        try:
+            sock.settimeout(timeout)
+            sock.connect(address)
+            return sock
+        except OSError as exc:
+            error = exc
+            forks.disown(sock.fileno())
+            sock.close()
+    raise error if error is not None else OSError(f"{host}:{port} resolves to no address")
 
 
 def _readable(socks: list[socket.socket | int], timeout: float) -> list[socket.socket | int]:

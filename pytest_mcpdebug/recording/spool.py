@@ -106,8 +106,9 @@ class SpoolFile:
 
     def _open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
-        forks.own(self._fd)
+        with forks.owning():  # opened from the sender's thread, maybe while the test forks
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+            forks.own(self._fd)
         self._size = os.fstat(self._fd).st_size
         self._used = True
 

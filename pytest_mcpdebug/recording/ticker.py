@@ -86,10 +86,11 @@ class Ticker:
     def __init__(self, fd: int, life_fd: int, pid: int) -> None:
         self.fd = fd
         """Readable when there is something to look at (a poke), or at end of file if the helper is gone."""
-        self._wake_r, self._wake_w = os.pipe()
-        """`wake`'s own pipe: the poke pipe's write end is the helper's alone, so its end is seen."""
-        forks.own(self._wake_r)
-        forks.own(self._wake_w)
+        with forks.owning():
+            self._wake_r, self._wake_w = os.pipe()
+            """`wake`'s own pipe: the poke pipe's write end is the helper's alone, so its end is seen."""
+            forks.own(self._wake_r)
+            forks.own(self._wake_w)
         os.set_blocking(self._wake_w, False)
         self._fds: tuple[int, ...] = (life_fd, fd, self._wake_r, self._wake_w)
         """Closing the first, the helper's life line, ends it."""
@@ -109,11 +110,12 @@ class Ticker:
         executable = sys.executable
         if spawn is None or not executable or not hasattr(os, "POSIX_SPAWN_DUP2"):
             return None
-        poke_r, poke_w = os.pipe()
-        life_r, life_w = os.pipe()
-        poke_w, life_r = _above(poke_w, 4), _above(life_r, 4)  # so the dup2s below cannot clash
-        for fd in (poke_r, poke_w, life_r, life_w):  # from now: a test's fork copies none of them
-            forks.own(fd)
+        with forks.owning():  # a test's fork copies none of them
+            poke_r, poke_w = os.pipe()
+            life_r, life_w = os.pipe()
+            poke_w, life_r = _above(poke_w, 4), _above(life_r, 4)  # so the dup2s below cannot clash
+            for fd in (poke_r, poke_w, life_r, life_w):
+                forks.own(fd)
         args = [executable, "-I", "-S", "-c", _HELPER, str(header), str(server_file), repr(tick)]
         actions = [
             (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),

@@ -85,8 +85,9 @@ class WriteAhead:
     def _grow(self, end: int) -> None:
         if self._fd is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-            forks.own(self._fd)
+            with forks.owning():
+                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+                forks.own(self._fd)
             self.used = True
         size = -(-max(end, self._mapped + CHUNK) // mmap.PAGESIZE) * mmap.PAGESIZE
         os.posix_fallocate(self._fd, self._mapped, size - self._mapped)
