@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -232,6 +233,48 @@ def test_a_kill_keeps_every_finished_test_streamed(pytester: pytest.Pytester, xd
         assert not list((directory / "spool").glob("*.wal"))  # read, then deleted
     finally:
         server.stop()
+
+
+CANCELLED_SUITE = """
+import os, signal, sys, threading
+
+
+def test_passes():
+    pass
+
+
+def test_blocks():
+    lock = threading.Lock()
+    lock.acquire()
+    main = threading.main_thread().ident
+
+    def cancel_the_job():  # as a CI runner does at its time limit, once the test is blocked
+        while sys._current_frames()[main].f_lineno != BLOCKED:
+            threading.Event().wait(0.01)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=cancel_the_job, daemon=True).start()
+    lock.acquire()  # blocked here
+
+
+BLOCKED = next(n for n, line in enumerate(open(__file__), 1) if line.rstrip().endswith("# blocked here"))
+"""
+
+
+def test_a_cancelled_job_keeps_the_stops_diagnosis(pytester: pytest.Pytester) -> None:
+    """SIGTERM (a CI job cancelled): the process says where it was before it goes, and the store keeps
+    that over the dump its death leaves (which says only that the process ended during the test)."""
+    pytester.makepyfile(test_c=CANCELLED_SUITE)
+    result = run_inner(pytester, "--mcp-debug", "-p", "no:randomly")
+    assert result.ret == -signal.SIGTERM
+    assert "killed by SIGTERM while running test_c.py::test_blocks" in result.stderr.str()
+    store = read_back(pytester.path / ".mcpdebug")
+    [run] = store.runs()
+    assert run["status"] == "killed"
+    [hang] = store.hangs(run["run_id"])
+    assert (hang["nodeid"], hang["kind"]) == ("test_c.py::test_blocks", "killed")
+    text = hang_view.failure_or_hang(store, run, "test_c.py::test_blocks").text
+    assert "killed by SIGTERM" in text and "lock.acquire()" in text, text
 
 
 RUNNING_SUITE = """

@@ -197,8 +197,11 @@ def _resumed(db: sqlite3.Connection, e: protocol.Resumed) -> None:
 def _hang(db: sqlite3.Connection, e: protocol.HangDetected) -> None:
     if e.nodeid:
         _ensure_test(db, e.run_id, e.nodeid, e.worker, e.ts)
+    # A dead process's dump with nothing past its header says only that the process ended during the
+    # test ("crashed"): what the process itself said before it went (a SIGTERM's stop, a hang) stays.
+    verb = "INSERT OR IGNORE" if e.report.kind == "crashed" else "INSERT OR REPLACE"
     db.execute(
-        "INSERT OR REPLACE INTO hangs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        f"{verb} INTO hangs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         (
             e.run_id,
             e.nodeid,

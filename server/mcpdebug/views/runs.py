@@ -215,7 +215,8 @@ def run_summary(
     if hangs:
         lines += ["", f"Hangs and stops ({len(hangs)}):"]
         lines += [f"- {h['nodeid'] or '(the run)'} [{h['kind']}]: {h['summary']}" for h in hangs]
-        lines += [f"  {call('get_hang', run_id=rid, test='...')} gives every thread's stack and the locals."]
+        one = hangs[0]["nodeid"] if len(hangs) == 1 and hangs[0]["nodeid"] else "..."  # or to fill in
+        lines += [f"  {call('get_hang', run_id=rid, test=one)} gives every thread's stack and the locals."]
     if problems:
         first = problems[0]["nodeid"]
         lines += [
