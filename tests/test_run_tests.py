@@ -23,6 +23,7 @@ from helpers import FAST, both_forms
 from mcpdebug.app import build_server
 from mcpdebug.ingest.websocket import IngestServer
 from mcpdebug.live.sessions import Sessions
+from mcpdebug.processes import test_runs
 from mcpdebug.processes.test_runs import Runner
 from mcpdebug.store import Store
 
@@ -100,7 +101,7 @@ async def live(pytester: pytest.Pytester) -> AsyncIterator[Live]:
         async with Client(build_server(store, sessions, runner)) as client:
             yield Live(store, sessions, runner, client)
     finally:
-        with anyio.fail_after(30):
+        with anyio.fail_after(test_runs.STOP_LIMIT + 30):
             await runner.close()  # a run left held or sleeping by a failed assertion is stopped
             await ingest.close()
         store.close()
@@ -331,6 +332,32 @@ async def test_close_session_stops_the_run_as_interrupted(pytester: pytest.Pytes
     assert "Session" in await live.error("continue_execution", session_id=session)
 
 
+async def test_close_session_kills_a_run_that_ignores_sigint_and_does_nothing(
+    pytester: pytest.Pytester, live: Live, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGINT first; a run that then uses no CPU for `STOP_GRACE` seconds is killed (one that keeps
+    working, however slowly on a loaded machine, is given up to `STOP_LIMIT`)."""
+    monkeypatch.setattr(test_runs, "STOP_GRACE", 1.0)
+    pytester.makepyfile(
+        test_deaf="""
+        import signal, threading
+
+        def test_deaf():
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            open("deaf", "w").close()
+            threading.Event().wait()
+        """
+    )
+    reply = await live.run(pytester.path, timeout=0.5)
+    run_id = re.match(r"RUNNING: run (\S+) ", reply)
+    assert run_id, reply
+    with anyio.fail_after(DEADLINE):
+        while not (pytester.path / "deaf").exists():
+            await anyio.sleep(0.1)
+        closed = await live.call("close_session", session_id=run_id[1])
+    assert closed == f"Stopped run {run_id[1]} (exit status -9)."
+
+
 async def running(live: Live, run_id: str) -> str:
     """list_tests(outcome="running"), or "" while the run is not recorded yet."""
     result = await live.client.call_tool("list_tests", {"run_id": run_id, "outcome": "running"})
@@ -354,7 +381,7 @@ async def test_close_session_with_a_run_id_stops_a_long_run(pytester: pytest.Pyt
             await anyio.sleep(0.1)
         started = time.monotonic()
         closed = await live.call("close_session", session_id=run_id[1])
-    assert time.monotonic() - started < 60  # stopped: the test would sleep two minutes
+    assert time.monotonic() - started < 110  # stopped: the test would sleep two minutes
     assert closed == f"Stopped run {run_id[1]} (exit status 2)."
     reply = await live.wait(run_id[1])
     assert reply.startswith(f"FINISHED: run {run_id[1]}.")
