@@ -290,5 +290,7 @@ def test_a_fork_between_a_descriptors_open_and_its_own_waits_for_the_own(tmp_pat
     forking at that moment made a child holding the spool open (CI, once). `forks.owning` makes the
     open and the `own` one step as far as a fork is concerned."""
     spool = tmp_path / "spool.jsonl"
-    done = subprocess.run([sys.executable, "-c", RACE, str(spool)], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", RACE, str(spool)], capture_output=True, text=True, timeout=120
+    )
     assert (done.returncode, done.stdout.strip(), done.stderr) == (0, "0", "")

@@ -394,6 +394,23 @@ def test_a_test_failing_just_before_its_deadline_does_not_end_the_run(pytester: 
     assert "HANG" not in result.stdout.str() + result.stderr.str()  # it failed on its own, in time
 
 
+def test_a_wait_longer_than_the_sampling_window_says_how_long(pytester: pytest.Pytester) -> None:
+    """The classifier looks at the last 50 samples (0.5 s at 0.01 s); a test blocked at one place for
+    its whole 2 s timeout is said to be blocked for about that long, not for the window's length."""
+    pytester.makepyfile(
+        test_w="""
+        import threading
+
+        def test_waits():
+            threading.Event().wait()
+        """
+    )
+    result = run_inner(pytester, "--mcp-debug-timeout=2", "--mcp-debug-sample-interval=0.01")
+    headline = re.search(r"HANG test_w.py::test_waits: .* for the last ([\d.]+) s", result.stdout.str())
+    assert headline, result.stdout.str()
+    assert float(headline[1]) > 1.0  # the window alone would say 0.5 s
+
+
 # The whole hangs suite, run once -------------------------------------------------------------------
 
 

@@ -74,6 +74,9 @@ def build(
     now = time.monotonic()
     cpu_now = _cpu(clock)
     window = [*samples[-WINDOW:]]
+    still = _unchanged_tail(samples)
+    if still > len(window):  # at one place since before the window: "for the last N s" says how long
+        window = [*samples[-still:]]
     if test_frame is not None:
         window.append(classifier.Sample(now, cpu_now, stack_of(test_frame)))
     if 0 < len(window) < 3 and cpu_start is not None:
@@ -281,6 +284,18 @@ def _async_summary(found: classifier.Classification, blocked: async_tasks.Blocke
         + (f" for the last {since:.1f} s" if since >= 0.05 else "")
         + f"; {tail} awaits {blocked.awaiting or 'something'}, the event loop is idle"
     )
+
+
+def _unchanged_tail(samples: Sequence[classifier.Sample]) -> int:
+    """How many of the last samples show the same stack as the last one."""
+    if not samples:
+        return 0
+    last, count = samples[-1].stack, 0
+    for sample in reversed(samples):
+        if sample.stack != last:
+            break
+        count += 1
+    return count
 
 
 def _joined_thread(frame: FrameType, frames: dict[int, FrameType]) -> str | None:
