@@ -224,6 +224,7 @@ def _hops(probe_log: Path, seen: dict[int, float]) -> None:
     printed = {n: t for n, t in _printed(probe_log.parent).items() if n in seen}
     wakes.sort()
     hops: dict[str, list[float]] = {}
+    slowest: list[tuple[float, int, list[float]]] = []
     for n, at in printed.items():
         sent = stamps.get("channel_send", {}).get(n)
         received = stamps.get("relay_receive", {}).get(n)
@@ -242,12 +243,16 @@ def _hops(probe_log: Path, seen: dict[int, float]) -> None:
             ("total", readable - at),
         ):
             hops.setdefault(name, []).append(span)
+        slowest.append((readable - at, n, [woke - at, sent - woke, received - sent, delivered - received]))
     for name, spans in hops.items():
         spans.sort()
         print(
             f"  {name:45} median {statistics.median(spans) * 1000:6.1f} ms, 90th "
             f"{spans[int(len(spans) * 0.9)] * 1000:6.1f}, max {spans[-1] * 1000:6.1f} ({len(spans)} lines)"
         )
+    for total, n, spans in sorted(slowest, reverse=True)[:3]:
+        split = " + ".join(f"{span * 1000:.1f}" for span in spans)
+        print(f"  slow: line {n}, {total * 1000:.1f} ms = {split} + the reader's")
 
 
 def _printed(project: Path) -> dict[int, float]:

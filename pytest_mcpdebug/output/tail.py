@@ -23,7 +23,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Generator
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 
@@ -31,8 +31,11 @@ from pytest_mcpdebug import forks
 from pytest_mcpdebug.output.lines import Unit
 from pytest_mcpdebug.output.reading import TICK_BYTES, Emit, OutputReader, WaitForRoom
 from pytest_mcpdebug.output.records import RecordHandler, WarningWatch, pytest_log_level, warning_line
-from pytest_mcpdebug.output.sources import source
+from pytest_mcpdebug.output.sources import FileSource, source
 from pytest_mcpdebug.plugin_object import PluginObject, register
+
+if TYPE_CHECKING:
+    from pytest_mcpdebug.output.written import WriteWatch
 
 # Timeouts
 TICK: Final = 0.1
@@ -79,6 +82,8 @@ class OutputTail(OutputReader, PluginObject):
         self._session_fixtures_unmarked = False
         self.on_begin: Callable[[str, tuple[str, int | None, str]], None] | None = None
         """Told when a test's set-up starts (the reporter's start of a test: no hook of its own)."""
+        self.written: WriteWatch | None = None
+        """Watches pytest's capture files for writes, where output is pushed at once (`written`)."""
 
     # Life cycle -----------------------------------------------------------------------------------
 
@@ -219,6 +224,8 @@ class OutputTail(OutputReader, PluginObject):
         self._attached_to = capturing
         for stream in self._streams:
             stream.source = source(getattr(capturing, "out" if stream.name == "stdout" else "err", None))
+            if self.written is not None and type(stream.source) is FileSource:
+                self.written.watch(stream.source.fd)
 
     def _read_capture(self) -> Any:
         """pytest's ``read_global_capture``: pytest reads and empties its files there (at the end of

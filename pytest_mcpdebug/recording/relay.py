@@ -29,9 +29,9 @@ from pytest_mcpdebug.recording.spool import spool_file_name
 from pytest_mcpdebug.recording.tally import Tally
 from pytest_mcpdebug.recording.via_controller import EVENTS, FILE, HELLO, controller_side
 
-INTERVAL: Final = FLUSH_INTERVAL / 2
-"""How often a relay's sender delivers what arrived: a remote worker's line already waited for its
-own sender's tick, and is readable here within 0.2 s of being written."""
+INTERVAL: Final = FLUSH_INTERVAL
+"""How often a relay's sender wakes by itself (a server's acks, a reconnection): each message that
+arrives pokes it (`Sender.poke`), so a remote worker's lines are delivered as they come."""
 _END: Final = object()
 
 
@@ -133,6 +133,7 @@ class Relay:
         for line in data.split(b"\n"):
             if line:
                 sender.send(Encoded(_seq(line), line))
+        sender.poke()
 
     def _file(self, name: str, data: bytes) -> None:
         """A worker's file of the store (its coverage data), at the same place in this one."""
