@@ -266,6 +266,8 @@ class Recorder(PluginObject):
             self.sender.start_ticker = functools.partial(
                 Ticker.start, self.reporter.dump.path, self.dir / SERVER_FILE, TICK, written
             )
+            if written is not None:  # the helper now, not after a first interval: the first test's lines
+                self.sender.poke()
         if role != "controller":  # the controller of xdist workers runs no test
             self.sender.later = self.reporter.use_msgspec_soon
         if role == "controller":

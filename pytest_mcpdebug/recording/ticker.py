@@ -43,16 +43,18 @@ if os.fork():
 signal.signal(signal.SIGINT, signal.SIG_IGN)  # a ^C is the test process's to handle; its end ends this
 header, server, tick = sys.argv[1], sys.argv[2], float(sys.argv[3])
 written = len(sys.argv) > 4  # fd 5: a watch of pytest's capture files (`written`)
-poke, life, watch, young = 3, 4, 5, tick / 4
+poke, life, watch, young, settle = 3, 4, 5, tick / 4, 0.001  # print writes a line, then its newline
 os.set_blocking(poke, False)
 fd = os.open(header, os.O_RDONLY)
 seen, since, started, server_seen = None, 0.0, 0.0, None
-output_due, output_poked = False, -tick
+output_due, output_poked, first, settled = False, -tick, 0.0, 0.0
 while True:
     now = time.monotonic()
     timeout, fds = tick / 4, [life]
-    if output_due:  # when the running test is old enough, a gap after the last such poke
-        timeout = min(timeout, max(started + young, output_poked + young) - now)
+    if output_due:  # once the writes pause, the running test is old enough, a gap after the last poke
+        timeout = min(timeout, max(started + young, output_poked + young, settled) - now)
+        if now < settled:
+            fds.append(watch)
     elif written and now >= output_poked + young:
         fds.append(watch)
     elif written:
@@ -68,7 +70,9 @@ while True:
             pass
         except OSError:
             written = False
-        output_due = True
+        if not output_due:
+            first = now
+        output_due, settled = True, min(now + settle, first + 4 * settle)
     try:
         test = os.pread(fd, 4096, 0).split(b"\\n", 2)[1]
     except (OSError, IndexError):
@@ -85,7 +89,7 @@ while True:
         seen, since, started = test, now, now
     elif now - since >= (tick if test else 2 * tick):
         since, why = now, why + b"t"
-    if output_due and now >= started + young and now >= output_poked + young:
+    if output_due and now >= max(started + young, output_poked + young, settled):
         output_due, output_poked, why = False, now, why + b"o"
     if why:
         try:
