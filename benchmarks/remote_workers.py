@@ -16,8 +16,8 @@ neither the store nor a loopback server and its events travel on its execnet cha
   unconfigure, written by a conftest) is reported beside the run's wall time; ``--local``: the same
   with local workers (``-n``), which write the store themselves, for comparison.
 
-Usage: python benchmarks/remote_workers.py cost [--tests 2000] [--pairs 9]
-       python benchmarks/remote_workers.py latency [--server]
+Usage: python benchmarks/remote_workers.py cost [--tests 2000] [--pairs 9] [--isolated] [--prints]
+       python benchmarks/remote_workers.py latency [--server] [--count 40] [--every 0.25] [--probe]
        python benchmarks/remote_workers.py flood [--workers 8] [--rate 10000] [--seconds 30] [--local]
 """
 
@@ -85,18 +85,25 @@ def cost(args: argparse.Namespace) -> None:
         base = Path(tmp)
         suite = base / "suite"
         generate(args.tests, suite)
+        if args.prints:  # each test prints a line: what a remote worker's watch of its output sees
+            for path in suite.glob("test_gen_*.py"):
+                path.write_text(path.read_text().replace("    assert True", '    print("a line")'))
         main_src = main_checkout(base)
         env = bytecode_env(clean_env(), base / "pycache")
         envs = {
             "main": {**env, "PYTHONPATH": f"{main_src}:{main_src / 'server'}"},
             "this": env,
         }
-        cmd = [*PYTEST, "-n", "2", "--mcp-debug", str(suite)]
+        workers = ["-n", "2"]
+        if args.isolated:
+            workers = ["--tx", f"2*popen//python={isolated_python(suite)}", "--dist", "load"]
+        cmd = [*PYTEST, *workers, "--mcp-debug", str(suite)]
         results: dict[str, list[tuple[float, float]]] = {"main": [], "this": []}
         for round_no in range(args.pairs + 1):  # the first round warms the caches, untimed
             order = ("main", "this") if round_no % 2 else ("this", "main")
             for name in order:
                 shutil.rmtree(suite / ".mcpdebug", ignore_errors=True)
+                (suite / ".mcpdebug").mkdir()  # the isolated workers' tmpfs goes over it
                 timing, output, code = time_run(cmd, suite, envs[name])
                 if code != 0 or f"{args.tests} passed" not in output:
                     raise SystemExit(f"{name}: exit {code}\n{output[-2000:]}")
@@ -104,7 +111,9 @@ def cost(args: argparse.Namespace) -> None:
                     results[name].append((timing.wall, timing.cpu))
         walls = [t[0] / m[0] for t, m in zip(results["this"], results["main"], strict=True)]
         cpus = [t[1] / m[1] for t, m in zip(results["this"], results["main"], strict=True)]
-        print(f"load average {load()}; {args.tests} tests, -n 2, {args.pairs} pairs")
+        kind = "2 isolated workers" if args.isolated else "-n 2"
+        prints = ", each printing a line" if args.prints else ""
+        print(f"load average {load()}; {args.tests} tests{prints}, {kind}, {args.pairs} pairs")
         print(f"main: median wall {statistics.median(w for w, _ in results['main']):.2f} s")
         print(f"this: median wall {statistics.median(w for w, _ in results['this']):.2f} s")
         for what, ratios in (("wall", walls), ("CPU", cpus)):
@@ -404,6 +413,8 @@ def main() -> None:
     c = sub.add_parser("cost")
     c.add_argument("--tests", type=int, default=2000)
     c.add_argument("--pairs", type=int, default=9)
+    c.add_argument("--isolated", action="store_true", help="workers in their own namespaces (the channel)")
+    c.add_argument("--prints", action="store_true", help="each test prints a line")
     lat = sub.add_parser("latency")
     lat.add_argument("--server", action="store_true")
     lat.add_argument("--count", type=int, default=40, help="lines printed (default 40)")
