@@ -42,7 +42,8 @@ TICK: Final = 0.1
 """How often the sender thread looks for new output (`Sender.on_tick`) and sends or spools it in the
 same wake-up: lines reach the kernel (socket or spool) within this, so a process killed mid-test
 loses at most that much. A test is first looked at once it is a tick old (`Recorder._tick`): what a
-younger one wrote is all within its last tick, and pytest's read takes it if the test ends first."""
+younger one wrote is all within its last tick, and pytest's read takes it if the test ends first. A
+remote worker reads as output is written instead (`written`), a test a quarter tick old or more."""
 
 
 _CAPTURE_CALLS: Final = (

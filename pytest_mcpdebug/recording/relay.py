@@ -6,7 +6,8 @@ xdist gives the controller each worker's execnet gateway before the worker start
 (`via_controller`); execnet calls `Relay.receive` with each message in its receiving thread, in the
 order they were sent. The lines go to a `Sender` of the worker's identity (its run, process and
 pid), the same one a local worker has: streamed to the server when one is connected, else appended
-to the spool file the worker would have written, here, in the controller's store. Nothing is opened
+to the spool file the worker would have written, here, in the controller's store; each message pokes
+that sender (`Sender.poke`), so it is delivered as it arrives, not at the sender's next wake-up. Nothing is opened
 until a worker says hello: a run whose workers all reach the store pays for the channels only.
 
 What execnet delivered is the controller's: a worker killed mid-run loses only what it had not sent.

@@ -1,7 +1,7 @@
 """Delivers events from a test process to the server, or to a spool file when there is none.
 
 The test thread only appends to a deque (no lock, no wake-up, no I/O); a background thread drains it
-every ``interval`` seconds. With a server it streams batches over WebSocket and keeps every
+every ``interval`` seconds, or at once when `poke`d (the controller's relay of a remote worker). With a server it streams batches over WebSocket and keeps every
 event until the server acknowledges it; if the connection drops, whatever was not acknowledged goes
 to the spool file, and the thread keeps retrying the connection. Without a server every batch is
 appended to the spool. Where a `ticker` helper runs, the thread sleeps until it says a test is a tick

@@ -22,6 +22,14 @@ waits for every child, or counts them, never sees it; it ends when the test proc
 a pipe, which happens however the test process ends (a child the test process forks lets its copy
 go: `forks`). If it cannot start or dies, the pipe says so (end of file) and the sender goes back to waking
 every tick.
+
+A worker that sends through its controller (`via_controller`) hands the helper a watch of pytest's
+capture files too (`output.written`, inotify): the helper sleeps on it as well and pokes (`o`) when
+output was written by a test a quarter tick old or more, once the writes paused for a millisecond (a
+print writes its text, then its newline) and at most every quarter tick; the sender thread then reads
+the test whatever its age. That worker's line leaves as it is written, not at the next tick. Its
+helper starts with the session (the recorder pokes the sender thread at once), not after a first
+interval.
 """
 
 from __future__ import annotations
