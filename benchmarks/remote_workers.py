@@ -249,6 +249,7 @@ def _hops(probe_log: Path, seen: dict[int, float]) -> None:
             ("channel -> controller's relay", received - sent),
             ("relay -> delivered (spool/server)", delivered - received),
             ("delivered -> readable (reader polls 5 ms)", readable - delivered),
+            ("printed -> delivered (all but the reader)", delivered - at),
             ("total", readable - at),
         ):
             hops.setdefault(name, []).append(span)
