@@ -1,13 +1,14 @@
 """Delivers events from a test process to the server, or to a spool file when there is none.
 
 The test thread only appends to a deque (no lock, no wake-up, no I/O); a background thread drains it
-every ``interval`` seconds, or at once when `poke`d (the controller's relay of a remote worker). With a server it streams batches over WebSocket and keeps every
-event until the server acknowledges it; if the connection drops, whatever was not acknowledged goes
-to the spool file, and the thread keeps retrying the connection. Without a server every batch is
-appended to the spool. Where a `ticker` helper runs, the thread sleeps until it says a test is a tick
-old (or a server appeared), or the server sends something: the test thread delivers what the
-write-ahead copy holds itself at a test's end, appended to the spool once a `SPOOL_INTERVAL` or
-streamed once an ``interval``. Delivery is at-least-once; the server's ingestion is idempotent.
+every ``interval`` seconds, or at once when `poke`d (the controller's relay of a remote worker). With a
+server it streams batches over WebSocket and keeps every event until the server acknowledges it; if the
+connection drops, whatever was not acknowledged goes to the spool file, and the thread keeps retrying
+the connection. Without a server every batch is appended to the spool. Where a `ticker` helper runs,
+the thread sleeps until it says a test is a tick old (or a server appeared), or the server sends
+something: the test thread delivers what the write-ahead copy holds itself at a test's end, appended to
+the spool once a `SPOOL_INTERVAL` or streamed once an ``interval``. Delivery is at-least-once; the
+server's ingestion is idempotent.
 
 At each test's end the test thread calls `checkpoint`: what is still queued (the test's last lines,
 its outcome) goes to the kernel there and then, so a process killed during the next test has lost
