@@ -16,14 +16,15 @@ neither the store nor a loopback server and its events travel on its execnet cha
   unconfigure, written by a conftest) is reported beside the run's wall time; ``--local``: the same
   with local workers (``-n``), which write the store themselves, for comparison.
 
-Usage: python benchmarks/remote_workers.py cost [--tests 2000] [--pairs 9]
-       python benchmarks/remote_workers.py latency [--server]
+Usage: python benchmarks/remote_workers.py cost [--tests 2000] [--pairs 9] [--isolated] [--prints]
+       python benchmarks/remote_workers.py latency [--server] [--count 40] [--every 0.25] [--probe]
        python benchmarks/remote_workers.py flood [--workers 8] [--rate 10000] [--seconds 30] [--local]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import os
@@ -84,18 +85,25 @@ def cost(args: argparse.Namespace) -> None:
         base = Path(tmp)
         suite = base / "suite"
         generate(args.tests, suite)
+        if args.prints:  # each test prints a line: what a remote worker's watch of its output sees
+            for path in suite.glob("test_gen_*.py"):
+                path.write_text(path.read_text().replace("    assert True", '    print("a line")'))
         main_src = main_checkout(base)
         env = bytecode_env(clean_env(), base / "pycache")
         envs = {
             "main": {**env, "PYTHONPATH": f"{main_src}:{main_src / 'server'}"},
             "this": env,
         }
-        cmd = [*PYTEST, "-n", "2", "--mcp-debug", str(suite)]
+        workers = ["-n", "2"]
+        if args.isolated:
+            workers = ["--tx", f"2*popen//python={isolated_python(suite)}", "--dist", "load"]
+        cmd = [*PYTEST, *workers, "--mcp-debug", str(suite)]
         results: dict[str, list[tuple[float, float]]] = {"main": [], "this": []}
         for round_no in range(args.pairs + 1):  # the first round warms the caches, untimed
             order = ("main", "this") if round_no % 2 else ("this", "main")
             for name in order:
                 shutil.rmtree(suite / ".mcpdebug", ignore_errors=True)
+                (suite / ".mcpdebug").mkdir()  # the isolated workers' tmpfs goes over it
                 timing, output, code = time_run(cmd, suite, envs[name])
                 if code != 0 or f"{args.tests} passed" not in output:
                     raise SystemExit(f"{name}: exit {code}\n{output[-2000:]}")
@@ -103,7 +111,9 @@ def cost(args: argparse.Namespace) -> None:
                     results[name].append((timing.wall, timing.cpu))
         walls = [t[0] / m[0] for t, m in zip(results["this"], results["main"], strict=True)]
         cpus = [t[1] / m[1] for t, m in zip(results["this"], results["main"], strict=True)]
-        print(f"load average {load()}; {args.tests} tests, -n 2, {args.pairs} pairs")
+        kind = "2 isolated workers" if args.isolated else "-n 2"
+        prints = ", each printing a line" if args.prints else ""
+        print(f"load average {load()}; {args.tests} tests{prints}, {kind}, {args.pairs} pairs")
         print(f"main: median wall {statistics.median(w for w, _ in results['main']):.2f} s")
         print(f"this: median wall {statistics.median(w for w, _ in results['this']):.2f} s")
         for what, ratios in (("wall", walls), ("CPU", cpus)):
@@ -122,21 +132,73 @@ def test_lines():
         time.sleep({every})
 """
 MARK = re.compile(rb"mark (\d+) (\d+\.\d+)")
+PROBE_CONFTEST = """
+import os, re, time
+from pytest_mcpdebug.recording import recorder, relay, sender, spool, via_controller
+
+MARK = re.compile(rb"mark (\\d+) ")
+LOG = os.open(os.environ["MCPDEBUG_PROBE_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+
+
+def stamp(hop, data):
+    now = time.time()
+    marks = MARK.findall(data)
+    if marks:
+        os.write(LOG, b"".join(b"%s %s %.6f\\n" % (hop.encode(), m, now) for m in marks))
+
+
+def blob(items):
+    return b"".join(i if isinstance(i, bytes) else bytes(i) if isinstance(i, (bytearray, memoryview))
+                    else repr(i).encode() for i in items)
+
+
+def wrap(cls, name, hop, what, before=True):
+    original = getattr(cls, name)
+
+    def probe(self, *args, **kwargs):
+        if before:
+            stamp(hop, what(args))
+        result = original(self, *args, **kwargs)
+        if not before:
+            stamp(hop, what(args))
+        return result
+
+    setattr(cls, name, probe)
+
+
+original_tick = recorder.Recorder._tick
+
+
+def tick(self):  # the worker's sender wakes: any mark the tail reads now was waiting for this
+    os.write(LOG, b"wake - %.6f\\n" % time.time())
+    return original_tick(self)
+
+
+recorder.Recorder._tick = tick
+wrap(via_controller.ChannelSpool, "write", "channel_send", lambda a: blob(a[0]))
+wrap(relay.Relay, "receive", "relay_receive", lambda a: blob(a[0][1:2]) if isinstance(a[0], tuple) else b"")
+wrap(spool.SpoolFile, "write", "delivered", lambda a: blob(a[0]), before=False)
+wrap(sender.Sender, "_ws_send", "delivered", lambda a: blob(a[0]), before=False)
+"""
 
 
 def latency(args: argparse.Namespace) -> None:
-    count, every = 40, 0.25
-    for kind in ("isolated", "local"):
+    count, every = args.count, args.every
+    for kind in args.kinds.split(","):
         with tempfile.TemporaryDirectory(prefix="mcpdebug-remote-latency-") as tmp:
             project = Path(tmp)
             (project / "pytest.ini").write_text("[pytest]\n")
             (project / "test_lines.py").write_text(LINES_SUITE.format(count=count, every=every))
+            probe_log = project / "probe.log"
+            if args.probe:
+                (project / "conftest.py").write_text(PROBE_CONFTEST)
             tx = (
                 ["--tx", f"1*popen//python={isolated_python(project)}", "--dist", "load"]
                 if kind == "isolated"
                 else ["-n", "1"]
             )
             env = bytecode_env(clean_env(), project / "pycache")
+            env["MCPDEBUG_PROBE_LOG"] = str(probe_log)
             store_dir = project / ".mcpdebug"
             marks = functools.partial(_store_marks if args.server else _spool_marks, store_dir)
             if args.server:
@@ -152,6 +214,65 @@ def latency(args: argparse.Namespace) -> None:
                 f"{statistics.median(delays) * 1000:.0f} ms, 90th {ninetieth * 1000:.0f} ms, "
                 f"max {delays[-1] * 1000:.0f} ms (load average {load()})"
             )
+            if args.probe:
+                _hops(probe_log, seen)
+
+
+def _hops(probe_log: Path, seen: dict[int, float]) -> None:
+    """Each line's time between hops (``--probe``): printed, the worker's sender woke (the wake-up
+    that read it: the last before it was sent), handed to the channel, received by the controller's
+    relay, delivered (the controller's spool written, or sent to the server), readable."""
+    stamps: dict[str, dict[int, float]] = {}
+    wakes: list[float] = []
+    for row in probe_log.read_text().splitlines():
+        hop, mark, at = row.split()
+        if hop == "wake":
+            wakes.append(float(at))
+        else:
+            stamps.setdefault(hop, {}).setdefault(int(mark), float(at))
+    printed = {n: t for n, t in _printed(probe_log.parent).items() if n in seen}
+    wakes.sort()
+    hops: dict[str, list[float]] = {}
+    slowest: list[tuple[float, int, list[float]]] = []
+    for n, at in printed.items():
+        sent = stamps.get("channel_send", {}).get(n)
+        received = stamps.get("relay_receive", {}).get(n)
+        delivered = stamps.get("delivered", {}).get(n)
+        if None in (sent, received, delivered):
+            continue
+        assert sent is not None and received is not None and delivered is not None
+        woke = max((w for w in wakes if at <= w <= sent), default=sent)
+        readable = at + seen[n]
+        for name, span in (
+            ("printed -> worker's sender wakes", woke - at),
+            ("wake -> handed to the channel", sent - woke),
+            ("channel -> controller's relay", received - sent),
+            ("relay -> delivered (spool/server)", delivered - received),
+            ("delivered -> readable (reader polls 5 ms)", readable - delivered),
+            ("printed -> delivered (all but the reader)", delivered - at),
+            ("total", readable - at),
+        ):
+            hops.setdefault(name, []).append(span)
+        slowest.append((readable - at, n, [woke - at, sent - woke, received - sent, delivered - received]))
+    for name, spans in hops.items():
+        spans.sort()
+        print(
+            f"  {name:45} median {statistics.median(spans) * 1000:6.1f} ms, 90th "
+            f"{spans[int(len(spans) * 0.9)] * 1000:6.1f}, max {spans[-1] * 1000:6.1f} ({len(spans)} lines)"
+        )
+    for total, n, spans in sorted(slowest, reverse=True)[:3]:
+        split = " + ".join(f"{span * 1000:.1f}" for span in spans)
+        print(f"  slow: line {n}, {total * 1000:.1f} ms = {split} + the reader's")
+
+
+def _printed(project: Path) -> dict[int, float]:
+    found: dict[int, float] = {}
+    for path in project.rglob("*"):
+        if path.suffix in (".jsonl", ".log") and path.is_file():
+            with contextlib.suppress(OSError):
+                for m in MARK.finditer(path.read_bytes()):
+                    found[int(m.group(1))] = float(m.group(2))
+    return found
 
 
 def _watch(
@@ -293,8 +414,14 @@ def main() -> None:
     c = sub.add_parser("cost")
     c.add_argument("--tests", type=int, default=2000)
     c.add_argument("--pairs", type=int, default=9)
+    c.add_argument("--isolated", action="store_true", help="workers in their own namespaces (the channel)")
+    c.add_argument("--prints", action="store_true", help="each test prints a line")
     lat = sub.add_parser("latency")
     lat.add_argument("--server", action="store_true")
+    lat.add_argument("--count", type=int, default=40, help="lines printed (default 40)")
+    lat.add_argument("--every", type=float, default=0.25, help="seconds between them (default 0.25)")
+    lat.add_argument("--kinds", default="isolated,local", help="isolated,local (default both)")
+    lat.add_argument("--probe", action="store_true", help="time each hop (a conftest wraps the plugin)")
     f = sub.add_parser("flood")
     f.add_argument("--workers", type=int, default=8)
     f.add_argument("--rate", type=int, default=10_000)

@@ -184,6 +184,36 @@ def test_no_server_spools_every_event(mcpdir: Path) -> None:
     store.close()
 
 
+def test_a_poke_delivers_what_is_queued_at_once_not_at_the_next_interval(
+    mcpdir: Path, servers: list[RunningServer]
+) -> None:
+    """What the controller's relay does as each message of a remote worker arrives: the events go to
+    the spool, or to the server, then, though the thread would sleep an hour."""
+    sender = new_sender(mcpdir, lambda: None, interval=3600.0)
+    sender.start(wait=PATIENCE)
+    events = make_events(range(1, 5))
+    for event in events[:2]:
+        sender.send(event)
+    sender.poke()
+    wait_for(lambda: expected_spool(mcpdir).exists() and spooled_events(expected_spool(mcpdir)) == events[:2])
+    sender.send(events[2])
+    sender.poke()
+    wait_for(lambda: spooled_events(expected_spool(mcpdir)) == events[:3])
+    sender.send(events[3])
+    sender.close()  # not an hour either
+    assert spooled_events(expected_spool(mcpdir)) == events
+
+    streamed = mcpdir.parent / "streamed" / ".mcpdebug"
+    servers.append(start_server(streamed))
+    sender = connect(new_sender(streamed, discover_in(streamed), interval=3600.0))
+    assert sender.connected_url is not None
+    for event in events[:2]:
+        sender.send(event)
+    sender.poke()
+    wait_for(lambda: stored_seqs(streamed) == [1, 2])
+    sender.close()
+
+
 def test_unreachable_server_warns_once_and_spools(mcpdir: Path) -> None:
     url = f"ws://127.0.0.1:{closed_port()}/"
     calls: list[float] = []

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -19,7 +20,8 @@ import pytest
 
 from helpers import run_inner
 from pytest_mcpdebug.hangs.gil_dump import DumpFile
-from pytest_mcpdebug.recording.ticker import SERVER_CHANGED, TICK_DUE, Ticker
+from pytest_mcpdebug.output.written import WriteWatch
+from pytest_mcpdebug.recording.ticker import OUTPUT_WRITTEN, SERVER_CHANGED, TICK_DUE, Ticker
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "posix_spawn"), reason="the helper needs posix_spawn")
 
@@ -98,6 +100,43 @@ def test_no_test_for_two_ticks_is_poked_and_so_is_a_server_appearing(
     while SERVER_CHANGED not in reasons:  # within a quarter tick when idle; the test's age pokes too
         assert time.monotonic() < deadline, "a server.json written now was never noticed"
         reasons += ticker.wait(TICK)
+
+
+def test_output_written_is_poked_once_the_test_is_a_quarter_tick_old(
+    tmp_path: Path, header: DumpFile
+) -> None:
+    """A remote worker's watch of pytest's capture files (`written`): a write pokes the sender (``o``),
+    a young test's once it is a quarter tick old (its end may take it sooner), and no write, no ``o``."""
+    watch = WriteWatch.start()
+    if watch is None:
+        pytest.skip("no inotify here")
+    with tempfile.TemporaryFile(buffering=0) as capture:  # deleted, as pytest's are
+        assert watch.watch(capture.fileno())
+        ticker = Ticker.start(header.path, tmp_path / "server.json", TICK, watch.fd)
+        assert ticker is not None
+        try:
+            header.set_test("test_a.py::test_prints")
+            started = time.monotonic()
+            capture.write(b"a line\n")
+            said, deadline = b"", started + 60
+            while OUTPUT_WRITTEN not in said:
+                assert time.monotonic() < deadline, "a line written was never poked"
+                said += ticker.wait(TICK)
+            assert time.monotonic() - started >= TICK / 4 * 0.9, "poked while the test was younger"
+
+            while ticker.wait(0):
+                pass
+            time.sleep(TICK / 2)  # the same test, older than a quarter tick now: no write, no poke
+            assert OUTPUT_WRITTEN not in ticker.wait(0)
+            capture.write(b"another\n")
+            said, deadline = b"", time.monotonic() + 60
+            while OUTPUT_WRITTEN not in said:
+                assert time.monotonic() < deadline, "a line written by an older test was never poked"
+                said += ticker.wait(10 * TICK)
+        finally:
+            ticker.close()
+            watch.close()
+    wait_gone(header.path)
 
 
 def test_the_helper_is_nobodys_child_and_ends_when_closed(header: DumpFile, tmp_path: Path) -> None:

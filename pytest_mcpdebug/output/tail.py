@@ -23,7 +23,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Generator
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 
@@ -31,15 +31,19 @@ from pytest_mcpdebug import forks
 from pytest_mcpdebug.output.lines import Unit
 from pytest_mcpdebug.output.reading import TICK_BYTES, Emit, OutputReader, WaitForRoom
 from pytest_mcpdebug.output.records import RecordHandler, WarningWatch, pytest_log_level, warning_line
-from pytest_mcpdebug.output.sources import source
+from pytest_mcpdebug.output.sources import FileSource, source
 from pytest_mcpdebug.plugin_object import PluginObject, register
+
+if TYPE_CHECKING:
+    from pytest_mcpdebug.output.written import WriteWatch
 
 # Timeouts
 TICK: Final = 0.1
 """How often the sender thread looks for new output (`Sender.on_tick`) and sends or spools it in the
 same wake-up: lines reach the kernel (socket or spool) within this, so a process killed mid-test
 loses at most that much. A test is first looked at once it is a tick old (`Recorder._tick`): what a
-younger one wrote is all within its last tick, and pytest's read takes it if the test ends first."""
+younger one wrote is all within its last tick, and pytest's read takes it if the test ends first. A
+remote worker reads as output is written instead (`written`), a test a quarter tick old or more."""
 
 
 _CAPTURE_CALLS: Final = (
@@ -79,6 +83,8 @@ class OutputTail(OutputReader, PluginObject):
         self._session_fixtures_unmarked = False
         self.on_begin: Callable[[str, tuple[str, int | None, str]], None] | None = None
         """Told when a test's set-up starts (the reporter's start of a test: no hook of its own)."""
+        self.written: WriteWatch | None = None
+        """Watches pytest's capture files for writes, where output is pushed at once (`written`)."""
 
     # Life cycle -----------------------------------------------------------------------------------
 
@@ -219,6 +225,8 @@ class OutputTail(OutputReader, PluginObject):
         self._attached_to = capturing
         for stream in self._streams:
             stream.source = source(getattr(capturing, "out" if stream.name == "stdout" else "err", None))
+            if self.written is not None and type(stream.source) is FileSource:
+                self.written.watch(stream.source.fd)
 
     def _read_capture(self) -> Any:
         """pytest's ``read_global_capture``: pytest reads and empties its files there (at the end of

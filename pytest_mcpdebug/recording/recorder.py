@@ -48,12 +48,13 @@ from pytest_mcpdebug.recording.run_id import new_run_id
 from pytest_mcpdebug.recording.sender import Sender
 from pytest_mcpdebug.recording.spool import RETRIED, describe_failure, spool_file_name
 from pytest_mcpdebug.recording.tally import WORKER_KEY, Tally
-from pytest_mcpdebug.recording.ticker import Ticker
+from pytest_mcpdebug.recording.ticker import OUTPUT_WRITTEN, Ticker
 from pytest_mcpdebug.settings import DiagnosisSettings, HangSettings, Settings
 
 if TYPE_CHECKING:
     from pytest_mcpdebug.failures.hold import Inspector
     from pytest_mcpdebug.hangs.summary import HangSummary
+    from pytest_mcpdebug.output.written import WriteWatch
     from pytest_mcpdebug.recording.relay import Relays
     from pytest_mcpdebug.recording.via_controller import ChannelSpool
 
@@ -129,6 +130,7 @@ class Recorder(PluginObject):
         self.session: pytest.Session | None = None
         self.relays: Relays | None = None  # the controller's end of its workers' channels (`relay`)
         self.channel_spool: ChannelSpool | None = None  # a worker's, when it cannot reach the store
+        self.written: WriteWatch | None = None  # such a worker's watch of pytest's capture files
         self._carried_hangs: list[tuple[str, str]] = []
         # A service a test starts with `mcpdebug run` (or mcpdebug_process) is linked to this run.
         self._environ = {name: os.environ.get(name) for name in (PARENT_RUN_ENV, PARENT_WORKER_ENV)}
@@ -237,6 +239,10 @@ class Recorder(PluginObject):
             self.reporter.tail = None if self.tail.ends_tests else self.tail
             self.tail.on_begin = self.reporter.begin
             self.sender.on_tick = self._tick
+            if self.channel_spool is not None:  # pushed to the controller as written, not each tick
+                from pytest_mcpdebug.output.written import WriteWatch
+
+                self.written = self.tail.written = WriteWatch.start()
         # Every process, the controller too: it keeps the session timeout and records kills.
         dump = (
             None
@@ -256,9 +262,12 @@ class Recorder(PluginObject):
         )
         register(self.config, self.timeouts, _TIMEOUTS)
         if self.reporter.dump is not None:  # the sender thread sleeps until a test is a tick old
+            written = self.written.fd if self.written is not None else None
             self.sender.start_ticker = functools.partial(
-                Ticker.start, self.reporter.dump.path, self.dir / SERVER_FILE, TICK
+                Ticker.start, self.reporter.dump.path, self.dir / SERVER_FILE, TICK, written
             )
+            if written is not None:  # the helper now, not after a first interval: the first test's lines
+                self.sender.poke()
         if role != "controller":  # the controller of xdist workers runs no test
             self.sender.later = self.reporter.use_msgspec_soon
         if role == "controller":
@@ -381,6 +390,8 @@ class Recorder(PluginObject):
         self._last_url = self.sender.connected_url
         sender = self.sender
         sender.close()
+        if self.written is not None:  # after the ticker: the helper read it
+            self.written.close()
         counts = {"sent": sender.acked, "spooled": sender.spooled, "dropped": sender.dropped}
         workeroutput = getattr(self.config, "workeroutput", None)
         if workeroutput is not None:
@@ -423,9 +434,10 @@ class Recorder(PluginObject):
         reporter, tail = self.reporter, self.tail
         if reporter is not None:
             younger = reporter.younger_than(TICK)
-            if younger is not None:
+            if younger is None:
+                reporter.announce()
+            elif OUTPUT_WRITTEN not in self.sender.poked_by:  # else read: its output is pushed (`written`)
                 return younger
-            reporter.announce()
         if tail is not None:
             tail.tick()
         return None

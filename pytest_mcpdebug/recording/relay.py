@@ -6,8 +6,10 @@ xdist gives the controller each worker's execnet gateway before the worker start
 (`via_controller`); execnet calls `Relay.receive` with each message in its receiving thread, in the
 order they were sent. The lines go to a `Sender` of the worker's identity (its run, process and
 pid), the same one a local worker has: streamed to the server when one is connected, else appended
-to the spool file the worker would have written, here, in the controller's store. Nothing is opened
-until a worker says hello: a run whose workers all reach the store pays for the channels only.
+to the spool file the worker would have written, here, in the controller's store; each message pokes
+that sender (`Sender.poke`), so it is delivered as it arrives, not at the sender's next wake-up.
+Nothing is opened until a worker says hello: a run whose workers all reach the store pays for the
+channels only.
 
 What execnet delivered is the controller's: a worker killed mid-run loses only what it had not sent.
 """
@@ -24,14 +26,15 @@ from pytest_mcpdebug.folder import COVERAGE_DIR, spool_dir
 from pytest_mcpdebug.protocol.plain import Encoded
 from pytest_mcpdebug.protocol.versions import HELLO_VERSION
 from pytest_mcpdebug.recording.link import Discover, Identity
-from pytest_mcpdebug.recording.sender import FLUSH_INTERVAL, Sender
+from pytest_mcpdebug.recording.sender import RECONNECT_INTERVAL, Sender
 from pytest_mcpdebug.recording.spool import spool_file_name
 from pytest_mcpdebug.recording.tally import Tally
 from pytest_mcpdebug.recording.via_controller import EVENTS, FILE, HELLO, controller_side
 
-INTERVAL: Final = FLUSH_INTERVAL / 2
-"""How often a relay's sender delivers what arrived: a remote worker's line already waited for its
-own sender's tick, and is readable here within 0.2 s of being written."""
+INTERVAL: Final = RECONNECT_INTERVAL / 4
+"""How often a relay's sender wakes by itself (to look for a server started mid-run): each message
+that arrives pokes it (`Sender.poke`), so a remote worker's lines are delivered as they come, and a
+flood of them wakes it no more than the messages do."""
 _END: Final = object()
 
 
@@ -133,6 +136,7 @@ class Relay:
         for line in data.split(b"\n"):
             if line:
                 sender.send(Encoded(_seq(line), line))
+        sender.poke()
 
     def _file(self, name: str, data: bytes) -> None:
         """A worker's file of the store (its coverage data), at the same place in this one."""

@@ -1,13 +1,14 @@
 """Delivers events from a test process to the server, or to a spool file when there is none.
 
 The test thread only appends to a deque (no lock, no wake-up, no I/O); a background thread drains it
-every ``interval`` seconds. With a server it streams batches over WebSocket and keeps every
-event until the server acknowledges it; if the connection drops, whatever was not acknowledged goes
-to the spool file, and the thread keeps retrying the connection. Without a server every batch is
-appended to the spool. Where a `ticker` helper runs, the thread sleeps until it says a test is a tick
-old (or a server appeared), or the server sends something: the test thread delivers what the
-write-ahead copy holds itself at a test's end, appended to the spool once a `SPOOL_INTERVAL` or
-streamed once an ``interval``. Delivery is at-least-once; the server's ingestion is idempotent.
+every ``interval`` seconds, or at once when `poke`d (the controller's relay of a remote worker). With a
+server it streams batches over WebSocket and keeps every event until the server acknowledges it; if the
+connection drops, whatever was not acknowledged goes to the spool file, and the thread keeps retrying
+the connection. Without a server every batch is appended to the spool. Where a `ticker` helper runs,
+the thread sleeps until it says a test is a tick old (or a server appeared), or the server sends
+something: the test thread delivers what the write-ahead copy holds itself at a test's end, appended to
+the spool once a `SPOOL_INTERVAL` or streamed once an ``interval``. Delivery is at-least-once; the
+server's ingestion is idempotent.
 
 At each test's end the test thread calls `checkpoint`: what is still queued (the test's last lines,
 its outcome) goes to the kernel there and then, so a process killed during the next test has lost
@@ -119,6 +120,8 @@ class Sender(Link):
         self._ws_stack = contextlib.ExitStack()
         self._connected_url: str | None = None
         self._stop = threading.Event()
+        self._poked = threading.Event()
+        """Set by `poke` (and `finish`): the thread, sleeping without a server, delivers now."""
         self._first_attempt = threading.Event()
         self._thread = threading.Thread(target=self._run, name="mcpdebug-sender", daemon=True)
         self._next_connect = 0.0
@@ -154,6 +157,8 @@ class Sender(Link):
         """Called once by the thread after its first ``interval``, like `start_ticker`: work a run that
         is over sooner never needs (the recorder's faster encoding of quiet passes, which it leaves
         for the test thread to load: `Reporter.use_msgspec_soon`)."""
+        self.poked_by = b""
+        """What the `ticker`'s pokes of this wake-up said (``OUTPUT_WRITTEN``: `on_tick` reads now)."""
         self.colocation: Colocation | None = None
         """Keeps the thread on the CPU of the thread it serves while its work is light (a test process:
         see `colocate`); None: it runs anywhere (a process session's runner, whose reader and sender
@@ -179,6 +184,14 @@ class Sender(Link):
         self._pending.append(event)
         if len(self._pending) > MAX_PENDING:
             self._spool_overflow()
+
+    def poke(self) -> None:
+        """Deliver what is queued now, not at the thread's next wake-up (the controller's relay, as each
+        message of a remote worker arrives: that worker's sender delivered it at once already)."""
+        self._poked.set()
+        ws = self._ws
+        if ws is not None:
+            ws.wake()
 
     def wait_for_room(self, timeout: float = CLOSE_TIMEOUT) -> None:
         """Hold a producer of bulk output while the sender is far behind, so memory stays bounded.
@@ -286,6 +299,7 @@ class Sender(Link):
         Nothing may be sent after this; `close` waits for the end."""
         self._close_timeout = timeout
         self._stop.set()
+        self._poked.set()
         if not self.started:
             return
         if self.ticker is not None:
@@ -338,14 +352,17 @@ class Sender(Link):
                 wait = max(min(wait, soon), MIN_WAIT)
             # With a ticker, the helper says when a test is a tick old: `soon` is its to see.
             ticker = self.ticker if self.ticker is not None and self.ticker.alive and not busy else None
+            self.poked_by = b""
             if self._ws is None and ticker is not None:
-                if SERVER_CHANGED in ticker.wait(self._retry_wait()):
+                self.poked_by = ticker.wait(self._retry_wait())
+                if SERVER_CHANGED in self.poked_by:
                     self._next_connect = 0.0
             elif self._ws is None:
-                self._stop.wait(wait)
+                self._poked.wait(wait)
+                self._poked.clear()  # a poke from now on wakes the next wait: its events are queued
             elif ticker is not None:  # the test thread streams quick tests' ends (`_deliver_ready`)
                 self._receive(ACK_INTERVAL, also=(ticker.fd,))  # an ack, a request or a poke wakes it
-                ticker.wait(0)
+                self.poked_by = ticker.wait(0)
             else:
                 self._receive(wait)  # wakes at once for a request of the server
             tick = self.on_tick

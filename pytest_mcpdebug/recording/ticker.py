@@ -22,6 +22,14 @@ waits for every child, or counts them, never sees it; it ends when the test proc
 a pipe, which happens however the test process ends (a child the test process forks lets its copy
 go: `forks`). If it cannot start or dies, the pipe says so (end of file) and the sender goes back to waking
 every tick.
+
+A worker that sends through its controller (`via_controller`) hands the helper a watch of pytest's
+capture files too (`output.written`, inotify): the helper sleeps on it as well and pokes (`o`) when
+output was written by a test a quarter tick old or more, once the writes paused for a millisecond (a
+print writes its text, then its newline) and at most every quarter tick; the sender thread then reads
+the test whatever its age. That worker's line leaves as it is written, not at the next tick. Its
+helper starts with the session (the recorder pokes the sender thread at once), not after a first
+interval.
 """
 
 from __future__ import annotations
@@ -42,12 +50,37 @@ if os.fork():
     os._exit(0)  # the test process reaps this one at once; the helper is nobody's child of theirs
 signal.signal(signal.SIGINT, signal.SIG_IGN)  # a ^C is the test process's to handle; its end ends this
 header, server, tick = sys.argv[1], sys.argv[2], float(sys.argv[3])
-poke, life = 3, 4
+written = len(sys.argv) > 4  # fd 5: a watch of pytest's capture files (`written`)
+poke, life, watch, young, settle = 3, 4, 5, tick / 4, 0.001  # print writes a line, then its newline
 os.set_blocking(poke, False)
 fd = os.open(header, os.O_RDONLY)
-seen, since, server_seen = None, 0.0, None
-while not select.select([life], [], [], tick / 4)[0]:
+seen, since, started, server_seen = None, 0.0, 0.0, None
+output_due, output_poked, first, settled = False, -tick, 0.0, 0.0
+while True:
     now = time.monotonic()
+    timeout, fds = tick / 4, [life]
+    if output_due:  # once the writes pause, the running test is old enough, a gap after the last poke
+        timeout = min(timeout, max(started + young, output_poked + young, settled) - now)
+        if now < settled:
+            fds.append(watch)
+    elif written and now >= output_poked + young:
+        fds.append(watch)
+    elif written:
+        timeout = min(timeout, output_poked + young - now)
+    ready = select.select(fds, [], [], max(timeout, 0))[0]
+    if life in ready:
+        break
+    now = time.monotonic()
+    if watch in ready:
+        try:
+            os.read(watch, 65536)
+        except BlockingIOError:
+            pass
+        except OSError:
+            written = False
+        if not output_due:
+            first = now
+        output_due, settled = True, min(now + settle, first + 4 * settle)
     try:
         test = os.pread(fd, 4096, 0).split(b"\\n", 2)[1]
     except (OSError, IndexError):
@@ -61,9 +94,11 @@ while not select.select([life], [], [], tick / 4)[0]:
     if state != server_seen:
         server_seen, why = state, b"s" if state is not None else b""
     if test != seen:
-        seen, since = test, now
+        seen, since, started = test, now, now
     elif now - since >= (tick if test else 2 * tick):
         since, why = now, why + b"t"
+    if output_due and now >= max(started + young, output_poked + young, settled):
+        output_due, output_poked, why = False, now, why + b"o"
     if why:
         try:
             os.write(poke, why)
@@ -78,6 +113,10 @@ TICK_DUE: Final = b"t"
 """A poke's reason: a test a tick old (or no test for two ticks): time for the sender's look."""
 SERVER_CHANGED: Final = b"s"
 """A poke's reason: ``server.json`` appeared or changed: try to connect now."""
+OUTPUT_WRITTEN: Final = b"o"
+"""A poke's reason: pytest's capture files were written (`written`) by a test a quarter tick old
+or more (a younger one's output goes with its end if it ends by then), at most once a quarter tick:
+time for the output tail to read."""
 
 
 class Ticker:
@@ -104,8 +143,9 @@ class Ticker:
         reaper.start()
 
     @classmethod
-    def start(cls, header: Path, server_file: Path, tick: float) -> Ticker | None:
-        """Start the helper; None where that is not possible (no ``posix_spawn``, no interpreter)."""
+    def start(cls, header: Path, server_file: Path, tick: float, written: int | None = None) -> Ticker | None:
+        """Start the helper; None where that is not possible (no ``posix_spawn``, no interpreter).
+        ``written``: a `WriteWatch`'s descriptor, for the helper to poke when output is written."""
         spawn = getattr(os, "posix_spawn", None)
         executable = sys.executable
         if spawn is None or not executable or not hasattr(os, "POSIX_SPAWN_DUP2"):
@@ -124,6 +164,16 @@ class Ticker:
             (os.POSIX_SPAWN_DUP2, poke_w, 3),
             (os.POSIX_SPAWN_DUP2, life_r, 4),
         ]
+        watch = -1
+        if written is not None:  # a copy above 5, so the dup2s before it cannot clash with it
+            import fcntl
+
+            with forks.owning(), contextlib.suppress(OSError):
+                watch = fcntl.fcntl(written, fcntl.F_DUPFD_CLOEXEC, 6)
+                forks.own(watch)
+            if watch >= 0:
+                actions.append((os.POSIX_SPAWN_DUP2, watch, 5))
+                args.append("written")
         try:
             pid = spawn(executable, args, os.environ, file_actions=actions)
         except OSError:
@@ -131,6 +181,10 @@ class Ticker:
                 forks.disown(fd)
                 os.close(fd)
             return None
+        finally:
+            if watch >= 0:
+                forks.disown(watch)
+                os.close(watch)
         for fd in (life_r, poke_w):
             forks.disown(fd)
             os.close(fd)
