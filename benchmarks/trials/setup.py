@@ -204,9 +204,26 @@ def ci_artifacts(task: dict, dest: Path, with_project: bool) -> None:
     env = {**shell_env(dest), **ci.get("env", {}), "CI": "true"}
     out = dest / "ci"
     out.mkdir()
-    cmd = ["pytest"] + (["--mcp-debug-html", "ci/report.html"] if with_project else [])
-    done = subprocess.run(cmd, cwd=dest, env=env, text=True, capture_output=True, timeout=600)
-    (out / "console.log").write_text(f"$ {' '.join(cmd)}\n{done.stdout}{done.stderr}", encoding="utf-8")
+    cmd = ["pytest", *ci.get("args", [])] + (["--mcp-debug-html", "ci/report.html"] if with_project else [])
+    # CI's job time limit (`timeout`, default 600 s): the job is killed then, the log just stops
+    # and the runner adds its line, as a cancelled job's log does
+    limit = ci.get("timeout", 600)
+    log = out / "console.log"
+    with log.open("w", encoding="utf-8") as console:
+        console.write(f"$ {' '.join(cmd)}\n")
+        console.flush()
+        job = subprocess.Popen(
+            cmd, cwd=dest, env=env, stdout=console, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        try:
+            job.wait(timeout=limit)
+        except subprocess.TimeoutExpired:
+            os.killpg(job.pid, 9)
+            job.wait()
+            console.write(
+                f"\n##[error]The job running on runner ci-runner-2 has exceeded the maximum "
+                f"execution time of {limit / 60:g} minutes.\n##[error]The operation was canceled.\n"
+            )
     for name in ci.get("files", {}):
         (dest / name).unlink()
     for cache in dest.rglob("__pycache__"):
@@ -301,7 +318,14 @@ def verify(task_id: str, condition: str, dest: Path) -> list[str]:
         if local.returncode != 0:
             problems.append("the CI failure reproduces locally")
         log = (dest / "ci" / "console.log").read_text(encoding="utf-8")
-        if f"FAILED {task['symptom']}" not in log:
+        shown = (f"FAILED {task['symptom']}", f"ERROR {task['symptom']}")
+        if task["ci"].get("hangs"):
+            # CI's job hung in the symptom test: the log was cut off at the job's limit, or (with the
+            # project's hang timeout) the test failed with its diagnosis
+            cut = "The operation was canceled" in log and task["symptom"].split("::")[0] in log
+            if not (cut or (condition == "with" and any(line in log for line in shown))):
+                problems.append("the CI console log shows no hang in the symptom test")
+        elif not any(line in log for line in shown):
             problems.append("the CI console log does not show the failure")
         if condition == "with" and not (dest / "ci" / "report.html").is_file():
             problems.append("no HTML report")
