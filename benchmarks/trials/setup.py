@@ -277,7 +277,9 @@ def build(task_id: str, condition: str, dest: Path, cache: Path) -> None:
     make_venv(task, dest, wheels, with_project)
     install_tools(dest, with_project)
     if with_project:
-        sh(["mcpdebug", "init", "-y", "."], cwd=dest, env=shell_env(dest))
+        # `init_args`: the developer's choice at init (e.g. a hang timeout below the package's own)
+        init = ["mcpdebug", "init", "-y", *task.get("init_args", []), "."]
+        sh(init, cwd=dest, env=shell_env(dest))
     if task["kind"] == "ci":
         ci_artifacts(task, dest, with_project)
     git_commit(dest, "current main")
