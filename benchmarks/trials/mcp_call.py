@@ -140,6 +140,9 @@ def ask(root: Path, request: dict[str, Any]) -> dict[str, Any]:
         except (FileNotFoundError, ConnectionRefusedError):
             if attempt:
                 raise
+            # a socket nobody listens on is left by a broker that was killed: start afresh
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
             start_broker(root)
     raise AssertionError("unreachable")
 
