@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -218,11 +219,17 @@ def ci_artifacts(task: dict, dest: Path, with_project: bool) -> None:
         try:
             job.wait(timeout=limit)
         except subprocess.TimeoutExpired:
-            os.killpg(job.pid, 9)
-            job.wait()
+            # as a runner cancels a job: SIGTERM to the job's processes, SIGKILL after a grace period
+            os.killpg(job.pid, signal.SIGTERM)
+            try:
+                job.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(job.pid, signal.SIGKILL)
+                job.wait()
+            allowed = f"{limit // 60} minutes" if limit % 60 == 0 else f"{limit} seconds"
             console.write(
                 f"\n##[error]The job running on runner ci-runner-2 has exceeded the maximum "
-                f"execution time of {limit / 60:g} minutes.\n##[error]The operation was canceled.\n"
+                f"execution time of {allowed}.\n##[error]The operation was canceled.\n"
             )
     for name in ci.get("files", {}):
         (dest / name).unlink()
