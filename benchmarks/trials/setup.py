@@ -315,13 +315,21 @@ def verify(task_id: str, condition: str, dest: Path) -> list[str]:
     problems: list[str] = []
     base = ["pytest", "-p", "no:cacheprovider", task["symptom"]]
     if task["kind"] == "hang":
+        # in a session of its own: the whole tree (a process pool's workers too) ends at the timeout
+        hung = subprocess.Popen(
+            ["pytest", "-x", task["symptom"]],
+            cwd=dest,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         try:
-            subprocess.run(
-                ["pytest", "-x", task["symptom"]], cwd=dest, env=env, capture_output=True, timeout=20
-            )
+            hung.wait(timeout=20)
             problems.append("the symptom test did not hang")
         except subprocess.TimeoutExpired:
-            pass
+            os.killpg(hung.pid, signal.SIGKILL)
+            hung.wait()
     elif task["kind"] == "ci":
         local = subprocess.run(base, cwd=dest, env=env, capture_output=True, text=True, timeout=300)
         if local.returncode != 0:
