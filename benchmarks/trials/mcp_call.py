@@ -1,6 +1,7 @@
 """mcp-call: a shell agent's MCP client for the project's MCP server (the `mcpdebug` entry of `.mcp.json`).
 
-    mcp-call --list                 the server's tools: name, what each answers, its arguments
+    mcp-call --list                 the call syntax with an example, then the server's tools: name,
+                                    what each answers, its arguments
     mcp-call --schema TOOL          one tool's whole input schema
     mcp-call --stop                 end the session (the next call starts a new one)
     mcp-call TOOL key=value ...     call a tool; a value is read as JSON when it parses (5, true, ["-x"]),
@@ -34,6 +35,10 @@ from typing import Any
 IDLE_SECONDS = 30 * 60
 START_SECONDS = 60
 SERVER_NAME = "mcpdebug"
+USAGE = (
+    "usage: mcp-call TOOL key=value ...   (a value is JSON when it parses, else a string;\n"
+    "       --args '{\"key\": ...}' passes them all as one JSON object)"
+)
 
 
 def find_root(start: Path) -> Path:
@@ -135,6 +140,9 @@ def ask(root: Path, request: dict[str, Any]) -> dict[str, Any]:
         except (FileNotFoundError, ConnectionRefusedError):
             if attempt:
                 raise
+            # a socket nobody listens on is left by a broker that was killed: start afresh
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
             start_broker(root)
     raise AssertionError("unreachable")
 
@@ -168,8 +176,8 @@ def parse_arguments(pairs: list[str]) -> dict[str, Any]:
             arguments.update(json.loads(rest.pop(0)))
             continue
         key, sep, value = item.partition("=")
-        if not sep:
-            raise SystemExit(f"mcp-call: arguments are key=value, not {item!r}")
+        if not sep or not key or key.startswith("-"):
+            raise SystemExit(f"mcp-call: arguments are key=value, not {item!r}\n{USAGE}")
         try:
             arguments[key] = json.loads(value)
         except json.JSONDecodeError:
@@ -177,7 +185,24 @@ def parse_arguments(pairs: list[str]) -> dict[str, Any]:
     return arguments
 
 
+def example_call(tools: list[dict[str, Any]]) -> str:
+    """One call of a listed tool, as a native client's schema would show it: its first argument
+    with the schema's default (or a placeholder of its type)."""
+    for tool in tools:
+        schema = tool.get("inputSchema") or tool.get("input_schema") or {}
+        for name, prop in schema.get("properties", {}).items():
+            if "default" in prop and prop["default"] is not None:
+                value = prop["default"]
+                shown = value if isinstance(value, str) else json.dumps(value)
+                return f"mcp-call {tool['name']} {name}={shown}"
+    return f"mcp-call {tools[0]['name']}" if tools else "mcp-call TOOL"
+
+
 def show_tools(tools: list[dict[str, Any]]) -> None:
+    print(USAGE)
+    print(f"example: {example_call(tools)}")
+    print("arguments of each tool below, `(required)` marked; `mcp-call --schema TOOL` for the whole schema")
+    print()
     for tool in tools:
         description = (tool.get("description") or "").strip().splitlines()
         print(f"{tool['name']}: {description[0] if description else ''}")
@@ -219,6 +244,12 @@ def main(argv: list[str]) -> int:
             return 2
         print(json.dumps(chosen[0], indent=2))
         return 0
+    if argv[0].startswith("-"):
+        print(
+            f"mcp-call: unknown option {argv[0]!r}\n{USAGE}\n       mcp-call --list | --schema TOOL | --stop",
+            file=sys.stderr,
+        )
+        return 2
     reply = ask(root, {"op": "call", "tool": argv[0], "arguments": parse_arguments(argv[1:])})
     if "error" in reply:
         print(f"mcp-call: {reply['error']}", file=sys.stderr)
@@ -227,7 +258,25 @@ def main(argv: list[str]) -> int:
         print("\n".join(reply["texts"]))
     else:
         print(json.dumps(reply["structured"], indent=2))
+    if reply["is_error"] and _bad_arguments(reply):
+        print(f"\n{USAGE}\n(`mcp-call --schema {argv[0]}` shows its arguments)", file=sys.stderr)
     return 1 if reply["is_error"] else 0
+
+
+def _bad_arguments(reply: dict[str, Any]) -> bool:
+    """The server refused the call's arguments (a validation error or an unknown tool)."""
+    text = " ".join(reply.get("texts") or []).lower()
+    return any(
+        mark in text
+        for mark in (
+            "validation error",
+            "unknown tool",
+            "unexpected keyword",
+            "missing",
+            "field required",
+            "extra inputs",
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -204,9 +205,32 @@ def ci_artifacts(task: dict, dest: Path, with_project: bool) -> None:
     env = {**shell_env(dest), **ci.get("env", {}), "CI": "true"}
     out = dest / "ci"
     out.mkdir()
-    cmd = ["pytest"] + (["--mcp-debug-html", "ci/report.html"] if with_project else [])
-    done = subprocess.run(cmd, cwd=dest, env=env, text=True, capture_output=True, timeout=600)
-    (out / "console.log").write_text(f"$ {' '.join(cmd)}\n{done.stdout}{done.stderr}", encoding="utf-8")
+    cmd = ["pytest", *ci.get("args", [])] + (["--mcp-debug-html", "ci/report.html"] if with_project else [])
+    # CI's job time limit (`timeout`, default 600 s): the job is killed then, the log just stops
+    # and the runner adds its line, as a cancelled job's log does
+    limit = ci.get("timeout", 600)
+    log = out / "console.log"
+    with log.open("w", encoding="utf-8") as console:
+        console.write(f"$ {' '.join(cmd)}\n")
+        console.flush()
+        job = subprocess.Popen(
+            cmd, cwd=dest, env=env, stdout=console, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        try:
+            job.wait(timeout=limit)
+        except subprocess.TimeoutExpired:
+            # as a runner cancels a job: SIGTERM to the job's processes, SIGKILL after a grace period
+            os.killpg(job.pid, signal.SIGTERM)
+            try:
+                job.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(job.pid, signal.SIGKILL)
+                job.wait()
+            allowed = f"{limit // 60} minutes" if limit % 60 == 0 else f"{limit} seconds"
+            console.write(
+                f"\n##[error]The job running on runner ci-runner-2 has exceeded the maximum "
+                f"execution time of {allowed}.\n##[error]The operation was canceled.\n"
+            )
     for name in ci.get("files", {}):
         (dest / name).unlink()
     for cache in dest.rglob("__pycache__"):
@@ -260,7 +284,9 @@ def build(task_id: str, condition: str, dest: Path, cache: Path) -> None:
     make_venv(task, dest, wheels, with_project)
     install_tools(dest, with_project)
     if with_project:
-        sh(["mcpdebug", "init", "-y", "."], cwd=dest, env=shell_env(dest))
+        # `init_args`: the developer's choice at init (e.g. a hang timeout below the package's own)
+        init = ["mcpdebug", "init", "-y", *task.get("init_args", []), "."]
+        sh(init, cwd=dest, env=shell_env(dest))
     if task["kind"] == "ci":
         ci_artifacts(task, dest, with_project)
     git_commit(dest, "current main")
@@ -289,19 +315,34 @@ def verify(task_id: str, condition: str, dest: Path) -> list[str]:
     problems: list[str] = []
     base = ["pytest", "-p", "no:cacheprovider", task["symptom"]]
     if task["kind"] == "hang":
+        # in a session of its own: the whole tree (a process pool's workers too) ends at the timeout
+        hung = subprocess.Popen(
+            ["pytest", "-x", task["symptom"]],
+            cwd=dest,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         try:
-            subprocess.run(
-                ["pytest", "-x", task["symptom"]], cwd=dest, env=env, capture_output=True, timeout=20
-            )
+            hung.wait(timeout=20)
             problems.append("the symptom test did not hang")
         except subprocess.TimeoutExpired:
-            pass
+            os.killpg(hung.pid, signal.SIGKILL)
+            hung.wait()
     elif task["kind"] == "ci":
         local = subprocess.run(base, cwd=dest, env=env, capture_output=True, text=True, timeout=300)
         if local.returncode != 0:
             problems.append("the CI failure reproduces locally")
         log = (dest / "ci" / "console.log").read_text(encoding="utf-8")
-        if f"FAILED {task['symptom']}" not in log:
+        shown = (f"FAILED {task['symptom']}", f"ERROR {task['symptom']}")
+        if task["ci"].get("hangs"):
+            # CI's job hung in the symptom test: the log was cut off at the job's limit, or (with the
+            # project's hang timeout) the test failed with its diagnosis
+            cut = "The operation was canceled" in log and task["symptom"].split("::")[0] in log
+            if not (cut or (condition == "with" and any(line in log for line in shown))):
+                problems.append("the CI console log shows no hang in the symptom test")
+        elif not any(line in log for line in shown):
             problems.append("the CI console log does not show the failure")
         if condition == "with" and not (dest / "ci" / "report.html").is_file():
             problems.append("no HTML report")
