@@ -71,12 +71,13 @@ TRACE_HELP: Final = (
 TRACE_WATCH_HELP: Final = "With --mcp-debug-trace: record only these names (comma-separated)."
 RUN_ID_HELP: Final = (
     "The run's id (default: a new one): give the shards of one CI run the same id (e.g. ci-${{ "
-    "github.run_id }}) and `mcpdebug merge` makes their stores one run; also MCPDEBUG_RUN_ID."
+    "github.run_id }}) and `mcpdebug merge` makes their stores one run; implies --mcp-debug; also "
+    "MCPDEBUG_RUN_ID."
 )
 SHARD_HELP: Final = (
     "This shard's label within its run (letters, digits, '-', '_', '.'): it names the shard in the merged "
-    "run; also MCPDEBUG_SHARD (default: pytest-split's group, or the CI's node index where it numbers "
-    "parallel jobs)."
+    "run; implies --mcp-debug; also MCPDEBUG_SHARD (default: pytest-split's group, or the CI's node "
+    "index where it numbers parallel jobs)."
 )
 HANG_ACTIONS: Final = ("fail", "pause", "exit")
 DEFAULT_HANG_GRACE: Final = 3.0
@@ -200,6 +201,8 @@ def is_enabled(config: pytest.Config) -> bool:
         or coverage(config)
         or traces(config)
         or first_value(config, "mcpdebug_html", ENV_HTML)[0]
+        or config.getoption("mcpdebug_run_id")  # naming a run (a CI shard's) is asking for it
+        or config.getoption("mcpdebug_shard")
     ):
         return True
     timeout, _ = first_value(config, "mcpdebug_timeout", ENV_TIMEOUT)

@@ -38,14 +38,17 @@ def test_two_b():
 """
 
 
-def record_shard(base: Path, name: str, suite: str, *args: str, env: dict[str, str] | None = None) -> Path:
-    """One shard's run in its own folder (its own checkout, as on its own runner)."""
+def record_shard(
+    base: Path, name: str, suite: str, *args: str, env: dict[str, str] | None = None, flag: bool = True
+) -> Path:
+    """One shard's run in its own folder (its own checkout, as on its own runner); ``flag``: with
+    ``--mcp-debug`` (without, the run id or shard label given on the command line turns it on)."""
     folder = base / name
     folder.mkdir(exist_ok=True)
     (folder / "pytest.ini").write_text("[pytest]\n")
     (folder / f"test_{name}.py").write_text(suite)
     subprocess.run(
-        [sys.executable, "-m", "pytest", *FAST, "-q", "--mcp-debug", *args],
+        [sys.executable, "-m", "pytest", *FAST, "-q", *(["--mcp-debug"] if flag else []), *args],
         cwd=folder,
         env={**os.environ, **(env or {})},
         capture_output=True,
@@ -63,7 +66,9 @@ def mcpdebug(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture
 def shards(tmp_path: Path) -> tuple[Path, Path]:
-    one = record_shard(tmp_path, "one", SHARD_ONE, "--mcp-debug-run-id=ci-42", "--mcp-debug-shard=one")
+    one = record_shard(
+        tmp_path, "one", SHARD_ONE, "--mcp-debug-run-id=ci-42", "--mcp-debug-shard=one", flag=False
+    )
     two = record_shard(
         tmp_path, "two", SHARD_TWO, "--mcp-debug-run-id=ci-42", "-n", "2", env={"MCPDEBUG_SHARD": "two"}
     )
