@@ -29,6 +29,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -117,6 +118,16 @@ async def first_failure(store: Store, run_id: str) -> str:
         return str(reply.content[0].text)
 
 
+def names_line(text: str, names: tuple[str, ...], line: int) -> bool:
+    """Whether a reply names ``file:line`` (not ``file:line0``, a longer number), alone or in a
+    function's tied lines (``file:12, 15, 19 in f``)."""
+    for name in names:
+        for found in re.finditer(rf"{re.escape(name)}:(\d+(?:, \d+)*)(?!\d)", text):
+            if str(line) in found.group(1).split(", "):
+                return True
+    return False
+
+
 def static_place(
     store: Store, run: dict[str, Any], target: tuple[str, int], localized: bool = False
 ) -> int | None:
@@ -154,7 +165,7 @@ def score(subject: Subject, folder: Path, mutant: dict[str, Any], into: Path, bu
     row.anchor = anchor_place(into / "pytest-cov.coverage", outcomes, target)
     row.static = static_place(store, run, target)
     text = asyncio.run(first_failure(store, run["run_id"]))
-    row.in_failure = any(f"{n}:{mutant['line']}" in text for n in (mutant["file"], target[0]))
+    row.in_failure = names_line(text, (mutant["file"], target[0]), mutant["line"])
     if budget and store.localization(run["run_id"]) is None:
         seconds, said = asyncio.run(localize(store, run["run_id"], budget, folder))
         row.localize_seconds = round(seconds, 2)
@@ -228,10 +239,10 @@ def main() -> None:
     cache = cache_dir()
     scratch = options.scratch or cache / "localize" / "runs"
     frozen = json.loads((HERE / f"{options.set}.json").read_text())["mutants"]
-    heldout = options.set == "heldout"
+    heldout = options.set != "dev"  # held-out sets print totals only
     only = set(filter(None, options.only.split(",")))
     if only and heldout:
-        raise SystemExit("the held-out set is scored whole, never mutant by mutant")
+        raise SystemExit("a held-out set is scored whole, never mutant by mutant")
     chosen = set(filter(None, options.subjects.split(",")))
     subjects = {s.name: s for s in SETS[options.set] if not chosen or s.name in chosen}
     if options.summarize:
