@@ -1,7 +1,7 @@
 """Where the suspects place each frozen mutant's line, against plain Ochiai, with and without the
 dynamic localizer; and whether the first `get_failure` reply names it.
 
-Usage: python benchmarks/localize/evaluate.py dev|heldout [--budget 30] [--no-localize]
+Usage: python benchmarks/localize/evaluate.py dev|heldout|fresh [--budget 30] [--no-localize]
        [--scratch DIR] [--only ID,ID] [--rerecord] [--record-only]
 
 For each mutant of ``<set>.json`` (applied to a fresh copy of its package, put back after):

@@ -1,6 +1,8 @@
-"""Generate a set's single-line mutants once and freeze them (``dev.json``, ``heldout.json``).
+"""Generate a set's single-line mutants once and freeze them (``dev.json``, ``heldout.json``,
+``fresh.json``).
 
-Usage: python benchmarks/localize/generate.py dev|heldout [--per-subject 16] [--seed 45]
+Usage: python benchmarks/localize/generate.py dev|heldout|fresh [--per-subject 16] [--seed 45]
+       [--subjects A,B]
 
 Mutations as the issue names them: comparisons flipped (``<`` <-> ``<=``, ``>`` <-> ``>=``, ``==`` <->
 ``!=``, ``is`` <-> ``is not``, ``in`` <-> ``not in``), ``and``/``or`` swapped, integer constants changed by
