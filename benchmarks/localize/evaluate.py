@@ -89,14 +89,20 @@ def apply(folder: Path, mutant: dict[str, Any]) -> str:
     return original
 
 
+TIMEOUT = ("-p", "timeout", "--timeout=60")
+"""A mutant that makes a test loop for ever (a test over 60 s fails, as under pytest-timeout in CI)."""
+
+
 def record(subject: Subject, folder: Path, env: dict[str, str], mutant: dict[str, Any], into: Path) -> None:
     shutil.rmtree(into, ignore_errors=True)
     into.mkdir(parents=True)
-    pytest(folder, env, "--mcp-debug-coverage", "--mcp-debug-dir", str(into / "store"), *subject.tests)
+    store = str(into / "store")
+    pytest(folder, env, *TIMEOUT, "--mcp-debug-coverage", "--mcp-debug-dir", store, *subject.tests)
     targets = sorted({str(Path(f).parent) for f in subject.files})
     cov_env = {**env, "COVERAGE_FILE": str(into / "pytest-cov.coverage")}
     covs = [f"--cov={t}" for t in targets]
-    pytest(folder, cov_env, "-p", "no:mcpdebug", *covs, "--cov-report=", "--cov-context=test", *subject.tests)
+    contexts = ("--cov-report=", "--cov-context=test")
+    pytest(folder, cov_env, "-p", "no:mcpdebug", *TIMEOUT, *covs, *contexts, *subject.tests)
 
 
 def anchor_place(data_file: Path, outcomes: dict[str, str], target: tuple[str, int]) -> int | None:
@@ -274,7 +280,10 @@ def main() -> None:
                 original = apply(folder, mutant)
                 try:
                     if options.rerecord or not (into / "pytest-cov.coverage").exists():
-                        record(subject, folder, env, mutant, into)
+                        try:
+                            record(subject, folder, env, mutant, into)
+                        except subprocess.TimeoutExpired:  # scored as it is: a miss when nothing ranks it
+                            print(f"  {mutant['id']}: a recording run took over 900 s", flush=True)
                     if options.record_only:
                         print(f"  {mutant['id']} recorded", flush=True)
                         continue

@@ -38,6 +38,7 @@ def pytest(
     folder: Path, env: dict[str, str], *args: str, timeout: float = TIMEOUT
 ) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "pytest", "-p", "no:mcpdebug", *OPTIONS, "-q", "-rfE", "--tb=no", *args]
+    env = {**env, "COLUMNS": "1000"}  # -rfE's reasons whole: at 80 columns "Failed: Timeout" was cut off
     return subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=timeout)
 
 
