@@ -17,9 +17,10 @@ For each mutant of ``<set>.json`` (applied to a fresh copy of its package, put b
 The figures come from fresh runs (``--rerecord``): scored again, a store holds the localizer's
 verdicts from before, which the first `get_failure` reply then names too.
 
-Places count ties at their worst (the end of the line's tie group). The held-out set prints its
-totals only: its per-mutant rows go to ``<scratch>/heldout-*-rows.jsonl``, outside the repository,
-never read while tuning. ``--subjects`` scores some packages only (one process each, in parallel);
+Places count ties at their worst (the end of the line's tie group). A held-out set (``heldout``,
+``fresh``) prints its totals only: its per-mutant rows go to ``<scratch>/<set>-*-rows.jsonl``,
+outside the repository, never read while tuning. A recording run stops a test at 60 s.
+``--subjects`` scores some packages only (one process each, in parallel);
 ``--summarize`` prints the table of all rows written.
 """
 

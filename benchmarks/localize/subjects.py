@@ -1,9 +1,11 @@
-"""The packages of the localization benchmark, each pinned by version and sdist hash, and the two sets.
+"""The packages of the localization benchmark, each pinned by version and sdist hash, and the sets.
 
 - ``dev``: the packages the ranking may be tuned on (the project's fixture and the three packages of
   `benchmarks/mutants.py`).
 - ``heldout``: four other packages, never looked at mutant by mutant while tuning: their mutants are
   generated once (`generate.py`), frozen in ``heldout.json``, and only the set's totals are printed.
+  Its totals were seen before the second round of tuning: no longer a held-out measurement.
+- ``fresh``: the held-out set of the second round (`FRESH`), the same rules.
 
 Sources are fetched as sdists with pip into a cache outside the repository (``$MCPDEBUG_CORPUS_CACHE``
 or ``~/.cache/mcpdebug-corpus``, the corpus benchmark's cache: ``sdists/`` shared, this benchmark's
