@@ -88,7 +88,9 @@ async def test_the_helper_that_returns_a_wrong_value_is_found(
     assert (reply["failing_tests"], reply["passing_tests"]) == (2, 8)
     assert "shop/pricing.py:16 in discount" in reply["text"]
     assert first["why"].startswith("ran in 2/2 failing, 0 passing tests (Ochiai 1.00)")
-    assert "why: ran in 2/2 failing, 0 passing tests (Ochiai 1.00); a return" in reply["text"]
+    # discount() is two calls down from the failing assert: the test calls Cart.total(), which calls it
+    why = "why: ran in 2/2 failing, 0 passing tests (Ochiai 1.00); in discount(), called by Cart.total()"
+    assert f"{why} (cart.py:21); a return" in reply["text"]
     # the condition that let the failing tests into the faulty line is next; the callers are on the way
     assert top[1] == ("shop/pricing.py", 15) and "decides a block only failing tests entered" in reply["text"]
     assert "called by test_cart.py:" in reply["text"]

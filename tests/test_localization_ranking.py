@@ -90,3 +90,44 @@ def test_evidence_breaks_ties_and_says_why() -> None:
     ranked = rank_lines(covers, failing, passing, Evidence(source=source, dynamic=verdicts))
     assert ranked[0].key == (FILE, 9) and ranked[0].first == ranked[0].last == 1
     assert "changing it ('>=' -> '>') made 1/1 failing tests pass, 0/2 passing ones fail" in ranked[0].why
+
+
+CHAIN = """\
+def first(x):
+    return second(x) + 1
+
+
+def second(x):
+    return third(x) * 2
+
+
+def third(x):
+    return fourth(x) - 1
+
+
+def fourth(x):
+    return fifth(x)
+
+
+def fifth(x):
+    return x
+"""
+CHAIN_FILE = "/project/chain.py"
+
+
+def test_calls_are_followed_down_from_the_failing_stack_a_step_farther_each() -> None:
+    lines = {2: "first", 6: "second", 10: "third", 14: "fourth", 18: "fifth"}
+    covers = {(CHAIN_FILE, n): frozenset({"fail", "pass"}) for n in lines}
+    test_file = "/project/test_chain.py"
+    stack = {"fail": [StackFrame(test_file, 4, "test_first")]}
+    sources = {CHAIN_FILE: CHAIN, test_file: "def test_first():\n    x = 1\n\n    assert first(x) == 9\n"}
+    ranked = rank_lines(
+        covers, {"fail"}, {"pass"}, Evidence(stacks=stack, source=lambda f: sources.get(f, ""))
+    )
+    where = {s.key[1]: s for s in ranked}
+    # the line the test's assert calls is one call away; what it calls, two; then three
+    assert where[2].score > where[6].score > where[10].score > where[14].score == where[18].score
+    assert "in first(), called by test_chain.py:4" in where[2].why
+    assert "in second(), called by first() (chain.py:2)" in where[6].why
+    assert "in third(), called by second() (chain.py:6)" in where[10].why
+    assert "called by" not in where[14].why  # four calls down: beyond the calls followed (HOPS)

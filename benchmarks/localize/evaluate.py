@@ -1,7 +1,7 @@
 """Where the suspects place each frozen mutant's line, against plain Ochiai, with and without the
 dynamic localizer; and whether the first `get_failure` reply names it.
 
-Usage: python benchmarks/localize/evaluate.py dev|heldout [--budget 30] [--no-localize]
+Usage: python benchmarks/localize/evaluate.py dev|heldout|fresh [--budget 30] [--no-localize]
        [--scratch DIR] [--only ID,ID] [--rerecord] [--record-only]
 
 For each mutant of ``<set>.json`` (applied to a fresh copy of its package, put back after):
@@ -17,9 +17,10 @@ For each mutant of ``<set>.json`` (applied to a fresh copy of its package, put b
 The figures come from fresh runs (``--rerecord``): scored again, a store holds the localizer's
 verdicts from before, which the first `get_failure` reply then names too.
 
-Places count ties at their worst (the end of the line's tie group). The held-out set prints its
-totals only: its per-mutant rows go to ``<scratch>/heldout-*-rows.jsonl``, outside the repository,
-never read while tuning. ``--subjects`` scores some packages only (one process each, in parallel);
+Places count ties at their worst (the end of the line's tie group). A held-out set (``heldout``,
+``fresh``) prints its totals only: its per-mutant rows go to ``<scratch>/<set>-*-rows.jsonl``,
+outside the repository, never read while tuning. A recording run stops a test at 60 s.
+``--subjects`` scores some packages only (one process each, in parallel);
 ``--summarize`` prints the table of all rows written.
 """
 
@@ -29,6 +30,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -88,14 +90,20 @@ def apply(folder: Path, mutant: dict[str, Any]) -> str:
     return original
 
 
+TIMEOUT = ("-p", "timeout", "--timeout=60")
+"""A mutant that makes a test loop for ever (a test over 60 s fails, as under pytest-timeout in CI)."""
+
+
 def record(subject: Subject, folder: Path, env: dict[str, str], mutant: dict[str, Any], into: Path) -> None:
     shutil.rmtree(into, ignore_errors=True)
     into.mkdir(parents=True)
-    pytest(folder, env, "--mcp-debug-coverage", "--mcp-debug-dir", str(into / "store"), *subject.tests)
+    store = str(into / "store")
+    pytest(folder, env, *TIMEOUT, "--mcp-debug-coverage", "--mcp-debug-dir", store, *subject.tests)
     targets = sorted({str(Path(f).parent) for f in subject.files})
     cov_env = {**env, "COVERAGE_FILE": str(into / "pytest-cov.coverage")}
     covs = [f"--cov={t}" for t in targets]
-    pytest(folder, cov_env, "-p", "no:mcpdebug", *covs, "--cov-report=", "--cov-context=test", *subject.tests)
+    contexts = ("--cov-report=", "--cov-context=test")
+    pytest(folder, cov_env, "-p", "no:mcpdebug", *TIMEOUT, *covs, *contexts, *subject.tests)
 
 
 def anchor_place(data_file: Path, outcomes: dict[str, str], target: tuple[str, int]) -> int | None:
@@ -115,6 +123,16 @@ async def first_failure(store: Store, run_id: str) -> str:
     async with Client(build_server(store)) as client:
         reply = await client.call_tool("get_failure", {"run_id": run_id})
         return str(reply.content[0].text)
+
+
+def names_line(text: str, names: tuple[str, ...], line: int) -> bool:
+    """Whether a reply names ``file:line`` (not ``file:line0``, a longer number), alone or in a
+    function's tied lines (``file:12, 15, 19 in f``)."""
+    for name in names:
+        for found in re.finditer(rf"{re.escape(name)}:(\d+(?:, \d+)*)(?!\d)", text):
+            if str(line) in found.group(1).split(", "):
+                return True
+    return False
 
 
 def static_place(
@@ -154,7 +172,7 @@ def score(subject: Subject, folder: Path, mutant: dict[str, Any], into: Path, bu
     row.anchor = anchor_place(into / "pytest-cov.coverage", outcomes, target)
     row.static = static_place(store, run, target)
     text = asyncio.run(first_failure(store, run["run_id"]))
-    row.in_failure = any(f"{n}:{mutant['line']}" in text for n in (mutant["file"], target[0]))
+    row.in_failure = names_line(text, (mutant["file"], target[0]), mutant["line"])
     if budget and store.localization(run["run_id"]) is None:
         seconds, said = asyncio.run(localize(store, run["run_id"], budget, folder))
         row.localize_seconds = round(seconds, 2)
@@ -228,10 +246,10 @@ def main() -> None:
     cache = cache_dir()
     scratch = options.scratch or cache / "localize" / "runs"
     frozen = json.loads((HERE / f"{options.set}.json").read_text())["mutants"]
-    heldout = options.set == "heldout"
+    heldout = options.set != "dev"  # held-out sets print totals only
     only = set(filter(None, options.only.split(",")))
     if only and heldout:
-        raise SystemExit("the held-out set is scored whole, never mutant by mutant")
+        raise SystemExit("a held-out set is scored whole, never mutant by mutant")
     chosen = set(filter(None, options.subjects.split(",")))
     subjects = {s.name: s for s in SETS[options.set] if not chosen or s.name in chosen}
     if options.summarize:
@@ -263,7 +281,10 @@ def main() -> None:
                 original = apply(folder, mutant)
                 try:
                     if options.rerecord or not (into / "pytest-cov.coverage").exists():
-                        record(subject, folder, env, mutant, into)
+                        try:
+                            record(subject, folder, env, mutant, into)
+                        except subprocess.TimeoutExpired:  # scored as it is: a miss when nothing ranks it
+                            print(f"  {mutant['id']}: a recording run took over 900 s", flush=True)
                     if options.record_only:
                         print(f"  {mutant['id']} recorded", flush=True)
                         continue

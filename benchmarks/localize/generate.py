@@ -1,6 +1,8 @@
-"""Generate a set's single-line mutants once and freeze them (``dev.json``, ``heldout.json``).
+"""Generate a set's single-line mutants once and freeze them (``dev.json``, ``heldout.json``,
+``fresh.json``).
 
-Usage: python benchmarks/localize/generate.py dev|heldout [--per-subject 16] [--seed 45]
+Usage: python benchmarks/localize/generate.py dev|heldout|fresh [--per-subject 16] [--seed 45]
+       [--subjects A,B]
 
 Mutations as the issue names them: comparisons flipped (``<`` <-> ``<=``, ``>`` <-> ``>=``, ``==`` <->
 ``!=``, ``is`` <-> ``is not``, ``in`` <-> ``not in``), ``and``/``or`` swapped, integer constants changed by
@@ -36,6 +38,7 @@ def pytest(
     folder: Path, env: dict[str, str], *args: str, timeout: float = TIMEOUT
 ) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "pytest", "-p", "no:mcpdebug", *OPTIONS, "-q", "-rfE", "--tb=no", *args]
+    env = {**env, "COLUMNS": "1000"}  # -rfE's reasons whole: at 80 columns "Failed: Timeout" was cut off
     return subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=timeout)
 
 

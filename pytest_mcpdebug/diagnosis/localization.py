@@ -98,6 +98,8 @@ class Weights:
 WEIGHTS: Final = Weights()
 FAR: Final = 6
 """Call distances beyond this count as unrelated."""
+HOPS: Final = 3
+"""Calls followed down from a line of the failing stack (what it calls, what those call, ...)."""
 
 
 @dataclass(frozen=True)
@@ -254,16 +256,51 @@ def _closeness(
         earlier = (
             [n for n, f in found.functions.items() if f == function and n < frame.line] if function else []
         )
+        reached: list[tuple[tuple[str, str], int, str]] = []
         for line in [frame.line, *sorted(earlier, reverse=True)]:
             # what the failing line calls is one call away; what the lines before it called, a little more
-            closeness = 1 / (2 + depth) if line == frame.line else 1 / (3 + depth)
+            steps = 1 if line == frame.line else 2
             for name in sorted(found.calls.get(line, ())):
                 for target in by_name.get(name, ()):
                     if target == (frame.file, function):
                         continue
+                    reason = f"in {target[1]}(), called by {Path(frame.file).name}:{line}"
                     for key in by_function[target]:
-                        offer(key, closeness, f"in {target[1]}(), called by {Path(frame.file).name}:{line}")
+                        offer(key, 1 / (1 + depth + steps), reason)
+                    reached.append((target, steps, reason))
+        _called_further(reached, depth, parsed, by_function, by_name, offer)
     return best
+
+
+def _called_further(
+    reached: list[tuple[tuple[str, str], int, str]],
+    depth: int,
+    parsed: _Sources,
+    by_function: Mapping[tuple[str, str], list[Line]],
+    by_name: Mapping[str, list[tuple[str, str]]],
+    offer: Callable[[Line, float, str], None],
+) -> None:
+    """What the functions a stack line called call in turn (up to `HOPS` calls on), each call one
+    step farther: a failing assert's operand computed two calls down is still on the way to it."""
+    seen = {target for target, _, _ in reached}
+    frontier = list(reached)
+    for _ in range(HOPS - 1):
+        following: list[tuple[tuple[str, str], int, str]] = []
+        for (file, function), steps, _ in frontier:
+            found = parsed.get(file)
+            if found is None:
+                continue
+            for key in by_function.get((file, function), ()):
+                for name in sorted(found.calls.get(key[1], ())):
+                    for target in by_name.get(name, ()):
+                        if target in seen:
+                            continue
+                        seen.add(target)
+                        reason = f"in {target[1]}(), called by {function}() ({Path(file).name}:{key[1]})"
+                        for line in by_function[target]:
+                            offer(line, 1 / (2 + depth + steps), reason)
+                        following.append((target, steps + 1, reason))
+        frontier = following
 
 
 class _Sources:

@@ -305,22 +305,64 @@ def _next_call(rid: str, failing: list[str]) -> str | None:
     )
 
 
-def failure_suspects(store: Store, run: dict[str, Any], top: int = 5) -> str:
-    """The top suspects for `get_failure`'s text, or "" when the run has no coverage or no failure."""
+def failure_suspects(
+    store: Store, run: dict[str, Any], top: int = 5, listed: int = 10, most: int = 15
+) -> str:
+    """The suspects for `get_failure`'s text, or "" when the run has no coverage or no failure: the
+    first ``top`` with why; then the places up to ``listed`` (and the rest of a tie across it, up to
+    place ``most``) one line each, the lines of one function that tie on one line: a single line's
+    fault sits between places 6 and 15 often enough to be worth a line, not a paragraph."""
     if not store.coverage_files(run["run_id"]):  # (before reading every test of a 100,000-test run)
         return ""
-    reply = suspects(store, run, top)
+    reply = suspects(store, run, max(top, most))
     if not reply.suspects:
         return ""
     lines = [
         f"Suspects (--mcp-debug-coverage: {reply.failing_tests} failing / {reply.passing_tests} passing "
         "tests, the failing stack, statement kinds):"
     ]
-    for row in reply.suspects:
+    for row in reply.suspects[:top]:
         lines.append(f"  {row.rank:>4}. {row.file}:{row.line} in {row.function}: {row.source[:100]}")
         lines.append(f"        why: {row.why[:200]}")
-    lines.append(f'  get_suspects(run_id="{reply.run_id}") for more, with ties explained.')
+    following = [r for r in reply.suspects[top:] if r.position <= listed or _first(r.rank) <= listed]
+    if following:
+        lines.append("  then (why: get_suspects):")
+        lines += _grouped(following)
+    shown = (following or reply.suspects[:top])[-1]
+    end = int(shown.rank.split("-")[-1])
+    rid = reply.run_id
+    if end > shown.position:
+        lines.append(
+            f"  {end - shown.position} more tie with #{shown.position}: "
+            f'get_suspects(run_id="{rid}", top={end}).'
+        )
+    else:
+        lines.append(f'  get_suspects(run_id="{rid}") for more, with ties explained.')
     return "\n".join(lines)
+
+
+def _first(rank: str) -> int:
+    return int(rank.split("-")[0])
+
+
+def _grouped(rows: list[SuspectLine]) -> list[str]:
+    """One line per suspect, or per function's lines that share a tie (``file:12, 15, 19 in f``)."""
+    groups: list[list[SuspectLine]] = []
+    for row in rows:
+        last = groups[-1][0] if groups else None
+        if last and (last.rank, last.file, last.function) == (row.rank, row.file, row.function):
+            groups[-1].append(row)
+        else:
+            groups.append([row])
+    out = []
+    for group in groups:
+        row = group[0]
+        if len(group) == 1:
+            out.append(f"  {row.rank:>4}. {row.file}:{row.line} in {row.function}: {row.source[:70]}")
+        else:
+            numbers = ", ".join(str(r.line) for r in group)
+            out.append(f"  {row.rank:>4}. {row.file}:{numbers} in {row.function} (tied)")
+    return out
 
 
 def relative(file: str, root: str) -> str:
