@@ -4,6 +4,8 @@ each, a function's tied lines on one line; the calls followed down from the fail
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -90,3 +92,19 @@ async def test_the_first_failure_lists_ten_places_ties_grouped(pytester: pytest.
     assert "in report(), called by test_orders.py:14" in rows[13]["why"]
     assert "in total(), called by report() (orders.py:13)" in rows[9]["why"]
     assert "in fee(), called by total() (orders.py:9)" in rows[2]["why"]
+
+
+def test_mcpdebug_failure_lists_the_suspects_as_get_failure_does(pytester: pytest.Pytester) -> None:
+    """The CLI's `failure` is get_failure in a terminal: the same suspects, its hints as commands."""
+    record(pytester)
+    shown = subprocess.run(
+        [str(Path(sys.executable).with_name("mcpdebug")), "failure"],
+        cwd=pytester.path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert "     1. orders.py:24 in spread: return width, skew\n" in shown
+    assert "mcpdebug suspects " in shown and "mcpdebug localize " in shown  # commands, not tool calls
+    assert "get_suspects(" not in shown and "localize(" not in shown

@@ -66,6 +66,7 @@ def _read(args: argparse.Namespace) -> int:
     from mcpdebug.store.output_query import ErrorType, OutputError
     from mcpdebug.views import calls, lookup
     from mcpdebug.views import hang as hang_view
+    from mcpdebug.views import localize as localize_view
     from pytest_mcpdebug.commands import program
 
     directory = find_dir(args.dir, create=False)
@@ -84,7 +85,9 @@ def _read(args: argparse.Namespace) -> int:
         if args.command == "report":
             return _report(store, args)
         if args.command == "failure":
-            print(hang_view.failure_or_hang(store, lookup.run(store, args.run), args.test).text)
+            run = lookup.run(store, args.run)
+            suspects = localize_view.suspects_and_note(store, run)  # as get_failure
+            print(hang_view.failure_or_hang(store, run, args.test).text + suspects)
             return 0
         if args.command == "suspects":
             return _suspects(store, args)

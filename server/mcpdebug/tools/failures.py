@@ -27,7 +27,6 @@ from mcpdebug.views import hang as hang_view
 from mcpdebug.views import live as live_view
 from mcpdebug.views import localize as localize_view
 from mcpdebug.views import lookup
-from mcpdebug.views import suspects as suspects_view
 from mcpdebug.views.calls import call
 
 
@@ -46,9 +45,7 @@ class FailureTools(ToolGroup):
         """
         run = lookup.run(self.store, run_id)
         reply = hang_view.failure_or_hang(self.store, run, test)
-        suspects = suspects_view.failure_suspects(self.store, run)
-        if suspects:
-            reply.text += "\n\n" + suspects + "\n" + localize_view.failure_note(self.store, run)
+        reply.text += localize_view.suspects_and_note(self.store, run)
         for held in self.sessions.held():
             if held.nodeid == reply.test and held.run_id == reply.run_id:
                 reply.session_id = held.id

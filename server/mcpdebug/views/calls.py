@@ -143,6 +143,12 @@ _COMMANDS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
         str(a.get("run_id", "latest")),
         f"--env={a['name']}" if a.get("name") else "--env",
     ],
+    "localize": lambda a: [
+        "mcpdebug",
+        "localize",
+        str(a.get("run_id", "latest")),
+        *(["--budget", str(a["budget"])] if "budget" in a else []),
+    ],
     "get_suspects": lambda a: [
         "mcpdebug",
         "suspects",

@@ -241,6 +241,15 @@ def reply(store: Store, run: dict[str, Any], result: protocol.Localization, top:
     )
 
 
+def suspects_and_note(store: Store, run: dict[str, Any]) -> str:
+    """What `get_failure` (and ``mcpdebug failure``) add after the failure: the suspects and the
+    localizer's result or how to ask for it; "" when the run has no coverage or no failure."""
+    from mcpdebug.views import suspects as suspects_view
+
+    suspects = suspects_view.failure_suspects(store, run)
+    return f"\n\n{suspects}\n{failure_note(store, run)}" if suspects else ""
+
+
 def failure_note(store: Store, run: dict[str, Any]) -> str:
     """A line for `get_failure`: the localizer's result once it exists, or how to ask for it."""
     result = store.localization(run["run_id"])

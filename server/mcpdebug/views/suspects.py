@@ -289,10 +289,10 @@ def _ties(rows: list[SuspectLine], ranked: list[Any], top: int, rid: str, level:
         last = ranked[len(rows) - 1]
         beyond = last.last - len(rows)
         if beyond > 0:
-            extra = f', level="{level}"' if level != "statement" else ""
-            notes.append(
-                f'{beyond} more tie with #{len(rows)}: get_suspects(run_id="{rid}", top={last.last}{extra}).'
+            more = call(
+                "get_suspects", run_id=rid, top=last.last, level=None if level == "statement" else level
             )
+            notes.append(f"{beyond} more tie with #{len(rows)}: {more}.")
     return notes[:6]
 
 
@@ -332,12 +332,10 @@ def failure_suspects(
     end = int(shown.rank.split("-")[-1])
     rid = reply.run_id
     if end > shown.position:
-        lines.append(
-            f"  {end - shown.position} more tie with #{shown.position}: "
-            f'get_suspects(run_id="{rid}", top={end}).'
-        )
+        more = call("get_suspects", run_id=rid, top=end)
+        lines.append(f"  {end - shown.position} more tie with #{shown.position}: {more}.")
     else:
-        lines.append(f'  get_suspects(run_id="{rid}") for more, with ties explained.')
+        lines.append(f"  {call('get_suspects', run_id=rid)} for more, with ties explained.")
     return "\n".join(lines)
 
 
