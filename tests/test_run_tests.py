@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -356,6 +357,34 @@ async def test_close_session_kills_a_run_that_ignores_sigint_and_does_nothing(
             await anyio.sleep(0.1)
         closed = await live.call("close_session", session_id=run_id[1])
     assert closed == f"Stopped run {run_id[1]} (exit status -9)."
+
+
+async def test_close_session_stops_a_run_of_a_server_started_ignoring_sigint(
+    pytester: pytest.Pytester, live: Live
+) -> None:
+    """`mcpdebug serve &` in a script (or nohup) starts the server with SIGINT ignored, which exec
+    hands on: the run it starts must still take close_session's Ctrl-C (found by a load test whose
+    suites were started with `&`: the run slept on, its SIGINT ignored)."""
+    pytester.makepyfile(
+        test_long="""
+        import time
+
+        def test_sleeps():
+            time.sleep(120)
+        """
+    )
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # as the shell left the server
+    try:
+        reply = await live.run(pytester.path, timeout=0.5)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    run_id = re.match(r"RUNNING: run (\S+) ", reply)
+    assert run_id, reply
+    with anyio.fail_after(DEADLINE):
+        while "test_long.py::test_sleeps" not in await running(live, run_id[1]):
+            await anyio.sleep(0.1)
+        closed = await live.call("close_session", session_id=run_id[1])
+    assert closed == f"Stopped run {run_id[1]} (exit status 2)."
 
 
 async def running(live: Live, run_id: str) -> str:

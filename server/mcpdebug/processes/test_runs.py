@@ -286,7 +286,21 @@ async def spawn_run(
         stderr=asyncio.subprocess.STDOUT,
         start_new_session=True,  # a Ctrl-C meant for the server does not hit the run
         pass_fds=pass_fds,
+        preexec_fn=_ctrl_c_back(),
     )
+
+
+def _ctrl_c_back() -> Callable[[], None] | None:
+    """A server started ignoring SIGINT (``nohup``, ``mcpdebug serve &`` in a script: a shell without
+    job control ignores it in background commands) would hand that on through exec, and `stop`'s
+    Ctrl-C would never reach the run. Then the child gets the default back before its exec."""
+    if signal.getsignal(signal.SIGINT) != signal.SIG_IGN:
+        return None
+    return _default_sigint
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _progress_text(run: dict[str, Any] | None, store: Store) -> str:
