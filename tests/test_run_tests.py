@@ -102,7 +102,7 @@ async def live(pytester: pytest.Pytester) -> AsyncIterator[Live]:
         async with Client(build_server(store, sessions, runner)) as client:
             yield Live(store, sessions, runner, client)
     finally:
-        with anyio.fail_after(test_runs.STOP_LIMIT + 30):
+        with anyio.fail_after(test_runs.STOP_GRACE + 30):
             await runner.close()  # a run left held or sleeping by a failed assertion is stopped
             await ingest.close()
         store.close()
@@ -336,8 +336,7 @@ async def test_close_session_stops_the_run_as_interrupted(pytester: pytest.Pytes
 async def test_close_session_kills_a_run_that_ignores_sigint_and_does_nothing(
     pytester: pytest.Pytester, live: Live, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """SIGINT first; a run that then uses no CPU for `STOP_GRACE` seconds is killed (one that keeps
-    working, however slowly on a loaded machine, is given up to `STOP_LIMIT`)."""
+    """SIGINT first; a run that has not ended `STOP_GRACE` seconds later is killed."""
     monkeypatch.setattr(test_runs, "STOP_GRACE", 1.0)
     pytester.makepyfile(
         test_deaf="""
@@ -410,7 +409,7 @@ async def test_close_session_with_a_run_id_stops_a_long_run(pytester: pytest.Pyt
             await anyio.sleep(0.1)
         started = time.monotonic()
         closed = await live.call("close_session", session_id=run_id[1])
-    assert time.monotonic() - started < 110  # stopped: the test would sleep two minutes
+    assert time.monotonic() - started < 60  # stopped: the test would sleep two minutes
     assert closed == f"Stopped run {run_id[1]} (exit status 2)."
     reply = await live.wait(run_id[1])
     assert reply.startswith(f"FINISHED: run {run_id[1]}.")

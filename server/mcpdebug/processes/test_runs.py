@@ -34,13 +34,9 @@ from pytest_mcpdebug.redaction import redact
 PROGRESS_INTERVAL: Final = 2.0
 EXIT_SETTLE: Final = 1.0
 """After a managed process exits, how long its last events may take to be stored."""
-STOP_GRACE: Final = 10.0
-"""After SIGINT, how long a run may go without using any CPU before it is killed (a teardown stuck
-on a lock): while it keeps working (pytest reports, tears its fixtures down, the recording closes)
-it is given up to `STOP_LIMIT`. A fixed grace was wrong both ways: two whole suites at once on 2
-cores made a run that needs 1.5 s of CPU take over 30 s of wall time."""
-STOP_LIMIT: Final = 90.0
-"""After SIGINT, the longest a run is given before SIGKILL, however busy it is."""
+STOP_GRACE: Final = 30.0
+"""After SIGINT, how long a run may take to finish before it is killed: pytest reports, tears its
+fixtures down and the recording closes; two whole suites at once on 2 cores took over 10 s."""
 # Limits
 TERMINAL_LINES: Final = 400
 
@@ -220,7 +216,9 @@ class Runner:
         if run.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(run.process.pid, signal.SIGINT)
-            if not await _ends_while_working(run.process):
+            try:
+                await asyncio.wait_for(run.process.wait(), STOP_GRACE)
+            except (TimeoutError, asyncio.TimeoutError):
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(run.process.pid, signal.SIGKILL)
                 await run.process.wait()
@@ -234,43 +232,6 @@ class Runner:
             if run.reader is not None:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(run.reader, 2.0)
-
-
-async def _ends_while_working(process: asyncio.subprocess.Process) -> bool:
-    """Whether ``process`` ends by itself: waited for while its CPU time grows (`STOP_GRACE` without
-    any, `STOP_LIMIT` in all)."""
-    import psutil
-
-    started = last_progress = time.monotonic()
-    used = -1.0
-    while time.monotonic() - started < STOP_LIMIT:
-        try:
-            await asyncio.wait_for(asyncio.shield(process.wait()), 1.0)
-            return True
-        except (TimeoutError, asyncio.TimeoutError):
-            pass
-        now_used = _cpu_of_tree(psutil, process.pid, used)
-        if now_used > used:
-            used, last_progress = now_used, time.monotonic()
-        elif time.monotonic() - last_progress >= STOP_GRACE:
-            return False
-    return process.returncode is not None
-
-
-def _cpu_of_tree(psutil: Any, pid: int, default: float) -> float:
-    """CPU seconds used by ``pid`` and its children (xdist's workers tear down while the controller
-    waits); ``default`` if the process is gone or unreadable (then the wait decides)."""
-    try:
-        root = psutil.Process(pid)
-        processes = [root, *root.children(recursive=True)]
-    except psutil.Error:
-        return default
-    total = 0.0
-    for each in processes:
-        with contextlib.suppress(psutil.Error):
-            times = each.cpu_times()
-            total += times.user + times.system
-    return total
 
 
 async def spawn_run(
