@@ -19,6 +19,7 @@ from typing import Any, Final
 from mcpdebug.replies.localize import LocalizedRow, LocalizeReply
 from mcpdebug.store import Store
 from mcpdebug.views import lookup
+from mcpdebug.views import suspects as suspects_view
 from mcpdebug.views.calls import call
 from mcpdebug.views.suspects import FAILING, PASSING, NoCoverage, rank_run, relative, run_coverage
 from pytest_mcpdebug import protocol
@@ -244,8 +245,6 @@ def reply(store: Store, run: dict[str, Any], result: protocol.Localization, top:
 def suspects_and_note(store: Store, run: dict[str, Any]) -> str:
     """What `get_failure` (and ``mcpdebug failure``) add after the failure: the suspects and the
     localizer's result or how to ask for it; "" when the run has no coverage or no failure."""
-    from mcpdebug.views import suspects as suspects_view
-
     suspects = suspects_view.failure_suspects(store, run)
     return f"\n\n{suspects}\n{failure_note(store, run)}" if suspects else ""
 
