@@ -11,7 +11,7 @@ from typing import Any, Final
 
 from mcpdebug.replies import FailureReport
 from mcpdebug.store import Store
-from mcpdebug.views import doctests, lookup, output_window
+from mcpdebug.views import code_environment, doctests, lookup, output_window
 from mcpdebug.views import output as output_view
 from mcpdebug.views import processes as processes_view
 from mcpdebug.views.calls import call, in_terminal
@@ -138,6 +138,7 @@ def _render(failure: dict[str, Any], run: dict[str, Any], store: Store) -> str:
             lines += _source(frame)
         lines += _locals(frame.locals, snap)
     refs = [v.ref for f in user for v in f.locals if v.ref]
+    lines += code_environment.lines(run, store.shards(rid), [f.file for f in user], store.dir.parent)
     output = output_view.output_tail(store, run, nodeid, OUTPUT_LINES)
     lines += ["", output]
     test = store.test(rid, nodeid) or {}

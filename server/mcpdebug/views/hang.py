@@ -11,8 +11,8 @@ from typing import Any, Final
 
 from mcpdebug.replies import FailureReport, HangInfo
 from mcpdebug.store import Store
+from mcpdebug.views import code_environment, lookup, output_window
 from mcpdebug.views import failure as failure_view
-from mcpdebug.views import lookup, output_window
 from mcpdebug.views import output as output_view
 from mcpdebug.views import runs as runs_view
 from mcpdebug.views.calls import call
@@ -59,6 +59,9 @@ def get_hang(store: Store, run: dict[str, Any], test: str | None) -> HangInfo:
             raise lookup.NotFound(f"{nodeid} did not hang in run {rid}. Hangs: {names}.")
         chosen = mine[0]
     text = render(chosen, rid, full=True)
+    report: HangReport = chosen["report"]
+    read = code_environment.lines(run, store.shards(rid), _project_files(report), store.dir.parent)
+    text += "\n" + "\n".join(read) if read else ""
     if chosen["kind"] in ("crashed", "killed", "gil", "stuck") and chosen["nodeid"]:
         text += "\n\n" + output_view.output_tail(store, run, chosen["nodeid"], 20)  # what it wrote before
     others = [h for h in hangs if h is not chosen]
@@ -66,7 +69,6 @@ def get_hang(store: Store, run: dict[str, Any], test: str | None) -> HangInfo:
         text += f"\n\nOther hangs in this run ({len(others)}):\n" + "\n".join(
             f"- {h['nodeid']}: {h['summary']}" for h in others[:20]
         )
-    report: HangReport = chosen["report"]
     return HangInfo(
         text=output_window.bounded(text),
         run_id=rid,
@@ -79,6 +81,13 @@ def get_hang(store: Store, run: dict[str, Any], test: str | None) -> HangInfo:
         other_hangs=[h["nodeid"] or "(the run)" for h in others[:20]],
         next_call=call("get_output", run_id=rid, test=chosen["nodeid"] or None),
     )
+
+
+def _project_files(report: HangReport) -> list[str]:
+    """The files of the hang's place and of the test's own frames (its thread's, its tasks')."""
+    frames = [f for t in report.threads if t.test for f in t.frames]
+    frames += [f for task in report.tasks for f in task.frames]
+    return ([report.file] if report.file else []) + [f.file for f in frames if not f.library]
 
 
 def render(hang: dict[str, Any], run_id: str, *, full: bool) -> str:
