@@ -44,7 +44,8 @@ def section(program: str, timeout: float, coverage: bool, config_files: list[str
             f"Every `pytest` run here is recorded in `.mcpdebug/`; {hang}. After a run:",
             "",
             f"- Shell: `{program} show` (failures, errors, hangs), `{program} failure [RUN] [TEST]` (the "
-            f"failing frames with their locals), `{program} logs RUN TEST` (a test's output).",
+            "failing frames with their locals, a hang's threads, the variables the code reads), "
+            f"`{program} logs RUN TEST` (a test's output); a CI artifact's `.mcpdebug/` too.",
             f"- MCP server `mcpdebug`{servers}, by question:",
             "  - why did it fail? `get_failure` (frames, locals, assertion); its output? `get_output`, "
             "`search_output`",
