@@ -71,6 +71,16 @@ def test_runs_and_show(project: Path) -> None:
     assert runs.returncode == 0, runs.stderr
     assert "finished, exit status 1" in runs.stdout and "2 failed, 2 error" in runs.stdout
     run_id = json.loads(cli(project, "runs", "--json").stdout)[0]["run_id"]
+    piped = subprocess.run(  # an agent's shell: a pipe, no COLUMNS; rich would fold cells at 80
+        [MCPDEBUG, "runs"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin"},
+    ).stdout
+    row = next(line for line in piped.splitlines() if run_id in line)
+    assert "finished, exit status 1" in row and "2 failed, 2 error" in row, piped
 
     show = cli(project, "show")
     assert show.returncode == 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import textwrap
@@ -117,10 +118,16 @@ def tail(store: Store, args: argparse.Namespace) -> int:
         time.sleep(max(args.interval, 0.05))
 
 
+PIPED_WIDTH = 200
+"""A table's width when printed into a pipe or a file (an agent's shell, a log): rich would use 80
+columns and fold every cell into several lines."""
+
+
 def _console() -> Any:
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=False)
+    piped = not sys.stdout.isatty() and "COLUMNS" not in os.environ
+    return Console(highlight=False, soft_wrap=False, width=PIPED_WIDTH if piped else None)
 
 
 def runs(store: Store, args: argparse.Namespace) -> int:
