@@ -71,10 +71,16 @@ def tool_text(directory: Path, tool: str, **args: object) -> str:
     return _OUR_COMMENTS.sub("", text)
 
 
+SECTIONS = ("mcpdebug: hangs", "mcpdebug: beyond the traceback")
+
+
 def hang_lines(output: str) -> dict[str, str]:
-    """The terminal summary's ``HANG <nodeid>: <summary>`` lines, by node id."""
-    section = output.split("mcpdebug: hangs", 1)[1] if "mcpdebug: hangs" in output else ""
-    found = re.findall(r"^HANG (\S+): (.*)$", section, re.MULTILINE)
+    """The terminal summary's ``HANG <nodeid>: <summary>`` lines, by node id: in the block after
+    pytest's short summary ("beyond the traceback", a failed test's), else in the hangs section."""
+    sections = [output.split(title, 1)[1] for title in SECTIONS if title in output]
+    found = [
+        hang for section in sections for hang in re.findall(r"^HANG (\S+): (.*)$", section, re.MULTILINE)
+    ]
     return {nodeid: _OUR_COMMENTS.sub("", summary) for nodeid, summary in found}
 
 
@@ -110,6 +116,7 @@ def test_a_busy_loop_and_a_deadlock_are_named_and_the_run_finishes(
     assert hangs[lock].startswith("blocked in `with audit_lock:` at line 32 of test_lock_deadlock() (")
     assert hangs[busy].endswith("(mcpdebug timeout of 2 s)")
     assert "HangTimeout: busy loop in lines 8-12 of settle()" in output
+    assert output.count(f"HANG {busy}:") == output.count(f"HANG {lock}:") == 1  # in the block, once
     loops, blocking = pytester.path / "test_loops.py", pytester.path / "test_blocking.py"
     for tool in ("get_failure", "get_hang"):
         reply = tool_text(store, tool, test="test_busy_loop")

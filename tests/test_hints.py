@@ -122,7 +122,7 @@ def test_the_hang_summary_names_the_command_that_runs_here(pytester: pytest.Pyte
     project.mkdir()
     (project / "test_slow.py").write_text("import time\n\ndef test_sleeps():\n    time.sleep(30)\n")
     result = run_inner(pytester, "--mcp-debug-timeout=0.5", "slow", "--rootdir", str(project))
-    line = next(x for x in result.stdout.lines if x.startswith("Inspect: "))
+    line = next(x for x in result.stdout.lines if x.startswith("  more: "))  # after the hang's headline
     command = re.search(r"`([^`]*)`", line)
     assert command and command[1].startswith(f"{MCPDEBUG} failure ") and command[1].endswith(" --dir slow")
     assert "test_slow.py::test_sleeps" in command[1]  # the one hang's test: it works as pasted

@@ -137,13 +137,19 @@ class HangSummary(PluginObject):
         return max(candidates, key=lambda p: p.stat().st_mtime, default=None)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if not self.hangs:
-            return
+        brief = terminalreporter.config.pluginmanager.get_plugin("mcpdebug-brief")
+        briefed = brief.shown(terminalreporter.stats) if brief is not None else set()
+        hangs = [(nodeid, summary) for nodeid, summary in self.hangs if nodeid not in briefed]
+        leaks = self.leaks.found if self.leaks is not None else ()
+        if not hangs and not leaks:
+            return  # every hang is in the block after pytest's short summary ("beyond the traceback")
         terminalreporter.section("mcpdebug: hangs", sep="-", yellow=True, bold=True)
-        for nodeid, summary in self.hangs:
+        for nodeid, summary in hangs:
             terminalreporter.write_line(f"HANG {nodeid}: {summary}")
-        for leak in self.leaks.found if self.leaks is not None else ():
+        for leak in leaks:
             terminalreporter.write_line(f"LEFT RUNNING by {leak.nodeid}: {leak.describe()}")
+        if not hangs:
+            return
         from pytest_mcpdebug.commands import program
         from pytest_mcpdebug.folder import dir_arg
 
@@ -151,8 +157,8 @@ class HangSummary(PluginObject):
         where = dir_arg(self.directory, base)
         rid = self.reporter.run_id
         # one hang: the command works as pasted; several: the reader puts in the test
-        test = shlex.quote(self.hangs[0][0]) if len(self.hangs) == 1 else "<test>"
-        tool = json.dumps(self.hangs[0][0]) if len(self.hangs) == 1 else "..."  # a node id may hold quotes
+        test = shlex.quote(hangs[0][0]) if len(hangs) == 1 else "<test>"
+        tool = json.dumps(hangs[0][0]) if len(hangs) == 1 else "..."  # a node id may hold quotes
         terminalreporter.write_line(
             f"Inspect: `{program('mcpdebug', base)} failure {rid} {test}{where}`, or the MCP tool "
             f'get_hang(run_id="{rid}", test={tool}) for every thread\'s stack and the locals.'

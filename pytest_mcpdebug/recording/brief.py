@@ -107,6 +107,11 @@ class Brief(PluginObject):
 
     # The block --------------------------------------------------------------------------------------
 
+    def shown(self, stats: dict[str, list[Any]]) -> set[str]:
+        """The tests the block will name (a hung one with its headline: the hang summary leaves
+        those to it)."""
+        return {nodeid for nodeid, _ in _failed(stats)[:MAX_TESTS]}
+
     def _write(self, terminal: Any) -> None:
         failed = _failed(terminal.stats)
         if not failed:
