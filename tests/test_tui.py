@@ -18,6 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from textual import events
+from textual.containers import Horizontal
+from textual.geometry import Size
 from textual.pilot import Pilot
 from textual.widgets import DataTable, TabbedContent
 
@@ -345,6 +348,27 @@ async def test_runs_view_screen(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         assert failing[2].replace("\n", "") == LONG_ID  # a long node id wraps in its column, whole
         await pilot.press("p")
         assert [r[0] for r in rows(app, "#tests")] == ["FAILED"]
+
+
+async def test_a_look_that_comes_back_while_the_app_quits_is_dropped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Quitting removes the runs pane's tables before the pane; a look still being read then came
+    back to no tables and crashed the app on its way out (seen under load). The tables are taken
+    away first here, then a look is made: the app goes on and quits cleanly."""
+    monkeypatch.chdir(tmp_path)
+    folder = Path(".mcpdebug")
+    fixed_run(folder)
+    app = DebugTUI(folder / "logs" / "debug-mcp-server.log", folder, interval=0.05)
+    async with app.run_test(size=(130, 16)) as pilot:
+        await until(pilot, lambda: len(rows(app, "#tests")) == 3)
+        pane = app.query_one("#runs-pane")
+        await pane.query_one(Horizontal).remove()
+        pane.refresh_now()
+        await pane.workers.wait_for_complete()
+        pane.post_message(events.Resize(Size(100, 16), Size(100, 16)))
+        await pilot.pause()
+    assert app.return_code in (0, None)
 
 
 # The server-log view ------------------------------------------------------------------------------

@@ -142,7 +142,9 @@ class DebugTUI(App[None]):
         pane = views.active_pane
         if pane is None or (self.focused is not None and pane in self.focused.ancestors_with_self):
             return
-        self.query_one("#tests" if views.active == "runs" else "#events").focus()
+        tables = self.query("#tests" if views.active == "runs" else "#events")
+        if tables:  # not when quitting: the tables go first
+            tables.first().focus()
 
     # Crashes ----------------------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ failing test's `mcpdebug show` beside its `mcpdebug failure`), is one key away.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import ClassVar
 
@@ -14,6 +15,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
@@ -72,8 +74,9 @@ class DetailScreen(Screen[None]):
             text = f"Cannot show it: {exc}"
         self.text = text
         if self.is_attached:
-            self.query_one("#detail-text", Static).update(Text(text))
-            self.query_one("#detail-scroll", VerticalScroll).scroll_home(animate=False)
+            with contextlib.suppress(NoMatches):  # the screen is closing: its widgets went first
+                self.query_one("#detail-text", Static).update(Text(text))
+                self.query_one("#detail-scroll", VerticalScroll).scroll_home(animate=False)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "switch":

@@ -107,6 +107,8 @@ class RunsPane(Vertical):
     # Showing ----------------------------------------------------------------------------------------
 
     def show(self, look: Look) -> None:
+        if not self.query("#run-list"):  # quitting: the tables went first, a look still on its way
+            return
         self.last = look
         self._show_runs(look)
         self._show_tests(look.chosen)
@@ -247,7 +249,10 @@ class RunsPane(Vertical):
         self.refresh_now()
 
     def on_resize(self) -> None:
-        self.query_one("#run-list").styles.width = NARROW_LIST if self.size.width < NARROW else LIST
+        lists = self.query("#run-list")
+        if not lists:  # quitting: the list went first
+            return
+        lists.first().styles.width = NARROW_LIST if self.size.width < NARROW else LIST
         if self.last is not None:
             self.call_after_refresh(self.show, Look(self.last.runs, self.last.chosen, [], self.last.note))
 
