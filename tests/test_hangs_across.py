@@ -291,6 +291,7 @@ def test_where_py_spy_may_not_attach_the_report_says_what_to_change(tmp_path: Pa
 
 ASYNC = """
 import asyncio
+import unittest
 
 import pytest
 
@@ -311,6 +312,27 @@ async def spin():
 @pytest.mark.asyncio
 async def test_async_busy():
     await spin()
+
+
+async def retry_forever():
+    tries = 0
+    while True:
+        tries += 1
+        await asyncio.sleep(0)
+
+
+@pytest.mark.asyncio
+async def test_async_yielding_loop():
+    await retry_forever()
+
+
+def test_sync_runs_a_yielding_loop():
+    asyncio.run(retry_forever())
+
+
+class TestUnittest(unittest.TestCase):
+    def test_runs_a_yielding_loop(self):
+        asyncio.run(retry_forever())
 
 
 @pytest.mark.anyio
@@ -343,8 +365,8 @@ def test_an_async_test_is_diagnosed_at_its_await(pytester: pytest.Pytester, mode
     reruns = ["--asyncio-mode=auto", "-p", "rerunfailures", "--reruns", "1"]
     args = reruns if mode == "auto-reruns" else ["--asyncio-mode=strict"]
     result = run_launched(pytester, launcher, "--mcp-debug-timeout=1", *QUICK, "-p", "asyncio", *args)
-    result.assert_outcomes(failed=3, passed=1)
-    assert result.parseoutcomes().get("rerun", 0) == (3 if "reruns" in mode else 0)
+    result.assert_outcomes(failed=6, passed=1)
+    assert result.parseoutcomes().get("rerun", 0) == (6 if "reruns" in mode else 0)
     assert result.ret == pytest.ExitCode.TESTS_FAILED  # the rest of the run completed
     output = result.stdout.str()
     hangs = hang_lines(output)
@@ -360,6 +382,18 @@ def test_an_async_test_is_diagnosed_at_its_await(pytester: pytest.Pytester, mode
     assert hangs["test_co.py::test_async_busy"].startswith(
         f"{prefix}busy loop in lines {loop}-{loop + 1} of spin() ("
     ), hangs
+    # A loop that awaits something done at once (a retry without a pause) runs a step a round; the
+    # sampler only ever sees the event loop's select(): the task's frames name it.
+    yielding = line_of(ASYNC, "tries = 0") + 1
+    for nodeid in (
+        "test_co.py::test_async_yielding_loop",
+        "test_co.py::test_sync_runs_a_yielding_loop",
+        "test_co.py::TestUnittest::test_runs_a_yielding_loop",
+    ):
+        assert hangs[nodeid].startswith(
+            f"{prefix}busy loop in lines {yielding}-{yielding + 2} of retry_forever() ("
+        ), hangs
+        assert "runs again at once from `await asyncio.sleep(0)`" in hangs[nodeid], hangs
     store = pytester.path / ".mcpdebug"
     failure = tool_text(store, "get_failure", test="test_async_hangs")
     assert re.search(rf"^#\d+ .*test_co\.py:{awaits} in test_async_hangs\(\)$", failure, re.M), failure

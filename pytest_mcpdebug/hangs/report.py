@@ -137,9 +137,20 @@ def _followed(
     if test_frame is None:
         return found, summary, tasks, chosen, locals_from
     idle = found.wait_kind in ("select", "asyncio")
-    seen = async_tasks.state(test_frame, test, frames_of=_frames, is_library=is_library) if idle else None
+    spinning = found.kind == "busy" and _outside_the_steps(test_frame, found)
+    seen = (
+        async_tasks.state(test_frame, test, frames_of=_frames, is_library=is_library)
+        if idle or spinning
+        else None
+    )
     future = waits.waited_future(test_frame) if found.kind != "busy" else None
-    if seen is not None:
+    task = _spinning_task(seen, any_task=spinning) if seen is not None else None
+    if seen is not None and task is not None:
+        tasks = seen.tasks
+        summary = _spinning_summary(found, task)
+        if seen.blocked is not None and seen.blocked.task == task.name:
+            chosen = seen.blocked.frame
+    elif seen is not None:
         tasks = seen.tasks
         if seen.blocked is not None:
             chosen = seen.blocked.frame
@@ -283,6 +294,53 @@ def _async_summary(found: classifier.Classification, blocked: async_tasks.Blocke
         f"blocked in {where} at line {line} of {function}() ({_short(file)})"
         + (f" for the last {since:.1f} s" if since >= 0.05 else "")
         + f"; {tail} awaits {blocked.awaiting or 'something'}, the event loop is idle"
+    )
+
+
+def _outside_the_steps(test_frame: FrameType, found: classifier.Classification) -> bool:
+    """A busy thread named at or below the event loop it runs (``asyncio.run`` in a sync test, an
+    async test's runner, or no frame of the project at all): the loop is a coroutine's that runs
+    again at once each round (``await asyncio.sleep(0)``), and the sampler, which gets the GIL when
+    the loop's ``select()`` lets it go, never sees the coroutine's frames."""
+    stack = stack_of(test_frame)
+    loop = next((i for i, f in enumerate(stack) if f[2] == "_run_once" and "asyncio" in f[0]), None)
+    if loop is None:
+        return False
+    here = os.path.abspath(found.file) if found.file else ""
+    at = next(
+        (i for i, f in enumerate(stack) if f[2] == found.function and os.path.abspath(f[0]) == here), None
+    )
+    return at is None or at > loop or is_library(found.file)
+
+
+def _spinning_task(seen: async_tasks.AsyncState, *, any_task: bool) -> HangTask | None:
+    """The task that keeps the loop going: pending, waiting for no future (it runs again at once),
+    suspended in the project's code. The test's own (the end of its await path) when it is such a
+    task: then the loop only looked idle to the sampler; else, for a busy thread (``any_task``),
+    the first such task."""
+    ready = [
+        t
+        for t in seen.tasks
+        if t.state == "pending" and not t.awaiting and any(not f.library for f in t.frames)
+    ]
+    mine = seen.blocked.task if seen.blocked is not None else None
+    return next((t for t in ready if t.name == mine), ready[0] if ready and any_task else None)
+
+
+def _spinning_summary(found: classifier.Classification, task: HangTask) -> str:
+    """ "busy loop in lines 11-16 of retry() (...), asyncio task Task-1 runs again at once from
+    `await asyncio.sleep(0)` each round"; ``found`` becomes that place."""
+    frame = next(f for f in task.frames if not f.library)  # innermost first
+    extent = classifier.loop_extent(frame.file, frame.line)
+    lines = list(range(extent[0], extent[1] + 1)) if extent else [frame.line]
+    found.file, found.line, found.function, found.lines = frame.file, frame.line, frame.function, lines
+    where = f"lines {lines[0]}-{lines[-1]}" if len(lines) > 1 else f"line {lines[0]}"
+    code = classifier.code_of(classifier.source_line(frame.file, frame.line))
+    again = f"`{code}` (line {frame.line})" if code else f"line {frame.line}"
+    ratio = f"; {found.cpu_ratio:.0%} CPU" if found.cpu_ratio is not None else ""
+    return (
+        f"busy loop in {where} of {frame.function}() ({_short(frame.file)}): asyncio task {task.name} "
+        f"runs again at once from {again} each round{ratio}"
     )
 
 
