@@ -14,10 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_hangs import tool_text
 
 from conftest import MCPDEBUG
 from helpers import FAST
-from test_hangs import tool_text
 
 SETTINGS = """
 import os
