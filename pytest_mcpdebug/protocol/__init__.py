@@ -23,11 +23,12 @@ protocol: a `SessionStarted` event asks for a label and the server answers `Regi
 `Output` events outside any test; `ProcessStatus` events report the process's state; control comes
 back as `Request` frames (restart, signal, stdin) answered by `Reply`.
 
-The package is one I/O-free module split for reading: `frames` (what is sent), `payloads` (what a
-failure snapshot and a hang report carry), `trace`, `quick` (a quiet pass as a write-ahead copy holds
-it, never sent) and `codec` (encoding and decoding). They load on first use of any of their names
-here: they import msgspec and define every frame, most of what recording adds to a run's start, and a
-run whose events are all `plain` ones (nothing fails, prints or hangs) never needs them.
+The package is one I/O-free module split for reading: `frames` (the events), `control` (the frames
+that run a connection: handshake, acks, requests and replies), `payloads` (what a failure snapshot and
+a hang report carry), `trace`, `quick` (a quiet pass as a write-ahead copy holds it, never sent) and
+`codec` (encoding and decoding). They load on first use of any of their names here: they import
+msgspec and define every frame, most of what recording adds to a run's start, and a run whose events
+are all `plain` ones (nothing fails, prints or hangs) never needs them.
 """
 
 from __future__ import annotations
@@ -66,26 +67,34 @@ if TYPE_CHECKING:
         wire_size,
         wire_sizes,
     )
-    from pytest_mcpdebug.protocol.frames import (
-        ACCEPTED_VERSIONS,
+    from pytest_mcpdebug.protocol.control import (
         CLOSE_MALFORMED,
         CLOSE_POLICY,
         CLOSE_TOO_BIG,
+        PROCESS_COMMANDS,
+        PROCESS_SIGNALS,
+        REQUEST_COMMANDS,
+        Ack,
+        ClientFrame,
+        Hello,
+        Registered,
+        Reply,
+        Request,
+        ServerFrame,
+        Welcome,
+    )
+    from pytest_mcpdebug.protocol.frames import (
+        ACCEPTED_VERSIONS,
         EVENT_TYPES,
         HELLO_VERSION,
         MAX_MESSAGE_BYTES,
         MAX_TEXT_CHARS,
-        PROCESS_COMMANDS,
-        PROCESS_SIGNALS,
         PROCESS_STATES,
         PROTOCOL_VERSION,
-        REQUEST_COMMANDS,
         RUN_ID_PATTERN,
         SESSION_MODES,
         SHORT_RECORDS_VERSION,
         STREAMS,
-        Ack,
-        ClientFrame,
         CodeVersion,
         CollectionError,
         CollectionFinished,
@@ -96,7 +105,6 @@ if TYPE_CHECKING:
         Frame,
         HangDetected,
         Held,
-        Hello,
         Localization,
         LocalizedLine,
         Output,
@@ -105,18 +113,13 @@ if TYPE_CHECKING:
         ProcessFinished,
         ProcessStarted,
         ProcessStatus,
-        Registered,
-        Reply,
-        Request,
         Resumed,
         RunFinished,
         RunStarted,
-        ServerFrame,
         SessionStarted,
         TestFinished,
         TestStarted,
         ValueTrace,
-        Welcome,
         is_run_id,
     )
     from pytest_mcpdebug.protocol.payloads import (
@@ -246,11 +249,11 @@ def __getattr__(name: str) -> Any:
     # collector held off and, in pytest's thread, its assertion rewriting stepped around.
     main = threading.current_thread() is threading.main_thread()
     with own_modules() if main else collector_paused():
-        from pytest_mcpdebug.protocol import codec, frames, payloads, quick, trace
+        from pytest_mcpdebug.protocol import codec, control, frames, payloads, quick, trace
 
     found: dict[str, Any] = {}
     # A name one of them imports from another is the same object in both.
-    for module in (codec, frames, payloads, quick, trace):
+    for module in (codec, control, frames, payloads, quick, trace):
         found.update((n, v) for n, v in vars(module).items() if n in __all__)
     globals().update(found)
     return found[name]

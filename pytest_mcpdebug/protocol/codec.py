@@ -14,21 +14,17 @@ from typing import Any, Final
 
 import msgspec
 
-from pytest_mcpdebug.protocol.frames import (
-    MAX_TEXT_CHARS,
+from pytest_mcpdebug.protocol.control import (
     Ack,
     ClientFrame,
-    Event,
-    Frame,
     Hello,
-    Output,
     Registered,
     Reply,
     Request,
     ServerFrame,
-    TestFinished,
     Welcome,
 )
+from pytest_mcpdebug.protocol.frames import MAX_TEXT_CHARS, Event, Frame, Output, TestFinished
 from pytest_mcpdebug.protocol.payloads import HangReport, Snapshot
 from pytest_mcpdebug.protocol.quick import QuickPass
 

@@ -1,10 +1,14 @@
-"""The frames: the handshake, flow control, live inspection requests and replies, and every event."""
+"""The frames: what every frame is built on, and every event (what a run records).
+
+The frames that run a connection (the handshake, flow control, live inspection and process control),
+and the unions of what a client or the server sends, are `control`'s.
+"""
 
 from __future__ import annotations
 
 import math
 import re
-from typing import Annotated, Any, Final
+from typing import Annotated, Final
 
 import msgspec
 
@@ -17,11 +21,6 @@ ACCEPTED_VERSIONS: Final = versions.ACCEPTED_VERSIONS
 SHORT_RECORDS_VERSION: Final = versions.SHORT_RECORDS_VERSION
 HELLO_VERSION: Final = versions.HELLO_VERSION
 """(Defined in `versions`, which a test process reads without loading the frames.)"""
-
-# Close codes the server uses (RFC 6455 leaves 4000-4999 to applications).
-CLOSE_MALFORMED: Final = 1007  # "invalid frame payload data"
-CLOSE_POLICY: Final = 1008  # bad or missing hello, protocol version mismatch
-CLOSE_TOO_BIG: Final = 1009  # websockets enforces max_size with this code itself
 
 # Limits
 MAX_MESSAGE_BYTES: Final = versions.MAX_MESSAGE_BYTES
@@ -57,77 +56,6 @@ class EventBase(Frame):
         duration = getattr(self, "duration", 0.0)
         if not math.isfinite(duration):
             self.duration = 0.0
-
-
-# Handshake and flow control -------------------------------------------------------------------
-
-
-class Hello(Frame, tag="hello"):
-    """First frame a client sends over WebSocket."""
-
-    protocol: Int
-    run_id: RunId
-    process: str
-    worker: str
-    pid: Int
-    spool: str | None = None
-    """Name of this process's spool file (in the spool folder) if it wrote one before connecting."""
-    ack_interval: float = 0.0
-    """Seconds the server may wait before acknowledging what it stored (0: each message at once).
-    Each ack wakes a thread of the client, which costs a process running quick tests far more
-    than the ack itself; a client sets this to have one ack a second at most (see `ingest.acks`)."""
-
-
-class Welcome(Frame, tag="welcome"):
-    protocol: Int
-    server_pid: int
-    label: str = ""
-    """A process session's label, when the server already assigned one (a runner reconnecting)."""
-    spool_read: bool = False
-    """The server read the spool file the hello named. When it could not (it keeps its store in
-    another folder), the client sends the spool's events over the connection instead."""
-
-
-class Ack(Frame, tag="ack"):
-    """The server committed every event of this connection up to and including ``seq``."""
-
-    seq: Int
-
-
-# Live inspection ---------------------------------------------------------------------------------
-#
-# While a test is held the server sends `Request` frames on the same connection; the held process
-# answers each with a `Reply` (a text message of its own, never batched with events) naming its id.
-
-
-class Request(Frame, tag="request"):
-    id: Int
-    session: str
-    command: str
-    """stack, scopes, variables, locals, evaluate, continue or close."""
-    arguments: dict[str, Any] = {}
-
-
-class Reply(Frame, tag="reply"):
-    id: Int
-    ok: bool = True
-    result: dict[str, Any] = {}
-    error: str = ""
-    """Why the request failed, in words an agent can act on (``ok`` is false)."""
-
-
-REQUEST_COMMANDS: Final = ("stack", "scopes", "variables", "locals", "evaluate", "continue", "close")
-PROCESS_COMMANDS: Final = ("restart", "signal", "stdin")
-"""Requests to a process session's runner (seed 004's command and stdin messages); the `Reply`
-is seed 004's acknowledgment: ``ok`` with ``result`` (``pid``, ``old_pid``, ``bytes``) or an ``error``."""
-PROCESS_SIGNALS: Final = ("SIGTERM", "SIGKILL", "SIGINT", "SIGHUP", "SIGUSR1", "SIGUSR2")
-
-
-class Registered(Frame, tag="registered"):
-    """The server's answer to a `SessionStarted`: the label it assigned (seed 004's connection flow)."""
-
-    run_id: str
-    label: str
 
 
 # Events -----------------------------------------------------------------------------------------
@@ -486,7 +414,5 @@ Event = (
     | ProcessStatus
     | ProcessFinished
 )
-ClientFrame = Hello | Event
-ServerFrame = Welcome | Ack | Request | Registered
 
 EVENT_TYPES: Final = tuple(t.__struct_config__.tag for t in Event.__args__)  # type: ignore[attr-defined]

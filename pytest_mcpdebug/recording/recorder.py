@@ -1,7 +1,8 @@
 """The per-process recorder: owns the sender and the reporter, and talks to the terminal.
 
 Registered by `plugin.py` only when recording is on: in the controlling process from the options,
-and in each xdist worker from what the controller put in ``workerinput``.
+and in each xdist worker from what the controller put in ``workerinput``. It starts the recording's
+parts at the session's start; their end (the session's finish, the closing line) is `closing`'s.
 """
 
 from __future__ import annotations
@@ -22,24 +23,28 @@ from pytest_mcpdebug.folder import (
     PARENT_WORKER_ENV,
     RESUME_ENV,
     SERVER_FILE,
-    coverage_parts,
-    dir_arg,
-    display,
     ensure_dir,
     read_server_info,
     spool_dir,
 )
 from pytest_mcpdebug.hangs import gil_dump
-from pytest_mcpdebug.hangs.leaks import exit_now
 from pytest_mcpdebug.hangs.timeouts import Timeouts
 from pytest_mcpdebug.limits import MAX_LINE_LENGTH
 from pytest_mcpdebug.options import DEFAULT_BREAK_TIMEOUT
 from pytest_mcpdebug.output.tail import TICK, OutputTail
-from pytest_mcpdebug.plugin_object import PluginObject, register
+from pytest_mcpdebug.plugin_object import register
 from pytest_mcpdebug.protocol.versions import HELLO_VERSION
 from pytest_mcpdebug.recording import brief, ci_environment, code_version, in_child
 from pytest_mcpdebug.recording import diagnosis as diagnosis_parts
 from pytest_mcpdebug.recording.ci_environment import slug
+from pytest_mcpdebug.recording.closing import (
+    HANG_SUMMARY_PLUGIN,
+    INSPECTOR_PLUGIN,
+    REPORTER_PLUGIN,
+    TAIL_PLUGIN,
+    TIMEOUTS_PLUGIN,
+    Closing,
+)
 from pytest_mcpdebug.recording.colocate import Colocation
 from pytest_mcpdebug.recording.connection import CONNECT_TIMEOUT, HANDSHAKE_TIMEOUT, preload, split_token
 from pytest_mcpdebug.recording.link import Identity
@@ -58,14 +63,8 @@ if TYPE_CHECKING:
     from pytest_mcpdebug.recording.relay import Relays
     from pytest_mcpdebug.recording.via_controller import ChannelSpool
 
-_REPORTER = "mcpdebug-reporter"
-_TAIL = "mcpdebug-output"
-_INSPECTOR = "mcpdebug-inspector"
-_TIMEOUTS = "mcpdebug-timeouts"
-_HANG_SUMMARY = "mcpdebug-hangs"
 
-
-class Recorder(PluginObject):
+class Recorder(Closing):
     def __init__(
         self,
         config: pytest.Config,
@@ -218,7 +217,7 @@ class Recorder(PluginObject):
             role=role,
             shard=self.shard,
         )
-        register(self.config, self.reporter, _REPORTER)
+        register(self.config, self.reporter, REPORTER_PLUGIN)
         numprocesses = getattr(self.config.option, "numprocesses", None)
         self.reporter.emit_start(self.config, numprocesses if isinstance(numprocesses, int) else 0)
         if role != "worker":
@@ -234,7 +233,7 @@ class Recorder(PluginObject):
                 worker=self.qualified(self.worker),
                 max_line=self.max_line_length,
             )
-            register(self.config, self.tail, _TAIL)
+            register(self.config, self.tail, TAIL_PLUGIN)
             self.tail.start()
             self.reporter.tail = None if self.tail.ends_tests else self.tail
             self.tail.on_begin = self.reporter.begin
@@ -260,7 +259,7 @@ class Recorder(PluginObject):
             directory=self.dir,
             generation=self.generation,
         )
-        register(self.config, self.timeouts, _TIMEOUTS)
+        register(self.config, self.timeouts, TIMEOUTS_PLUGIN)
         if self.reporter.dump is not None:  # the sender thread sleeps until a test is a tick old
             written = self.written.fd if self.written is not None else None
             self.sender.start_ticker = functools.partial(
@@ -313,7 +312,7 @@ class Recorder(PluginObject):
         self.inspector.breaks = self.break_on_failure
         self.inspector.session = session
         self.timeouts.watchdog.on_pause = self.inspector.hold_target
-        register(self.config, self.inspector, _INSPECTOR)
+        register(self.config, self.inspector, INSPECTOR_PLUGIN)
 
     def _say_start_warnings(self) -> None:
         self._warned = len(self.sender.warnings)
@@ -337,95 +336,7 @@ class Recorder(PluginObject):
             summary = ControllerHangSummary if self.reporter.role == "controller" else HangSummary
             self.hang_summary = summary(reporter=self.reporter, directory=self.dir, leaks=self.timeouts.leaks)
             self.hang_summary.hangs.extend(self._carried_hangs)
-            register(self.config, self.hang_summary, _HANG_SUMMARY)
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        if self.reporter is None:
-            return
-        if self.tail is not None:
-            self.tail.stop()
-        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
-        if self._code_version is not None:
-            self._code_version.join(code_version.GIT_TIMEOUT + 1.0)
-        self.reporter.emit_finish(exitstatus, getattr(terminal, "stats", None))
-        self.session = session
-        if self.reporter.role == "worker":  # xdist sends its counts to the controller after this hook
-            if self.channel_spool is not None and self.diagnosis.coverage:  # to the controller's store
-                self.channel_spool.ship(coverage_parts(self.dir, self.run_id) / f"{self.process}.coverage")
-            self.close()
-            return
-        self._stop_recording()
-        if self.sender.connected:
-            # The sender thread delivers the last events, and the server stores them, while pytest
-            # writes its summary: the wait for the end comes at the summary's end (`close`).
-            self.sender.finish()
-        else:  # spooling: nothing to wait for, and a thread finishing beside the summary takes its GIL
-            self.close()
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if self.reporter is None or self.reporter.role == "worker":
-            return
-        self.close()
-        for line, warn in self.tally.summary(
-            self.run_id,
-            warnings=self.sender.warnings[self._warned :],
-            emptied=self._emptied,
-            url=self.sender.connected_url or self._last_url,
-            spool=self._spool_display(),
-            dir_arg=self._dir_arg(),
-            program=self._program(),
-        ):
-            terminalreporter.write_line(line, yellow=warn)
-
-    def close(self) -> None:
-        """Everything recorded reaches the server (acknowledged) or the spool, counted for the closing
-        line; the recording's plugins go. Called by the summary, the HTML report and unconfigure."""
-        if self._closed:
-            return
-        self._closed = True
-        forks.forget(self)
-        self._stop_recording()
-        self._last_url = self.sender.connected_url
-        sender = self.sender
-        sender.close()
-        if self.written is not None:  # after the ticker: the helper read it
-            self.written.close()
-        counts = {"sent": sender.acked, "spooled": sender.spooled, "dropped": sender.dropped}
-        workeroutput = getattr(self.config, "workeroutput", None)
-        if workeroutput is not None:
-            broken = self.channel_spool.broken if self.channel_spool is not None else None
-            workeroutput[WORKER_KEY] = {**counts, "problem": sender.spool.problem, "note": broken}
-        self.tally.add(**counts, problem=sender.spool.problem)
-        if self.relays is not None:  # remote workers' events, delivered here
-            self.relays.close(self.tally)
-
-    def _stop_recording(self) -> None:
-        """At session finish: the recording's plugins go (not the sender), the environment is restored."""
-        if self._stopped:
-            return
-        self._stopped = True
-        for name, value in self._environ.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        if self.tail is not None:
-            self.tail.stop()
-            self._emptied = self.tail.emptied
-            self.config.pluginmanager.unregister(name=_TAIL)
-            self.tail = None
-            if self.reporter is not None:
-                self.reporter.tail = None
-        if self.inspector is not None:
-            self.config.pluginmanager.unregister(name=_INSPECTOR)
-        if self.timeouts is not None:
-            self.timeouts.close()
-            self.config.pluginmanager.unregister(name=_TIMEOUTS)
-        diagnosis_parts.stop(self.config, self._diagnosis_parts)
-        if self.reporter is not None:
-            self.config.pluginmanager.unregister(name=_REPORTER)
+            register(self.config, self.hang_summary, HANG_SUMMARY_PLUGIN)
 
     def _tick(self) -> float | None:
         """The sender thread's periodic look (`Sender.on_tick`): a test a tick old or more is announced
@@ -457,29 +368,7 @@ class Recorder(PluginObject):
         self.timeouts.carried, leaks, self._carried_hangs = carried
         self.timeouts.leaks.found.extend(leaks)
 
-    def exit_if_stuck(self) -> None:
-        """After the session: if threads leaked by hung tests would hold the interpreter at exit (non-
-        daemon, still blocked), end the process now with pytest's exit status (not an xdist worker)."""
-        timeouts, session, reporter = self.timeouts, self.session, self.reporter
-        if timeouts is None or session is None or reporter is None or reporter.role != "main":
-            return
-        if stuck := timeouts.leaks.stuck():
-            exit_now(int(session.exitstatus), stuck, 2)
-
     # Helpers --------------------------------------------------------------------------------------
-
-    def _spool_display(self) -> str:
-        return display(spool_dir(self.dir), Path(self.config.invocation_params.dir)) + "/"
-
-    def _dir_arg(self) -> str:
-        """`` --dir X`` when a `mcpdebug` command started where pytest was would not find the store."""
-        return dir_arg(self.dir, Path(self.config.invocation_params.dir))
-
-    def _program(self) -> str:
-        """`mcpdebug`, or the path that runs it from where pytest was started (a `.venv/` not on PATH)."""
-        from pytest_mcpdebug.commands import program
-
-        return program("mcpdebug", Path(self.config.invocation_params.dir))
 
     def _write_line(self, text: str) -> None:
         terminal = self.config.pluginmanager.get_plugin("terminalreporter")

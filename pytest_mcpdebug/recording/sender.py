@@ -22,6 +22,9 @@ The same connection carries the server's `Request` frames for a held test (see `
 the sender thread hands each to ``on_request``, and the held test thread answers with `reply`.
 
 Nothing here raises into the test process: failures become `warnings` the plugin prints once.
+
+`Sender` is the queue, the thread and when a batch goes; how a batch goes (sent, or spooled, an
+overflow too) is `delivery`'s, and the connection and what the server sends back `link`'s (mixins).
 """
 
 from __future__ import annotations
@@ -30,20 +33,20 @@ import collections
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from pytest_mcpdebug import protocol
 from pytest_mcpdebug.folder import WAL_SUFFIX
 from pytest_mcpdebug.protocol.plain import Encoded
-from pytest_mcpdebug.protocol.versions import SHORT_RECORDS_VERSION
 from pytest_mcpdebug.recording.colocate import Colocation
 from pytest_mcpdebug.recording.connection import CONNECT_TIMEOUT, socket_has_room
-from pytest_mcpdebug.recording.link import ACK_INTERVAL, BATCH_BYTES, CLOSE_TIMEOUT, Discover, Identity, Link
+from pytest_mcpdebug.recording.delivery import Delivery
+from pytest_mcpdebug.recording.link import ACK_INTERVAL, CLOSE_TIMEOUT, Discover, Identity
 from pytest_mcpdebug.recording.spool import SpoolFile
 from pytest_mcpdebug.recording.ticker import SERVER_CHANGED
-from pytest_mcpdebug.recording.wire import FRAGMENT_BYTES, Ready, batches, fragments, packed, runs, spooled
+from pytest_mcpdebug.recording.wire import FRAGMENT_BYTES, Ready, json_of, spooled
 from pytest_mcpdebug.recording.write_ahead import WriteAhead
 
 if TYPE_CHECKING:
@@ -65,17 +68,14 @@ MIN_WAIT: Final = 0.001
 # Limits
 MAX_PENDING: Final = 50_000
 """Events waiting for the sender thread before the test thread spools them itself."""
-MAX_UNACKED: Final = 20_000
-"""Events sent but not yet acknowledged before the oldest are also written to the spool."""
 MAX_PENDING_BYTES: Final = 32 * 1024 * 1024
 """Output text waiting for the sender thread before `wait_for_room` holds back the output reader."""
-MAX_UNACKED_BYTES: Final = 64 * 1024 * 1024
 BUSY_BYTES: Final = 1024 * 1024
 """Output delivered in one wake-up from which the sender counts as streaming (`busy_interval`): 20 MB/s
 at the usual interval; a service logging steadily below that keeps the usual batches."""
 
 
-class Sender(Link):
+class Sender(Delivery):
     def __init__(
         self,
         *,
@@ -228,7 +228,7 @@ class Sender(Link):
             batch = self._drain()
             if not batch and not now:
                 return
-            items = [(e.seq, _json(e)) for e in batch]
+            items = [(e.seq, json_of(e)) for e in batch]
             lines = [line for _, line in items]
             copied = not lines or self.wal.write(lines)
             if self._ws is None:
@@ -393,26 +393,6 @@ class Sender(Link):
             return None
         return max(self._next_connect - time.monotonic(), MIN_WAIT)
 
-    def _drain(self) -> list[Event | Encoded]:
-        """Take what is queued. Two threads may drain at once (the test thread spools an overflow
-        while the sender thread takes a batch): each pop is atomic, a check before it would not be."""
-        batch = []
-        pending = self._pending
-        size = 0
-        while True:
-            try:
-                event = pending.popleft()
-            except IndexError:
-                break
-            if type(event) is not Encoded and type(event) is protocol.Output:
-                size += event.size
-            batch.append(event)
-        if size:
-            with self._room:
-                self._pending_bytes -= size
-                self._room.notify_all()
-        return batch
-
     def _flush(self, *, final: bool) -> int:
         """Send or spool what is queued; returns the bytes of output it held. Without a server, what
         the write-ahead copy holds waits up to `SPOOL_INTERVAL` when nothing else does (``final``:
@@ -428,71 +408,6 @@ class Sender(Link):
             if self._ws is not None:  # in seq order: ready came first
                 self._send_lines([*self._packed(ready), *self._wired(batch)])
             else:
-                self.spool.write(spooled(ready) + [_json(e) for e in batch])  # JSON lines all
+                self.spool.write(spooled(ready) + [json_of(e) for e in batch])  # JSON lines all
                 self._spool_due = time.monotonic() + SPOOL_INTERVAL
             return sum(e.size for e in batch if type(e) is not Encoded and type(e) is protocol.Output)
-
-    def _packed(self, ready: Ready) -> list[tuple[int, Wire]]:
-        return packed(ready, short_records=self.server_protocol >= SHORT_RECORDS_VERSION)
-
-    def _wired(self, batch: list[Event | Encoded]) -> list[tuple[int, Wire]]:
-        """Queued events as they are sent: frames packed; `plain`'s as the JSON lines they are (a quiet
-        pass's short record as `_packed` sends it)."""
-        wired: list[tuple[int, Wire]] = []
-        for event in batch:
-            if type(event) is Encoded:
-                wired += self._packed([(event.seq, event.line)])
-            else:
-                wired.append((event.seq, protocol.pack(event)))  # type: ignore[arg-type]
-        return wired
-
-    def _send_lines(self, items: Sequence[tuple[int, Wire]]) -> None:
-        """Send events; whatever does not make it (the connection lost) ends in the spool."""
-        # Held as unacknowledged *before* sending, so a failure half-way spools the whole batch.
-        self._unacked.extend(items)
-        wires = [item for _, item in items]
-        sizes = protocol.wire_sizes(wires)
-        self._unacked_bytes += sum(sizes)
-        try:
-            for batch in batches(wires, sizes, BATCH_BYTES):
-                self._ws_send(batch)
-            self.sent += len(items)
-        except Exception as exc:
-            self._lost_connection(exc)
-            return  # the unacked events (this batch included) are now in the spool
-        while len(self._unacked) > MAX_UNACKED or self._unacked_bytes > MAX_UNACKED_BYTES:
-            item = self._unacked.popleft()[1]
-            self._unacked_bytes -= protocol.wire_size(item)
-            self._write_spool([item])
-
-    def _ws_send(self, items: list[Wire]) -> None:
-        """One binary message per run of items in one form: packed events (what `_flush` sends), or
-        JSON lines (a replayed spool, a checkpoint's write-ahead lines)."""
-        assert self._ws is not None
-        with self._send_lock:
-            for json, run in runs(items):
-                message = b"\n".join(run) if json else protocol.packed_message(run)  # type: ignore[arg-type]
-                self._ws.send(fragments(message, self.fragment_bytes))
-
-    # Spool ----------------------------------------------------------------------------------------
-
-    def _write_spool(self, lines: Sequence[Wire]) -> None:
-        """``lines``: events in any form (unacknowledged ones are packed); the spool holds JSON."""
-        self.spool.write([protocol.json_line(line) for line in lines])
-
-    def _spool_overflow(self) -> None:
-        """The sender thread is not keeping up (or is wedged): the caller writes to the spool itself
-        (what a checkpoint left for the thread first: the spool stays in ``seq`` order). It holds the
-        delivery's lock when that is free, never waiting for it (the thread may be stuck in a send)."""
-        locked = self._flush_lock.acquire(blocking=False)
-        try:
-            ready, self._ready = self._ready, []
-            self.spool.write(spooled(ready) + [_json(e) for e in self._drain()])
-        finally:
-            if locked:
-                self._flush_lock.release()
-
-
-def _json(event: Event | Encoded) -> bytes:
-    """An event's JSON line (a quiet pass's short record as it is)."""
-    return event.line if type(event) is Encoded else protocol.encode(event)  # type: ignore[arg-type]

@@ -14,9 +14,10 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Final
 
 from pytest_mcpdebug import protocol
+from pytest_mcpdebug.protocol.plain import Encoded
 
 if TYPE_CHECKING:
-    from pytest_mcpdebug.protocol import Wire
+    from pytest_mcpdebug.protocol import Event, Wire
 
 FRAGMENT_BYTES: Final = 256 * 1024
 """Largest WebSocket frame of a message. websockets copies each frame twice (masking, framing): copies
@@ -85,3 +86,8 @@ def fragments(message: bytes, size: int) -> bytes | Iterator[memoryview]:
         return message
     view = memoryview(message)
     return (view[start : start + size] for start in range(0, len(view), size))
+
+
+def json_of(event: Event | Encoded) -> bytes:
+    """An event's JSON line (a quiet pass's short record as it is)."""
+    return event.line if type(event) is Encoded else protocol.encode(event)  # type: ignore[arg-type]
