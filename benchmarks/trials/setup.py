@@ -160,9 +160,21 @@ def make_venv(task: dict, dest: Path, wheels: list[Path], with_project: bool) ->
     return venv
 
 
+# a task's `shell_env: "workstation"`: only these (and LC_*) of this machine's variables, as on a
+# developer's workstation (this machine may export what only CI has, e.g. REQUESTS_CA_BUNDLE);
+# trial_run.py keeps the same list for the subject's shell
+WORKSTATION = ("HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LANGUAGE", "TMPDIR", "PATH")
+
+
 def shell_env(dest: Path) -> dict[str, str]:
     """The subject's shell: the workspace's venv first on PATH, as after `source .venv/bin/activate`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MCPDEBUG", "PYTEST", "VIRTUAL_ENV"))}
+    try:
+        task = json.loads((dest / MARK).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        task = {}
+    if TASKS["tasks"].get(task.get("task", ""), {}).get("shell_env") == "workstation":
+        env = {k: v for k, v in env.items() if k in WORKSTATION or k.startswith("LC_")}
     env.pop("PYTHONPATH", None)
     env["PATH"] = f"{dest / '.venv' / 'bin'}:{env.get('PATH', '/usr/bin:/bin')}"
     env["VIRTUAL_ENV"] = str(dest / ".venv")
@@ -280,6 +292,9 @@ def build(task_id: str, condition: str, dest: Path, cache: Path) -> None:
     fresh(dest)
     place_source(task, dest, cache)
     apply_fault(task_id, dest)
+    # the mark early: shell_env() reads the task from it during set-up (rewritten at the end)
+    (dest / ".trial").mkdir(exist_ok=True)
+    (dest / MARK).write_text(json.dumps({"task": task_id, "condition": condition}))
     wheels = wheelhouse(cache, task["deps"], with_project)
     make_venv(task, dest, wheels, with_project)
     install_tools(dest, with_project)
@@ -298,6 +313,7 @@ def build(task_id: str, condition: str, dest: Path, cache: Path) -> None:
                 "kind": task["kind"],
                 "built": time.time(),
                 "symptom": task["symptom"],
+                **({"shell_env": task["shell_env"]} if "shell_env" in task else {}),
             },
             indent=2,
         )

@@ -17,6 +17,9 @@ from pathlib import Path
 TRIAL = Path(__file__).resolve().parent.parent
 ROOT = TRIAL.parent
 LOG = TRIAL / "TRIAL_LOG.jsonl"
+# a task's "shell_env": "workstation" (in .trial/task.json): the shell gets a developer workstation's
+# login variables only, not whatever the machine running the trial exports
+WORKSTATION = ("HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LANGUAGE", "TMPDIR", "PATH")
 
 
 def log(entry):
@@ -38,6 +41,12 @@ def main(argv):
     started = time.time()
     log({"n": n, "event": "start", "t": started, "cwd": cwd, "cmd": command})
     env = dict(os.environ)
+    try:
+        task = json.loads((TRIAL / "task.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        task = {}
+    if task.get("shell_env") == "workstation":
+        env = {k: v for k, v in env.items() if k in WORKSTATION or k.startswith("LC_")}
     env["VIRTUAL_ENV"] = str(ROOT / ".venv")
     env["PATH"] = f"{ROOT / '.venv' / 'bin'}:{env.get('PATH', '/usr/bin:/bin')}"
     env.pop("PYTHONHOME", None)
