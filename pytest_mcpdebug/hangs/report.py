@@ -328,19 +328,18 @@ def _spinning_task(seen: async_tasks.AsyncState, *, any_task: bool) -> HangTask 
 
 
 def _spinning_summary(found: classifier.Classification, task: HangTask) -> str:
-    """ "busy loop in lines 11-16 of retry() (...), asyncio task Task-1 runs again at once from
-    `await asyncio.sleep(0)` each round"; ``found`` becomes that place."""
+    """ "busy loop in lines 11-16 of retry() (...): asyncio task Task-1 runs again at once each
+    round, nothing it awaits there blocks"; ``found`` becomes that place. (The task may be caught
+    mid-step or suspended at an await: its line says which, the loop is the same.)"""
     frame = next(f for f in task.frames if not f.library)  # innermost first
     extent = classifier.loop_extent(frame.file, frame.line)
     lines = list(range(extent[0], extent[1] + 1)) if extent else [frame.line]
     found.file, found.line, found.function, found.lines = frame.file, frame.line, frame.function, lines
     where = f"lines {lines[0]}-{lines[-1]}" if len(lines) > 1 else f"line {lines[0]}"
-    code = classifier.code_of(classifier.source_line(frame.file, frame.line))
-    again = f"`{code}` (line {frame.line})" if code else f"line {frame.line}"
     ratio = f"; {found.cpu_ratio:.0%} CPU" if found.cpu_ratio is not None else ""
     return (
         f"busy loop in {where} of {frame.function}() ({_short(frame.file)}): asyncio task {task.name} "
-        f"runs again at once from {again} each round{ratio}"
+        f"runs again at once each round, nothing it awaits there blocks{ratio}"
     )
 
 
