@@ -202,6 +202,26 @@ def test_a_test_that_cannot_be_stopped_does_not_cost_the_rest_of_the_run(pyteste
     assert "exit status 1" in summary and "4 collected" in summary, summary
 
 
+def test_a_timer_the_stuck_test_armed_does_not_kill_the_fresh_process(pytester: pytest.Pytester) -> None:
+    """A real-time timer survives exec: pytest-timeout's signal method (or a test's ``signal.alarm``)
+    armed for the stuck test fired in the fresh process before anything there handled it ("Alarm
+    clock", no summary, the rest of the run lost). Here it repeats every 0.2 s, so it is due at once
+    in the fresh process whatever the load."""
+    pytester.makepyfile(
+        test_u=UNKILLABLE.replace(
+            "def test_stubborn(stubborn):\n",
+            "def test_stubborn(stubborn):\n"
+            "    import signal\n"
+            "    signal.signal(signal.SIGALRM, lambda *_: None)\n"
+            "    signal.setitimer(signal.ITIMER_REAL, 0.2, 0.2)\n",
+        )
+    )
+    result = run_inner(pytester, "--mcp-debug-timeout=1", *QUICK, "-rfE")
+    assert "Alarm clock" not in result.stderr.str()
+    result.assert_outcomes(failed=2, passed=2, errors=1)
+    assert "the run goes on in a fresh process (2 tests done)" in result.stdout.str()
+
+
 def test_under_xdist_a_stuck_worker_is_replaced(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_u=UNKILLABLE)
     result = run_inner(pytester, "-n", "1", "--mcp-debug-timeout=1", *QUICK)

@@ -20,6 +20,7 @@ import contextlib
 import faulthandler
 import json
 import os
+import signal
 import sys
 import time
 from collections.abc import Generator
@@ -143,6 +144,15 @@ def stuck_state(
     }
 
 
+_TIMERS: Final = tuple(
+    getattr(signal, name)
+    for name in ("ITIMER_REAL", "ITIMER_VIRTUAL", "ITIMER_PROF")
+    if hasattr(signal, name)
+)
+"""Interval timers (``signal.alarm`` is ITIMER_REAL's): their signals would kill a process that has not
+installed handlers yet."""
+
+
 def restart(
     config: pytest.Config,
     *,
@@ -164,6 +174,9 @@ def restart(
     path.write_text(json.dumps(state), encoding="utf-8")
     with contextlib.suppress(Exception):
         faulthandler.cancel_dump_traceback_later()
+    for timer in _TIMERS:  # armed for the stuck test (pytest-timeout's signal method, an alarm), they
+        with contextlib.suppress(Exception):  # outlive exec and would end the replacement at once
+            signal.setitimer(timer, 0)
     for stream in (sys.__stdout__, sys.__stderr__):
         with contextlib.suppress(Exception):
             if stream is not None:
