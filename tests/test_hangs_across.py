@@ -426,6 +426,69 @@ def test_an_async_test_is_diagnosed_at_its_await(pytester: pytest.Pytester, mode
         assert re.search(r"^- 2\. failed \(call\) in .*HangTimeout", failure, re.M), failure
 
 
+LOOP_THREADS = """
+import asyncio
+import threading
+
+import anyio.from_thread
+
+
+async def waiter(ev):
+    await ev.wait()
+
+
+async def main():
+    await asyncio.create_task(waiter(asyncio.Event()))
+
+
+def test_joins_a_loop_thread():
+    thread = threading.Thread(target=asyncio.run, args=(main(),), daemon=True)
+    thread.start()
+    thread.join()
+
+
+def test_waits_on_a_coroutine_in_a_loop_thread():
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, daemon=True).start()
+    asyncio.run_coroutine_threadsafe(waiter(asyncio.Event()), loop).result()
+
+
+def test_calls_through_a_portal():
+    with anyio.from_thread.start_blocking_portal() as portal:
+        portal.call(waiter, anyio.Event())
+"""
+
+
+def test_a_test_waiting_on_an_event_loop_in_another_thread_is_named_at_its_task(
+    pytester: pytest.Pytester,
+) -> None:
+    """The test's thread is in join() or a future's wait, the loop's thread in select(): the
+    headline follows into the loop's tasks. The joined thread and the loop a future is chained to
+    are certain; a portal's loop is named when it is the only loop thread waiting in the project's
+    code, and not guessed among several (the earlier tests' threads still wait)."""
+    pytester.makepyfile(test_lt=LOOP_THREADS)
+    await_line = line_of(LOOP_THREADS, "await ev.wait()")
+    named = (
+        f"(an asyncio event loop), which is blocked in `await ev.wait()` at line {await_line} of waiter() ("
+    )
+    result = run_inner(pytester, "--mcp-debug-timeout=1", *QUICK)
+    result.assert_outcomes(failed=3)
+    hangs = hang_lines(result.stdout.str())
+    assert named in hangs["test_lt.py::test_joins_a_loop_thread"], hangs
+    assert (
+        "; the test is blocked in threading.Thread.join at line"
+        in hangs["test_lt.py::test_joins_a_loop_thread"]
+    )
+    assert named in hangs["test_lt.py::test_waits_on_a_coroutine_in_a_loop_thread"], hangs
+    assert hangs["test_lt.py::test_calls_through_a_portal"].startswith(
+        "blocked in threading.Condition.wait"
+    ), hangs
+    alone = run_inner(pytester, "--mcp-debug-timeout=1", *QUICK, "-k", "portal")
+    alone.assert_outcomes(failed=1)
+    portal = hang_lines(alone.stdout.str())["test_lt.py::test_calls_through_a_portal"]
+    assert portal.startswith("waiting on thread 'asyncio-portal-") and named in portal, portal
+
+
 def test_every_attempt_of_a_rerun_test_is_recorded(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         test_r="""

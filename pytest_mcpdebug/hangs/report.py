@@ -19,9 +19,9 @@ from types import FrameType
 from typing import Any, Final
 
 from pytest_mcpdebug.hangs import classify as classifier
+from pytest_mcpdebug.hangs import loop_threads, waits
 from pytest_mcpdebug.hangs import processes as outside
 from pytest_mcpdebug.hangs import tasks as async_tasks
-from pytest_mcpdebug.hangs import waits
 from pytest_mcpdebug.hangs.redacted import without_secrets
 from pytest_mcpdebug.protocol import HangFrame, HangProcess, HangReport, HangTask, HangThread
 from pytest_mcpdebug.values import VarBuilder, is_library
@@ -156,19 +156,33 @@ def _followed(
             chosen = seen.blocked.frame
             summary = _async_summary(found, seen.blocked)
         future = waits.chained_future(seen.leaf)
-    elif found.wait_kind == "thread join":
-        joined = _joined_thread(test_frame, frames)
-        if joined is not None:
-            summary += f"; the joined thread {joined}"
+    names = {t.ident: t.name for t in threads}
     worker = None
     if future is not None:
-        worker = waits.future_worker(future, frames, {t.ident: t.name for t in threads})
+        worker = waits.future_worker(future, frames, names)
     if worker is None and found.kind != "busy":
         worker = waits.waited_child(test_frame, descendants)
     if worker is not None and worker.found.file:
         summary = f"waiting on {worker.label}, which is {worker.found.summary}; the test is {summary}"
         found = worker.found
         chosen, locals_from = None, worker.frame or test_frame
+        return found, summary, tasks, chosen, locals_from
+    loop = None
+    if seen is None and found.kind == "blocked":  # a loop in another thread: joined, or completing a future
+        loop = loop_threads.waited_loop(
+            test_frame, frames, names, future, frames_of=_frames, is_library=is_library
+        )
+    if loop is not None:
+        inner = classifier.Classification("blocked", "")
+        text = _async_summary(inner, loop.blocked)
+        summary = (
+            f"waiting on thread {loop.name!r} (an asyncio event loop), which is {text}; the test is {summary}"
+        )
+        found, tasks, chosen = inner, loop.state.tasks, loop.blocked.frame
+    elif found.wait_kind == "thread join":
+        joined = _joined_thread(test_frame, frames)
+        if joined is not None:
+            summary += f"; the joined thread {joined}"
     return found, summary, tasks, chosen, locals_from
 
 

@@ -96,6 +96,20 @@ def state(
     return AsyncState(out, blocked, _leaf(root) if root is not None else None)
 
 
+def waiting_in_project(loop: asyncio.AbstractEventLoop, is_library: Callable[[str], bool]) -> list[Blocked]:
+    """The loop's pending tasks that wait for a future (not a task) in the project's code, each at
+    its deepest frame of the project: where a loop no test runs (a portal's, a service's) is stuck."""
+    out = []
+    for task in _all_tasks(loop)[:MAX_TASKS]:
+        waiter = getattr(task, "_fut_waiter", None)
+        if task.done() or waiter is None or isinstance(waiter, asyncio.Task):
+            continue
+        mine = [f for f in _coroutine_frames(task) if not is_library(f.f_code.co_filename)]
+        if mine:
+            out.append(Blocked(mine[-1], task.get_name(), [task.get_name()], _describe(waiter)))
+    return out
+
+
 def test_task(
     tasks: list[asyncio.Task[Any]], frame: FrameType | None, test: TestFunction | None
 ) -> asyncio.Task[Any] | None:
