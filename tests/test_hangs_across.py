@@ -14,7 +14,7 @@ import pytest
 from test_hangs import QUICK, hang_lines, tool_text
 
 from conftest import MCPDEBUG
-from helpers import run_inner, run_launched
+from helpers import LAUNCHERS, run_inner, run_launched
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="py-spy and ptrace as set up on Linux")
 
@@ -311,7 +311,6 @@ def test_where_py_spy_may_not_attach_the_report_says_what_to_change(tmp_path: Pa
 
 ASYNC = """
 import asyncio
-import unittest
 
 import pytest
 
@@ -332,27 +331,6 @@ async def spin():
 @pytest.mark.asyncio
 async def test_async_busy():
     await spin()
-
-
-async def retry_forever():
-    tries = 0
-    while True:
-        tries += 1
-        await asyncio.sleep(0)
-
-
-@pytest.mark.asyncio
-async def test_async_yielding_loop():
-    await retry_forever()
-
-
-def test_sync_runs_a_yielding_loop():
-    asyncio.run(retry_forever())
-
-
-class TestUnittest(unittest.TestCase):
-    def test_runs_a_yielding_loop(self):
-        asyncio.run(retry_forever())
 
 
 @pytest.mark.anyio
@@ -385,8 +363,8 @@ def test_an_async_test_is_diagnosed_at_its_await(pytester: pytest.Pytester, mode
     reruns = ["--asyncio-mode=auto", "-p", "rerunfailures", "--reruns", "1"]
     args = reruns if mode == "auto-reruns" else ["--asyncio-mode=strict"]
     result = run_launched(pytester, launcher, "--mcp-debug-timeout=1", *QUICK, "-p", "asyncio", *args)
-    result.assert_outcomes(failed=6, passed=1)
-    assert result.parseoutcomes().get("rerun", 0) == (6 if "reruns" in mode else 0)
+    result.assert_outcomes(failed=3, passed=1)
+    assert result.parseoutcomes().get("rerun", 0) == (3 if "reruns" in mode else 0)
     assert result.ret == pytest.ExitCode.TESTS_FAILED  # the rest of the run completed
     output = result.stdout.str()
     hangs = hang_lines(output)
@@ -402,18 +380,6 @@ def test_an_async_test_is_diagnosed_at_its_await(pytester: pytest.Pytester, mode
     assert hangs["test_co.py::test_async_busy"].startswith(
         f"{prefix}busy loop in lines {loop}-{loop + 1} of spin() ("
     ), hangs
-    # A loop that awaits something done at once (a retry without a pause) runs a step a round; the
-    # sampler only ever sees the event loop's select(): the task's frames name it.
-    yielding = line_of(ASYNC, "tries = 0") + 1
-    for nodeid in (
-        "test_co.py::test_async_yielding_loop",
-        "test_co.py::test_sync_runs_a_yielding_loop",
-        "test_co.py::TestUnittest::test_runs_a_yielding_loop",
-    ):
-        assert hangs[nodeid].startswith(
-            f"{prefix}busy loop in lines {yielding}-{yielding + 2} of retry_forever() ("
-        ), hangs
-        assert "runs again at once each round, nothing it awaits there blocks" in hangs[nodeid], hangs
     store = pytester.path / ".mcpdebug"
     failure = tool_text(store, "get_failure", test="test_async_hangs")
     assert re.search(rf"^#\d+ .*test_co\.py:{awaits} in test_async_hangs\(\)$", failure, re.M), failure
@@ -487,6 +453,65 @@ def test_a_test_waiting_on_an_event_loop_in_another_thread_is_named_at_its_task(
     alone.assert_outcomes(failed=1)
     portal = hang_lines(alone.stdout.str())["test_lt.py::test_calls_through_a_portal"]
     assert portal.startswith("waiting on thread 'asyncio-portal-") and named in portal, portal
+
+
+YIELDING = """
+import asyncio
+import unittest
+
+import pytest
+
+
+async def retry_forever():
+    tries = 0
+    while True:
+        tries += 1
+        await asyncio.sleep(0)
+
+
+@pytest.mark.asyncio
+async def test_async_yielding_loop():
+    await retry_forever()
+
+
+def test_sync_runs_a_yielding_loop():
+    asyncio.run(retry_forever())
+
+
+class TestUnittest(unittest.TestCase):
+    def test_runs_a_yielding_loop(self):
+        asyncio.run(retry_forever())
+
+
+def test_after():
+    pass
+"""
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_a_coroutine_looping_on_an_await_done_at_once_is_named_at_its_loop(
+    pytester: pytest.Pytester, launcher: str
+) -> None:
+    """A loop that awaits something done at once (a retry without a pause) runs a step a round; the
+    sampler only ever sees the event loop's select() (it gets the GIL there), so the headline
+    comes from the task that runs again at once. (The interruption can land in asyncio's own code
+    between two steps, which logs it and leaves the task unscheduled: the test then also errors in
+    teardown, where the runner waits for that task. Counted here as a failure or error, not a
+    diagnosis.)"""
+    pytester.makepyfile(test_y=YIELDING)
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    result = run_launched(pytester, launcher, "--mcp-debug-timeout=1", *QUICK, "-p", "asyncio")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # the rest of the run completed
+    assert result.parseoutcomes()["passed"] == 1 and result.parseoutcomes()["failed"] == 3
+    hangs = hang_lines(result.stdout.str())
+    loop = line_of(YIELDING, "while True")
+    for nodeid in (
+        "test_y.py::test_async_yielding_loop",
+        "test_y.py::test_sync_runs_a_yielding_loop",
+        "test_y.py::TestUnittest::test_runs_a_yielding_loop",
+    ):
+        assert hangs[nodeid].startswith(f"busy loop in lines {loop}-{loop + 2} of retry_forever() ("), hangs
+        assert "asyncio task Task-" in hangs[nodeid] and "runs again at once each round" in hangs[nodeid]
 
 
 def test_every_attempt_of_a_rerun_test_is_recorded(pytester: pytest.Pytester) -> None:

@@ -35,6 +35,10 @@ WINDOW: Final = 50
 OWN_THREADS: Final = "mcpdebug-"
 
 
+SPINNING_CPU: Final = 0.05
+"""CPU share (of wall time) above which an event loop that looks idle is taken to be spinning."""
+
+
 def stack_of(frame: FrameType | None, limit: int = MAX_FRAMES) -> tuple[classifier.Frame, ...]:
     """A frame and its callers as (file, line, function), innermost first, down to pytest's session
     (what launched pytest is no part of a hang: `classify.is_session_entry`)."""
@@ -144,7 +148,10 @@ def _followed(
         else None
     )
     future = waits.waited_future(test_frame) if found.kind != "busy" else None
-    task = _spinning_task(seen, any_task=spinning) if seen is not None else None
+    # An "idle" loop whose test task waits for nothing spins (the sampler saw only select()) if the
+    # thread spends CPU; with none, that task lost its step (an interruption asyncio swallowed).
+    burns = found.cpu_ratio is not None and found.cpu_ratio >= SPINNING_CPU
+    task = _spinning_task(seen, any_task=spinning) if seen is not None and (spinning or burns) else None
     if seen is not None and task is not None:
         tasks = seen.tasks
         summary = _spinning_summary(found, task)
