@@ -514,6 +514,53 @@ def test_a_coroutine_looping_on_an_await_done_at_once_is_named_at_its_loop(
         assert "asyncio task Task-" in hangs[nodeid] and "runs again at once each round" in hangs[nodeid]
 
 
+TASK_GROUPS = """
+import asyncio
+import sys
+
+import anyio
+import pytest
+
+
+async def consumer(ev):
+    await ev.wait()
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="asyncio.TaskGroup is 3.11's")
+@pytest.mark.asyncio
+async def test_asyncio_task_group():
+    async with asyncio.TaskGroup() as tg:
+        tg.create_task(consumer(asyncio.Event()))
+
+
+@pytest.mark.anyio
+async def test_anyio_task_group():
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(consumer, anyio.Event())
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+"""
+
+
+def test_a_task_group_waiting_for_its_child_is_named_at_the_childs_await(pytester: pytest.Pytester) -> None:
+    """The test's task waits at the end of ``async with`` (the group's own future); what keeps it is
+    the child's ``await``: the headline follows into the child (found in the anyio trials)."""
+    pytester.makepyfile(test_tg=TASK_GROUPS)
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    result = run_inner(pytester, "--mcp-debug-timeout=1", *QUICK, "-p", "asyncio")
+    groups = ["test_anyio_task_group"] + (["test_asyncio_task_group"] if sys.version_info >= (3, 11) else [])
+    result.assert_outcomes(failed=len(groups), skipped=2 - len(groups))
+    hangs = hang_lines(result.stdout.str())
+    line = line_of(TASK_GROUPS, "await ev.wait()")
+    for name in groups:
+        assert hangs[f"test_tg.py::{name}"].startswith(
+            f"blocked in `await ev.wait()` at line {line} of consumer() ("
+        ), hangs
+
+
 def test_every_attempt_of_a_rerun_test_is_recorded(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         test_r="""

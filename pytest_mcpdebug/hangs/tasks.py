@@ -186,14 +186,31 @@ def _coroutine_frames(task: asyncio.Task[Any]) -> list[FrameType]:
     return out
 
 
-def _awaited_task(task: asyncio.Task[Any]) -> asyncio.Task[Any] | None:
-    """The task ``task`` waits for, if it waits for one (``await task``, or one of a gather's)."""
+def _awaited_task(task: asyncio.Task[Any], *, groups: bool = False) -> asyncio.Task[Any] | None:
+    """The task ``task`` waits for, if it waits for one (``await task``, or one of a gather's; with
+    ``groups``, a task group's child its ``async with`` waits for at its end). An interruption goes
+    to the group's own future, not a child's: the test then fails with the hang, not with a group
+    of exceptions."""
     waiter = getattr(task, "_fut_waiter", None)
     if isinstance(waiter, asyncio.Task):
         return waiter
     for child in getattr(waiter, "_children", None) or ():  # asyncio.gather
         if isinstance(child, asyncio.Task) and not child.done():
             return child
+    return _group_child(task) if groups else None
+
+
+def _group_child(task: asyncio.Task[Any]) -> asyncio.Task[Any] | None:
+    """A child the task waits for at the end of a task group's ``async with`` (asyncio's TaskGroup,
+    anyio's): the group's exit awaits a future of its own, its pending tasks are what keep it."""
+    for frame in _coroutine_frames(task):
+        if frame.f_code.co_name != "__aexit__":
+            continue
+        children = getattr(frame.f_locals.get("self"), "_tasks", None)
+        with contextlib.suppress(Exception):  # a set changing under us, a `_tasks` of another kind
+            pending = [t for t in list(children or ()) if isinstance(t, asyncio.Task) and not t.done()]
+            if pending:
+                return pending[0]
     return None
 
 
@@ -225,7 +242,7 @@ def _blocked(root: asyncio.Task[Any], is_library: Callable[[str], bool]) -> Bloc
             deepest = Blocked(frame, task.get_name())
             if not is_library(frame.f_code.co_filename):
                 project = deepest
-        nxt = _awaited_task(task)
+        nxt = _awaited_task(task, groups=True)
         if nxt is None or task.done():
             break
         task = nxt
