@@ -356,6 +356,7 @@ def _spinning_summary(found: classifier.Classification, task: HangTask) -> str:
     extent = classifier.loop_extent(frame.file, frame.line)
     lines = list(range(extent[0], extent[1] + 1)) if extent else [frame.line]
     found.file, found.line, found.function, found.lines = frame.file, frame.line, frame.function, lines
+    found.wait_kind = "asyncio"  # interrupted through its event loop (`tasks.interrupt`)
     where = f"lines {lines[0]}-{lines[-1]}" if len(lines) > 1 else f"line {lines[0]}"
     ratio = f"; {found.cpu_ratio:.0%} CPU" if found.cpu_ratio is not None else ""
     return (

@@ -137,19 +137,28 @@ def interrupt(
     delivered: Callable[[], None],
 ) -> bool:
     """Raise ``exc`` where the test's task waits, from the loop's thread: True if it was scheduled (the
-    loop is alive and the test's task waits for a future); ``delivered`` is called once it is.
-    Called from the watchdog's thread."""
+    loop is alive and the test's task waits for a future, or runs again at once each round);
+    ``delivered`` is called once it is. Called from the watchdog's thread.
+
+    A task that waits for no future (a loop on ``await asyncio.sleep(0)``) has nowhere to take an
+    exception: it is cancelled, with the hang's message, between two of its steps. (Interrupting its
+    thread instead can land in asyncio's own code between steps, which logs the exception and never
+    schedules the task again: the test's teardown then waits for it for ever.)"""
     loop = loop_of(frame)
     if loop is None or loop.is_closed():
         return False
     root = test_task(_all_tasks(loop), frame, test)
-    if root is None or _leaf(root) is None:
+    spinning = root is not None and not root.done() and getattr(root, "_fut_waiter", None) is None
+    if root is None or (_leaf(root) is None and not spinning):
         return False
 
     def deliver() -> None:  # on the loop's thread: the task may have moved on since
         leaf = _leaf(root)
         if leaf is not None and not leaf.done():
             leaf.set_exception(exc())
+            delivered()
+        elif not root.done() and getattr(root, "_fut_waiter", None) is None:
+            root.cancel(f"{exc.__name__}: {getattr(exc, 'message', '')}")
             delivered()
 
     try:
