@@ -524,6 +524,10 @@ import pytest
 
 
 async def consumer(ev):
+    await take(ev)
+
+
+async def take(ev):
     await ev.wait()
 
 
@@ -558,8 +562,14 @@ def test_a_task_group_waiting_for_its_child_is_named_at_the_childs_await(pyteste
     line = line_of(TASK_GROUPS, "await ev.wait()")
     for name in groups:
         assert hangs[f"test_tg.py::{name}"].startswith(
-            f"blocked in `await ev.wait()` at line {line} of consumer() ("
+            f"blocked in `await ev.wait()` at line {line} of take() ("
         ), hangs
+    # the child's await chain, outermost first: where a fault one call up would be
+    reply = tool_text(pytester.path / ".mcpdebug", "get_hang", test="test_anyio_task_group")
+    calls = line_of(TASK_GROUPS, "await take(ev)")
+    assert f"    awaits through: consumer() (test_tg.py:{calls}) -> take() (test_tg.py:{line})" in reply, (
+        reply
+    )
 
 
 def test_every_attempt_of_a_rerun_test_is_recorded(pytester: pytest.Pytester) -> None:

@@ -7,6 +7,7 @@ waits with the source, the locals there, every thread's stack, asyncio tasks, an
 
 from __future__ import annotations
 
+import os
 from typing import Any, Final
 
 from mcpdebug.replies import FailureReport, HangInfo
@@ -16,7 +17,7 @@ from mcpdebug.views import failure as failure_view
 from mcpdebug.views import output as output_view
 from mcpdebug.views import runs as runs_view
 from mcpdebug.views.calls import call
-from pytest_mcpdebug.protocol import HangProcess, HangReport, HangThread
+from pytest_mcpdebug.protocol import HangProcess, HangReport, HangTask, HangThread
 
 ACTIONS: Final = {
     "fail": "the test was failed and the run went on",
@@ -120,6 +121,9 @@ def render(hang: dict[str, Any], run_id: str, *, full: bool) -> str:
             at = f" at {where.file}:{where.line} in {where.function}()" if where else ""
             waits = f", awaiting {task.awaiting}" if task.awaiting else ""
             lines.append(f"- {task.name} ({task.coro}, {task.state}){at}{waits}")
+            chain = _await_chain(task)
+            if chain:
+                lines.append(f"    awaits through: {chain}")
     lines += _processes(report.processes, full)
     threads = report.threads if full else [t for t in report.threads if t.test]
     if threads:
@@ -169,6 +173,20 @@ def _thread(thread: HangThread, full: bool) -> list[str]:
         code = f"   `{frame.code}`" if frame.code else ""
         out.append(f"    #{number} {frame.file}:{frame.line} in {frame.function}(){code}")
     return out
+
+
+AWAIT_CHAIN: Final = 10
+"""Frames of a task's await chain shown (the project's, outermost first)."""
+
+
+def _await_chain(task: HangTask) -> str:
+    """The project's coroutines a task is suspended in, outermost first, each with its line: the
+    callers of the place it waits, where a fault one or two calls up would be (a parser, a buffer)."""
+    mine = [f for f in reversed(task.frames) if not f.library]
+    if len(mine) < 2:
+        return ""
+    shown = [f"{f.function}() ({os.path.basename(f.file)}:{f.line})" for f in mine[-AWAIT_CHAIN:]]
+    return ("... -> " if len(mine) > AWAIT_CHAIN else "") + " -> ".join(shown)
 
 
 def _short_path(path: str) -> str:
