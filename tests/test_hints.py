@@ -129,6 +129,7 @@ def test_the_hang_summary_names_the_command_that_runs_here(pytester: pytest.Pyte
     shown = pasted(command[1], pytester.path)
     assert shown.returncode == 0, shown.stderr
     assert "blocked in `time.sleep(30)`" in shown.stdout
+    assert "Threads (" in shown.stdout and "shows every thread" not in shown.stdout  # all of get_hang, here
 
 
 def test_suspects_without_coverage_say_the_command_that_records_it(

@@ -16,7 +16,7 @@ from mcpdebug.views import code_environment, lookup, output_window
 from mcpdebug.views import failure as failure_view
 from mcpdebug.views import output as output_view
 from mcpdebug.views import runs as runs_view
-from mcpdebug.views.calls import call
+from mcpdebug.views.calls import call, in_terminal
 from pytest_mcpdebug.protocol import HangProcess, HangReport, HangTask, HangThread
 
 ACTIONS: Final = {
@@ -234,6 +234,8 @@ def hang_section(store: Store, run_id: str, nodeid: str) -> str:
     hangs = store.hangs(run_id, nodeid)
     if not hangs:
         return ""
+    if in_terminal():  # `mcpdebug failure` is the CLI's get_hang too: every thread, the output before
+        return "\n\n" + render(hangs[0], run_id, full=True)
     return (
         "\n\n"
         + render(hangs[0], run_id, full=False)
