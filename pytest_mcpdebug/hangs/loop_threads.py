@@ -9,9 +9,7 @@ as for an async test's own loop.
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import FrameType
@@ -19,6 +17,7 @@ from typing import Any
 
 from pytest_mcpdebug.hangs import classify as classifier
 from pytest_mcpdebug.hangs import tasks as async_tasks
+from pytest_mcpdebug.hangs import waits
 from pytest_mcpdebug.protocol import HangFrame
 
 
@@ -43,8 +42,10 @@ def waited_loop(
     code: the thread the test joins, else the one whose loop runs the task ``future`` mirrors
     (``run_coroutine_threadsafe``), else the only such thread; None rather than a guess among several
     (a loop thread an earlier hung test left behind still waits too)."""
-    wanted = _joined_ident(test_frame)
-    loop = _loop_of_future(future)
+    joined = waits.joined_thread(test_frame)
+    wanted = joined.ident if joined is not None else None
+    mirrored = waits.mirrored_task(future)
+    loop = mirrored.get_loop() if mirrored is not None else None
     candidates: dict[int, LoopThread] = {}
     for ident, frame in frames.items():
         name = names.get(ident)
@@ -63,27 +64,3 @@ def waited_loop(
     if wanted is not None:
         return candidates.get(wanted)
     return next(iter(candidates.values())) if len(candidates) == 1 else None
-
-
-def _loop_of_future(future: concurrent.futures.Future[Any] | None) -> asyncio.AbstractEventLoop | None:
-    """The loop of the asyncio task a ``concurrent.futures`` future mirrors: asyncio chains them
-    with a callback on the future that holds the task in a closure."""
-    for callback in getattr(future, "_done_callbacks", None) or ():
-        for cell in getattr(callback, "__closure__", None) or ():
-            try:
-                value = cell.cell_contents
-            except ValueError:
-                continue
-            if isinstance(value, asyncio.Future):
-                return value.get_loop()
-    return None
-
-
-def _joined_ident(frame: FrameType | None) -> int | None:
-    """The thread the test's thread joins, if it is in ``Thread.join``."""
-    while frame is not None:
-        if frame.f_code.co_name == "join" and frame.f_code.co_filename.endswith("threading.py"):
-            thread = frame.f_locals.get("self")
-            return thread.ident if isinstance(thread, threading.Thread) else None
-        frame = frame.f_back
-    return None

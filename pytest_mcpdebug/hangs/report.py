@@ -378,17 +378,12 @@ def _unchanged_tail(samples: Sequence[classifier.Sample]) -> int:
 
 
 def _joined_thread(frame: FrameType, frames: dict[int, FrameType]) -> str | None:
-    walk: FrameType | None = frame
-    while walk is not None:
-        if walk.f_code.co_name == "join" and walk.f_code.co_filename.endswith("threading.py"):
-            thread = walk.f_locals.get("self")
-            if isinstance(thread, threading.Thread) and thread.ident in frames:
-                stack = stack_of(frames[thread.ident])
-                found = classifier.classify([classifier.Sample(0.0, None, stack)], is_library=is_library)
-                return f"{thread.name!r} is {found.summary.split(' for ')[0]}"
-            return None
-        walk = walk.f_back
-    return None
+    thread = waits.joined_thread(frame)
+    if thread is None or thread.ident not in frames:
+        return None
+    stack = stack_of(frames[thread.ident])
+    found = classifier.classify([classifier.Sample(0.0, None, stack)], is_library=is_library)
+    return f"{thread.name!r} is {found.summary.split(' for ')[0]}"
 
 
 def _output(output: Callable[[], list[str]] | None) -> list[str]:

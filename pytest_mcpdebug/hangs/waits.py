@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import os
+import threading
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any, Final
@@ -50,19 +52,40 @@ def waited_future(frame: FrameType | None) -> concurrent.futures.Future[Any] | N
     return None
 
 
+def joined_thread(frame: FrameType | None) -> threading.Thread | None:
+    """The thread the test's thread joins, if it is in ``Thread.join``."""
+    while frame is not None:
+        if frame.f_code.co_name == "join" and frame.f_code.co_filename.endswith("threading.py"):
+            thread = frame.f_locals.get("self")
+            return thread if isinstance(thread, threading.Thread) else None
+        frame = frame.f_back
+    return None
+
+
 def chained_future(future: asyncio.Future[Any] | None) -> concurrent.futures.Future[Any] | None:
     """The ``concurrent.futures`` future an asyncio future mirrors (``wrap_future``,
     ``run_in_executor``): asyncio links them with callbacks that hold the source in a closure."""
-    for callback in getattr(future, "_callbacks", None) or ():
-        function = callback[0] if isinstance(callback, tuple) else callback
-        for cell in getattr(function, "__closure__", None) or ():
+    callbacks = [c[0] if isinstance(c, tuple) else c for c in getattr(future, "_callbacks", None) or ()]
+    return next(
+        (v for v in _held_by(callbacks) if isinstance(v, concurrent.futures.Future) and not v.done()), None
+    )
+
+
+def mirrored_task(future: concurrent.futures.Future[Any] | None) -> asyncio.Future[Any] | None:
+    """The asyncio task (or future) a ``concurrent.futures`` future mirrors
+    (``run_coroutine_threadsafe``): the other direction of `chained_future`."""
+    held = _held_by(getattr(future, "_done_callbacks", None) or ())
+    return next((v for v in held if isinstance(v, asyncio.Future)), None)
+
+
+def _held_by(callbacks: Iterable[Any]) -> Iterator[Any]:
+    """What the callbacks' closures hold."""
+    for callback in callbacks:
+        for cell in getattr(callback, "__closure__", None) or ():
             try:
-                value = cell.cell_contents
-            except ValueError:
+                yield cell.cell_contents
+            except ValueError:  # an empty cell
                 continue
-            if isinstance(value, concurrent.futures.Future) and not value.done():
-                return value
-    return None
 
 
 def future_worker(
