@@ -137,7 +137,9 @@ class HangSummary(PluginObject):
         return max(candidates, key=lambda p: p.stat().st_mtime, default=None)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        brief = terminalreporter.config.pluginmanager.get_plugin("mcpdebug-brief")
+        from pytest_mcpdebug.recording import brief as brief_block
+
+        brief = terminalreporter.config.pluginmanager.get_plugin(brief_block.NAME)
         briefed = brief.shown(terminalreporter.stats) if brief is not None else set()
         hangs = [(nodeid, summary) for nodeid, summary in self.hangs if nodeid not in briefed]
         leaks = self.leaks.found if self.leaks is not None else ()
