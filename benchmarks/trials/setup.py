@@ -271,17 +271,49 @@ def artifacts_sentence(task: dict, with_project: bool) -> str:
     return "CI keeps the console log of the failing run, downloaded here as `ci/console.log`."
 
 
-def prompt(task_id: str, condition: str, dest: Path) -> str:
+def client_context(dest: Path) -> list[str]:
+    """What a native MCP client puts before its agent in a project after `mcpdebug init` (round 4 on):
+    the project's instructions file, loaded at start as Codex loads AGENTS.md and Claude Code its
+    CLAUDE.md, and the connected server's tools as the client lists them (`mcp-call --list`, the same
+    names, descriptions and arguments); a shell agent calls them through `mcp-call`."""
+    env = shell_env(dest)
+    listed = subprocess.run(
+        ["mcp-call", "--list"], cwd=dest, env=env, capture_output=True, text=True, timeout=120
+    )
+    subprocess.run(["mcp-call", "--stop"], cwd=dest, env=env, capture_output=True, check=False, timeout=60)
+    if listed.returncode != 0:
+        raise SystemExit(f"mcp-call --list failed in {dest}: {listed.stderr[-500:]}")
+    instructions = (dest / "AGENTS.md").read_text(encoding="utf-8").strip()
+    return [
+        "Your MCP client has started this project's MCP server `mcpdebug` (from `.mcp.json`); from the "
+        "shell you call its tools with `mcp-call TOOL key=value ...`. The client lists them as:",
+        "",
+        "```",
+        listed.stdout.strip(),
+        "```",
+        "",
+        "The project's AGENTS.md, which your client loads for every conversation in this folder:",
+        "",
+        "```markdown",
+        instructions,
+        "```",
+        "",
+    ]
+
+
+def prompt(task_id: str, condition: str, dest: Path, bare: bool = False) -> str:
     task = TASKS["tasks"][task_id]
     body = task["prompt"].replace("{artifacts}", artifacts_sentence(task, condition == "with"))
     body = " ".join(body.split())
     lines = [body, ""]
-    if condition == "with":
+    if condition == "with" and bare:  # rounds 1-3: one line, the agent lists the tools itself
         lines += [
             "This project's MCP server is reachable from the shell with `mcp-call` "
             "(list its tools with `mcp-call --list`).",
             "",
         ]
+    elif condition == "with":
+        lines += client_context(dest)
     lines += [
         f"The project is in {dest}. Run every shell command through the logger, from that folder: "
         f"`{dest}/.trial/bin/run 'COMMAND'` (it runs COMMAND with bash in the project's virtualenv "
@@ -448,6 +480,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--verify", action="store_true", help="build in a temporary folder, check, delete")
     parser.add_argument("--prompt", action="store_true", help="print the subject's prompt and stop")
     parser.add_argument(
+        "--bare", action="store_true", help="with --prompt: rounds 1-3's prompt (one line about mcp-call)"
+    )
+    parser.add_argument(
         "--check-answers",
         action="store_true",
         help="with --verify: also check that the suite passes once the fault is undone",
@@ -460,7 +495,7 @@ def main(argv: list[str]) -> int:
     if args.prompt:
         if not args.dest or not args.condition:
             parser.error("--prompt needs --condition and --dest")
-        print(prompt(tasks[0], args.condition, args.dest.resolve()), end="")
+        print(prompt(tasks[0], args.condition, args.dest.resolve(), bare=args.bare), end="")
         return 0
     if not args.verify:
         if len(tasks) != 1 or not args.condition or not args.dest:
