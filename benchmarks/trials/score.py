@@ -268,6 +268,34 @@ def table(rows: list[dict]) -> str:
     return "\n".join(out) + "\n"
 
 
+def goal(rows: list[dict]) -> str:
+    """Issue 44's goal over ROWS: tools used in the "with" trials; on hang and CI tasks, the with-
+    commands against the plain ones (each task's trials of one condition averaged, so a task run
+    twice weighs as one), and the tasks solved in each condition."""
+    by_task: dict[tuple[str, str], list[dict]] = {}
+    for r in rows:
+        by_task.setdefault((r["task"], r["condition"]), []).append(r)
+    with_rows = [r for r in rows if r["condition"] == "with"]
+    used = sum(r["tools_used"] for r in with_rows)
+    totals = {"with": 0.0, "plain": 0.0}
+    solved = {"with": 0.0, "plain": 0.0}
+    tasks = sorted({t for (t, c) in by_task if (t, "with") in by_task and (t, "plain") in by_task})
+    paired = [t for t in tasks if by_task[(t, "with")][0]["kind"] in ("hang", "ci")]
+    for task in tasks:
+        for condition in totals:
+            trials = by_task[(task, condition)]
+            solved[condition] += sum(r["solved"] for r in trials) / len(trials)
+            if task in paired:
+                totals[condition] += sum(r["commands"]["total"] for r in trials) / len(trials)
+    share = totals["with"] / totals["plain"] if totals["plain"] else 0.0
+    return (
+        f"tools used in {used} of {len(with_rows)} with-trials ({used / max(len(with_rows), 1):.0%}); "
+        f"hang and CI tasks ({len(paired)}): with {totals['with']:.0f} commands, plain "
+        f"{totals['plain']:.0f} ({share:.0%}); tasks solved: with {solved['with']:g}, plain "
+        f"{solved['plain']:g} of {len(tasks)}\n"
+    )
+
+
 def _median(values: list[int]) -> int:
     ordered = sorted(values)
     mid = len(ordered) // 2
@@ -288,9 +316,21 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument("--wall", type=float, help="wall time in seconds, when known better than the log's")
     parser.add_argument("--table", type=Path, metavar="RESULTS", help="print the Markdown table of RESULTS")
+    parser.add_argument("--goal", type=Path, metavar="RESULTS", help="print issue 44's goal figures of RESULTS")
+    parser.add_argument(
+        "--with-labels", help="with --table/--goal: only these labels' with-trials (comma-separated)"
+    )
+    parser.add_argument(
+        "--plain-labels", help="with --table/--goal: only these labels' plain trials (comma-separated)"
+    )
     args = parser.parse_args(argv)
-    if args.table:
-        print(table(json.loads(args.table.read_text(encoding="utf-8"))), end="")
+    if args.table or args.goal:
+        rows = json.loads((args.table or args.goal).read_text(encoding="utf-8"))
+        for condition, labels in (("with", args.with_labels), ("plain", args.plain_labels)):
+            if labels:
+                keep = set(labels.split(","))
+                rows = [r for r in rows if r["condition"] != condition or r["label"] in keep]
+        print((table if args.table else goal)(rows), end="")
         return 0
     if not args.workspace or not args.report:
         parser.error("give WORKSPACE and --report (or --table RESULTS)")
