@@ -294,9 +294,9 @@ def client_context(dest: Path) -> list[str]:
         "",
         "The project's AGENTS.md, which your client loads for every conversation in this folder:",
         "",
-        "```markdown",
+        "````markdown",  # four: a project's AGENTS.md may hold fenced blocks of its own
         instructions,
-        "```",
+        "````",
         "",
     ]
 
