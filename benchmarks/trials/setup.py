@@ -283,7 +283,6 @@ def client_context(dest: Path) -> list[str]:
     subprocess.run(["mcp-call", "--stop"], cwd=dest, env=env, capture_output=True, check=False, timeout=60)
     if listed.returncode != 0:
         raise SystemExit(f"mcp-call --list failed in {dest}: {listed.stderr[-500:]}")
-    instructions = (dest / "AGENTS.md").read_text(encoding="utf-8").strip()
     return [
         "Your MCP client has started this project's MCP server `mcpdebug` (from `.mcp.json`); from the "
         "shell you call its tools with `mcp-call TOOL key=value ...`. The client lists them as:",
@@ -292,10 +291,21 @@ def client_context(dest: Path) -> list[str]:
         listed.stdout.strip(),
         "```",
         "",
+        *project_instructions(dest),
+    ]
+
+
+def project_instructions(dest: Path) -> list[str]:
+    """The project's AGENTS.md as a client loads it, in either condition (anyio and cachetools ship
+    their own; `mcpdebug init` adds its section in "with")."""
+    path = dest / "AGENTS.md"
+    if not path.is_file():
+        return []
+    return [
         "The project's AGENTS.md, which your client loads for every conversation in this folder:",
         "",
         "````markdown",  # four: a project's AGENTS.md may hold fenced blocks of its own
-        instructions,
+        path.read_text(encoding="utf-8").strip(),
         "````",
         "",
     ]
@@ -314,6 +324,8 @@ def prompt(task_id: str, condition: str, dest: Path, bare: bool = False) -> str:
         ]
     elif condition == "with":
         lines += client_context(dest)
+    elif not bare:
+        lines += project_instructions(dest)
     lines += [
         f"The project is in {dest}. Run every shell command through the logger, from that folder: "
         f"`{dest}/.trial/bin/run 'COMMAND'` (it runs COMMAND with bash in the project's virtualenv "
