@@ -278,6 +278,7 @@ def goal(rows: list[dict]) -> str:
     with_rows = [r for r in rows if r["condition"] == "with"]
     used = sum(r["tools_used"] for r in with_rows)
     totals = {"with": 0.0, "plain": 0.0}
+    walls = {"with": 0.0, "plain": 0.0}
     solved = {"with": 0.0, "plain": 0.0}
     tasks = sorted({t for (t, c) in by_task if (t, "with") in by_task and (t, "plain") in by_task})
     paired = [t for t in tasks if by_task[(t, "with")][0]["kind"] in ("hang", "ci")]
@@ -287,11 +288,14 @@ def goal(rows: list[dict]) -> str:
             solved[condition] += sum(r["solved"] for r in trials) / len(trials)
             if task in paired:
                 totals[condition] += sum(r["commands"]["total"] for r in trials) / len(trials)
+                walls[condition] += sum(r["wall_s"] for r in trials) / len(trials)
     share = totals["with"] / totals["plain"] if totals["plain"] else 0.0
     return (
         f"tools used in {used} of {len(with_rows)} with-trials ({used / max(len(with_rows), 1):.0%}); "
         f"hang and CI tasks ({len(paired)}): with {totals['with']:.0f} commands, plain "
-        f"{totals['plain']:.0f} ({share:.0%}); tasks solved: with {solved['with']:g}, plain "
+        f"{totals['plain']:.0f} ({share:.0%}), wall time {walls['with']:,.0f} s against "
+        f"{walls['plain']:,.0f} s ({walls['with'] / max(walls['plain'], 1):.0%}); "
+        f"tasks solved: with {solved['with']:g}, plain "
         f"{solved['plain']:g} of {len(tasks)}\n"
     )
 
@@ -316,7 +320,9 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument("--wall", type=float, help="wall time in seconds, when known better than the log's")
     parser.add_argument("--table", type=Path, metavar="RESULTS", help="print the Markdown table of RESULTS")
-    parser.add_argument("--goal", type=Path, metavar="RESULTS", help="print issue 44's goal figures of RESULTS")
+    parser.add_argument(
+        "--goal", type=Path, metavar="RESULTS", help="print issue 44's goal figures of RESULTS"
+    )
     parser.add_argument(
         "--with-labels", help="with --table/--goal: only these labels' with-trials (comma-separated)"
     )
