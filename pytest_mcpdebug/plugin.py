@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from pytest_mcpdebug.recording.recorder import Recorder
     from pytest_mcpdebug.services import Services
 
+from pytest_mcpdebug import quiet_import
 from pytest_mcpdebug.quiet_import import own_modules
 
 with own_modules():  # every pytest run with the plugin installed imports this: not through the rewriter
@@ -28,6 +29,12 @@ MARKER_HELP = (
 
 _RECORDER = "mcpdebug-recorder"
 _DEBUG = "mcpdebug-debug"
+_AST_GUARD = pytest.StashKey["Callable[[], None] | None"]()
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    """Called as pytest registers this module, before any test module is imported."""
+    quiet_import.leave_unrewritten(pluginmanager, __name__.partition(".")[0])
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -89,6 +96,9 @@ def _register(config: pytest.Config, make: Callable[[], object]) -> None:
     from pytest_mcpdebug.plugin_object import register  # loaded with the recorder
 
     register(config, recorder, _RECORDER)
+    from pytest_mcpdebug import ast_guard
+
+    config.stash[_AST_GUARD] = ast_guard.install()
 
 
 @pytest.hookimpl(trylast=True)
@@ -97,6 +107,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if recorder is not None:
         recorder.close()
         config.pluginmanager.unregister(name=_RECORDER)
+        restore = config.stash.get(_AST_GUARD, None)
+        if restore is not None:
+            restore()
         recorder.exit_if_stuck()
 
 
