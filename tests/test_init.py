@@ -430,3 +430,46 @@ def test_on_a_terminal_it_asks_before_writing(tmp_path: Path) -> None:
     assert "Wrote pytest.ini, .mcp.json, .vscode/mcp.json, .cursor/mcp.json, AGENTS.md." in accepted
     assert (project / "pytest.ini").is_file()
     assert "Nothing to change" in on_a_terminal(project, b"\n", "--yes")
+
+
+COMMENTED_INI = """\
+[pytest]
+addopts =
+  # Show 10 slowest invocations:
+  --durations=10
+
+  # Report all the things == -rxXs:
+  -ra
+  # --strict-config
+  --strict-markers
+
+filterwarnings =
+  error
+
+  # a warning we cannot fix
+  ignore:Unclosed client session:ResourceWarning
+"""
+
+
+def test_a_pytest_ini_whose_values_hold_comments_and_blank_lines_is_merged_into(tmp_path: Path) -> None:
+    """aiohttp's layout: each option of `addopts` under its own comment, blank lines between, and a
+    multi-line `filterwarnings` last. pytest (iniconfig) reads a value across blank and comment lines;
+    init must too, and add its keys after the last value line, with ` = ` (the first key's value
+    starts on the next line and says nothing about spacing)."""
+    import iniconfig
+
+    project = flat_project(tmp_path / "p")
+    (project / "pytest.ini").write_text(COMMENTED_INI)
+    done = init(project, "--clients", "none", "--no-agents-md")
+    assert done.returncode == 0, done.stdout + done.stderr
+    text = (project / "pytest.ini").read_text()
+    assert text.startswith(COMMENTED_INI) and text.endswith("mcpdebug = true\nmcpdebug_timeout = 60\n")
+    section = iniconfig.IniConfig(project / "pytest.ini")["pytest"]
+    assert section["addopts"].split() == ["--durations=10", "-ra", "--strict-markers"]
+    assert section["filterwarnings"].splitlines() == [
+        "error",
+        "ignore:Unclosed client session:ResourceWarning",
+    ]
+    assert (section["mcpdebug"], section["mcpdebug_timeout"]) == ("true", "60")
+    assert init(project, "--clients", "none", "--no-agents-md").returncode == 0
+    assert (project / "pytest.ini").read_text() == text  # idempotent

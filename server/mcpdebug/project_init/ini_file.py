@@ -4,8 +4,8 @@ Only the lines of the keys set change: every other line, comment, blank line and
 as the user wrote it. A new key goes after the section's last key (not after the comments that lead
 into the next section), written with the separator the section already uses (``=`` or ``:``).
 The reading follows pytest's own INI reader (iniconfig): a section starts at a line beginning with
-``[``, a key at column 0, an indented line continues the value above it, ``#`` and ``;`` start a
-comment line.
+``[``, a key at column 0, an indented line continues the value above it (across blank and comment
+lines: aiohttp's ``addopts`` comments each of its options), ``#`` and ``;`` start a comment line.
 """
 
 from __future__ import annotations
@@ -44,15 +44,19 @@ def find_section(lines: list[str], name: str) -> Section | None:
             i += 1
             continue
         key, value = _split(line)
-        j = i + 1
         parts = [value]
-        while j < end and lines[j][:1] in (" ", "\t") and lines[j].strip():
-            if lines[j].strip()[0] not in "#;":
-                parts.append(lines[j].strip())
+        after = j = i + 1
+        while j < end:  # as iniconfig reads: blank and comment lines do not end a value
+            stripped = lines[j].strip()
+            if stripped and stripped[0] not in "#;":
+                if lines[j][:1] not in (" ", "\t"):
+                    break
+                parts.append(stripped)
+                after = j + 1
             j += 1
-        keys[key] = (i, j)
+        keys[key] = (i, after)
         values[key] = "\n".join(p for p in parts if p)
-        i = j
+        i = after
     return Section(start, end, keys, values)
 
 
@@ -113,8 +117,10 @@ def _split(line: str) -> tuple[str, str]:
 
 
 def _separator(lines: list[str], section: Section) -> str:
+    """The separator of the first key whose value starts on its own line (``addopts =`` followed by
+    indented lines says nothing about the spaces after it)."""
     for first, _ in section.keys.values():
-        match = re.match(r"^[^=:]+?(\s*[=:]\s*)", lines[first])
+        match = re.match(r"^[^=:]+?([ \t]*[=:][ \t]*)\S", lines[first])
         if match:
-            return match[1] if match[1].strip() else " = "
+            return match[1]
     return " = "
