@@ -23,6 +23,7 @@ from types import FrameType
 from typing import Any, Final
 
 from pytest_mcpdebug.hangs import classify as classifier
+from pytest_mcpdebug.hangs import native_loops
 from pytest_mcpdebug.protocol import HangFrame, HangTask
 
 # Limits
@@ -56,7 +57,8 @@ class AsyncState:
 
 
 def loop_of(frame: FrameType | None) -> asyncio.AbstractEventLoop | None:
-    """The event loop the thread at ``frame`` runs, found on its stack."""
+    """The event loop the thread at ``frame`` runs: asyncio's is found on its stack, one written in C
+    (uvloop) held by the frame that called it (`native_loops`)."""
     walk = frame
     while walk is not None:
         if walk.f_code.co_name in ("_run_once", "run_forever"):
@@ -64,7 +66,13 @@ def loop_of(frame: FrameType | None) -> asyncio.AbstractEventLoop | None:
             if isinstance(candidate, asyncio.AbstractEventLoop):
                 return candidate
         walk = walk.f_back
-    return None
+    return native_loops.running_loop(frame)
+
+
+def idle_in_native_loop(frame: FrameType | None) -> bool:
+    """Does the thread at ``frame`` wait in an event loop written in C (no frame of it, no task step
+    running)? asyncio's idle loop is seen in ``select()`` instead."""
+    return native_loops.depth(frame) == 0
 
 
 def state(
@@ -127,6 +135,11 @@ def test_task(
             if isinstance(started, asyncio.Task) and not started.done():
                 return started
         walk = walk.f_back
+    loop = tasks[0].get_loop() if tasks else None
+    if loop is not None and not isinstance(loop, asyncio.BaseEventLoop):  # no frame of its own
+        started = native_loops.started_task(frame, loop)
+        if started is not None:
+            return started
     return pending[0] if pending else None
 
 
