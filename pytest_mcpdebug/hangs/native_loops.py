@@ -24,6 +24,7 @@ import inspect
 import linecache
 import re
 import sys
+import time
 import types
 from collections.abc import Iterator
 from types import FrameType
@@ -34,6 +35,9 @@ MAX_OBJECTS: Final = 300
 """Objects looked at from one entry frame's locals (its locals, their attributes, theirs)."""
 HOPS: Final = 2
 """Attributes followed from a local: ``self._runner._loop`` is two."""
+# Timeouts
+SETTLE: Final = 0.05
+"""How long a report waits for a loop's thread to end the task step it is in (`between_steps`)."""
 
 _ASYNC: Final = inspect.CO_COROUTINE | inspect.CO_ITERABLE_COROUTINE | inspect.CO_ASYNC_GENERATOR
 _CALLS_A_LOOP: Final = re.compile(r"\b(run_until_complete|run_forever)\s*\(|\b_target\s*\(")
@@ -74,6 +78,26 @@ def depth(frame: FrameType | None) -> int | None:
     while walk is not None and walk is not entry:
         count, walk = count + 1, walk.f_back
     return count if walk is entry else None
+
+
+def between_steps(thread: int, frame: FrameType) -> FrameType:
+    """The thread's frame once its loop written in C is between two task steps, if it is in the
+    middle of one at ``frame`` (else ``frame``): a step's coroutine frames lose their callers as soon
+    as it ends, and a report read from them would not find the loop under them. Given up after
+    `SETTLE` (a step that never ends is a busy coroutine: its frames stay)."""
+    found = depth(frame)
+    if not found:  # no such loop, or between steps already
+        return frame
+    end = time.monotonic() + SETTLE
+    while time.monotonic() < end:
+        time.sleep(0.0005)  # the GIL to the loop's thread: its step ends
+        now = sys._current_frames().get(thread)
+        if now is None:
+            return frame
+        if depth(now) == 0:
+            return now
+        frame = now
+    return frame
 
 
 def started_task(frame: FrameType | None, loop: asyncio.AbstractEventLoop) -> asyncio.Task[Any] | None:

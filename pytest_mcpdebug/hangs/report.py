@@ -74,6 +74,8 @@ def build(
     frames = sys._current_frames()
     if frame is not None:
         frames[thread_id] = frame
+    elif thread_id in frames:  # a loop written in C (uvloop) in the middle of a task step: read
+        frames[thread_id] = native_loops.between_steps(thread_id, frames[thread_id])  # between two
     test_frame = frames.get(thread_id)
     now = time.monotonic()
     cpu_now = _cpu(clock)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import FrameType
@@ -194,7 +195,8 @@ def _all_tasks(loop: asyncio.AbstractEventLoop) -> list[asyncio.Task[Any]]:
 
 
 def _coroutine_frames(task: asyncio.Task[Any]) -> list[FrameType]:
-    """The frames a task is suspended in, outermost (the task's coroutine) first."""
+    """The frames a task is suspended in, outermost (the task's coroutine) first; for a task caught
+    in the middle of a step, the frames it runs in on its thread's stack."""
     out: list[FrameType] = []
     current: Any = task.get_coro()
     for _ in range(MAX_DEPTH):
@@ -202,10 +204,27 @@ def _coroutine_frames(task: asyncio.Task[Any]) -> list[FrameType]:
         if frame is None:
             break
         out.append(frame)
-        current = getattr(current, "cr_await", None) or getattr(current, "gi_yieldfrom", None)
-        if current is None:
+        awaited = getattr(current, "cr_await", None) or getattr(current, "gi_yieldfrom", None)
+        if awaited is None:
+            if getattr(current, "cr_running", False) or getattr(current, "gi_running", False):
+                out.extend(_running_above(frame)[: MAX_DEPTH - len(out)])
             break
+        current = awaited
     return out
+
+
+def _running_above(frame: FrameType) -> list[FrameType]:
+    """The frames above ``frame`` on the stack of the thread running it, outermost first: the report
+    is read while the loop's thread runs on, and may catch a task in the middle of a step."""
+    for top in list(sys._current_frames().values()):
+        above: list[FrameType] = []
+        walk: FrameType | None = top
+        while walk is not None and walk is not frame and len(above) < MAX_DEPTH:
+            above.append(walk)
+            walk = walk.f_back
+        if walk is frame:
+            return above[::-1]
+    return []
 
 
 def _awaited_task(task: asyncio.Task[Any], *, groups: bool = False) -> asyncio.Task[Any] | None:
