@@ -19,7 +19,7 @@ from types import FrameType
 from typing import Any, Final
 
 from pytest_mcpdebug.hangs import classify as classifier
-from pytest_mcpdebug.hangs import loop_threads, waits
+from pytest_mcpdebug.hangs import loop_threads, native_loops, waits
 from pytest_mcpdebug.hangs import processes as outside
 from pytest_mcpdebug.hangs import tasks as async_tasks
 from pytest_mcpdebug.hangs.redacted import without_secrets
@@ -74,6 +74,8 @@ def build(
     frames = sys._current_frames()
     if frame is not None:
         frames[thread_id] = frame
+    elif thread_id in frames:  # a loop written in C (uvloop) in the middle of a task step: read
+        frames[thread_id] = native_loops.between_steps(thread_id, frames[thread_id])  # between two
     test_frame = frames.get(thread_id)
     now = time.monotonic()
     cpu_now = _cpu(clock)
@@ -140,7 +142,9 @@ def _followed(
     locals_from = test_frame
     if test_frame is None:
         return found, summary, tasks, chosen, locals_from
-    idle = found.wait_kind in ("select", "asyncio")
+    idle = found.wait_kind in ("select", "asyncio") or (
+        found.kind != "busy" and async_tasks.idle_in_native_loop(test_frame)  # uvloop: no select()
+    )
     spinning = found.kind == "busy" and _outside_the_steps(test_frame, found)
     seen = (
         async_tasks.state(test_frame, test, frames_of=_frames, is_library=is_library)
@@ -325,6 +329,9 @@ def _outside_the_steps(test_frame: FrameType, found: classifier.Classification) 
     the loop's ``select()`` lets it go, never sees the coroutine's frames."""
     stack = stack_of(test_frame)
     loop = next((i for i, f in enumerate(stack) if f[2] == "_run_once" and "asyncio" in f[0]), None)
+    if loop is None:  # a loop written in C (uvloop) has no frame: it sits above the one that calls it
+        entry = native_loops.depth(test_frame)
+        loop = None if entry is None else entry - 1
     if loop is None:
         return False
     here = os.path.abspath(found.file) if found.file else ""

@@ -46,16 +46,15 @@ class HangSummary(PluginObject):
         outcome: str = report.outcome  # "rerun": pytest-rerunfailures runs this attempt again
         if not report.failed and outcome != "rerun":
             return
-        crash = getattr(report.longrepr, "reprcrash", None)
-        message = str(getattr(crash, "message", "") or "")
-        for name in ("HangTimeout: ", "HangExit: "):
-            if name in message:
-                summary = message.split(name, 1)[1].splitlines()[0]
-                attempt = int(getattr(report, "rerun", None) or 0) + 1
-                if outcome == "rerun" or attempt > 1:
-                    summary = f"(attempt {attempt}) {summary}"
-                self.hangs.append((report.nodeid, summary))
-                return
+        for message in _crash_messages(report.longrepr):
+            for name in ("HangTimeout: ", "HangExit: "):
+                if name in message:
+                    summary = message.split(name, 1)[1].splitlines()[0]
+                    attempt = int(getattr(report, "rerun", None) or 0) + 1
+                    if outcome == "rerun" or attempt > 1:
+                        summary = f"(attempt {attempt}) {summary}"
+                    self.hangs.append((report.nodeid, summary))
+                    return
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
@@ -172,3 +171,12 @@ class ControllerHangSummary(HangSummary):
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.add(report)
+
+
+def _crash_messages(longrepr: Any) -> list[str]:
+    """The failure's exception messages, the last raised first, then those it was raised from or
+    during: a task cancelled with the hang's message fails the test with a bare ``CancelledError``
+    on Python 3.10, raised while handling the one that carries it."""
+    crashes = [getattr(longrepr, "reprcrash", None)]
+    crashes += [link[1] for link in reversed(getattr(longrepr, "chain", None) or ())]
+    return [str(getattr(crash, "message", "") or "") for crash in crashes if crash is not None]

@@ -17,12 +17,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, Final
 
 from pytest_mcpdebug.hangs import classify as classifier
+from pytest_mcpdebug.hangs import native_loops
 from pytest_mcpdebug.protocol import HangFrame, HangTask
 
 # Limits
@@ -56,7 +58,8 @@ class AsyncState:
 
 
 def loop_of(frame: FrameType | None) -> asyncio.AbstractEventLoop | None:
-    """The event loop the thread at ``frame`` runs, found on its stack."""
+    """The event loop the thread at ``frame`` runs: asyncio's is found on its stack, one written in C
+    (uvloop) held by the frame that called it (`native_loops`)."""
     walk = frame
     while walk is not None:
         if walk.f_code.co_name in ("_run_once", "run_forever"):
@@ -64,7 +67,13 @@ def loop_of(frame: FrameType | None) -> asyncio.AbstractEventLoop | None:
             if isinstance(candidate, asyncio.AbstractEventLoop):
                 return candidate
         walk = walk.f_back
-    return None
+    return native_loops.running_loop(frame)
+
+
+def idle_in_native_loop(frame: FrameType | None) -> bool:
+    """Does the thread at ``frame`` wait in an event loop written in C (no frame of it, no task step
+    running)? asyncio's idle loop is seen in ``select()`` instead."""
+    return native_loops.depth(frame) == 0
 
 
 def state(
@@ -127,6 +136,11 @@ def test_task(
             if isinstance(started, asyncio.Task) and not started.done():
                 return started
         walk = walk.f_back
+    loop = tasks[0].get_loop() if tasks else None
+    if loop is not None and not isinstance(loop, asyncio.BaseEventLoop):  # no frame of its own
+        started = native_loops.started_task(frame, loop)
+        if started is not None:
+            return started
     return pending[0] if pending else None
 
 
@@ -181,7 +195,8 @@ def _all_tasks(loop: asyncio.AbstractEventLoop) -> list[asyncio.Task[Any]]:
 
 
 def _coroutine_frames(task: asyncio.Task[Any]) -> list[FrameType]:
-    """The frames a task is suspended in, outermost (the task's coroutine) first."""
+    """The frames a task is suspended in, outermost (the task's coroutine) first; for a task caught
+    in the middle of a step, the frames it runs in on its thread's stack."""
     out: list[FrameType] = []
     current: Any = task.get_coro()
     for _ in range(MAX_DEPTH):
@@ -189,10 +204,27 @@ def _coroutine_frames(task: asyncio.Task[Any]) -> list[FrameType]:
         if frame is None:
             break
         out.append(frame)
-        current = getattr(current, "cr_await", None) or getattr(current, "gi_yieldfrom", None)
-        if current is None:
+        awaited = getattr(current, "cr_await", None) or getattr(current, "gi_yieldfrom", None)
+        if awaited is None:
+            if getattr(current, "cr_running", False) or getattr(current, "gi_running", False):
+                out.extend(_running_above(frame)[: MAX_DEPTH - len(out)])
             break
+        current = awaited
     return out
+
+
+def _running_above(frame: FrameType) -> list[FrameType]:
+    """The frames above ``frame`` on the stack of the thread running it, outermost first: the report
+    is read while the loop's thread runs on, and may catch a task in the middle of a step."""
+    for top in list(sys._current_frames().values()):
+        above: list[FrameType] = []
+        walk: FrameType | None = top
+        while walk is not None and walk is not frame and len(above) < MAX_DEPTH:
+            above.append(walk)
+            walk = walk.f_back
+        if walk is frame:
+            return above[::-1]
+    return []
 
 
 def _awaited_task(task: asyncio.Task[Any], *, groups: bool = False) -> asyncio.Task[Any] | None:
