@@ -45,7 +45,8 @@ def section(program: str, timeout: float, coverage: bool, config_files: list[str
             "",
             f"- Shell: `{program} show` (failures, errors, hangs), `{program} failure [RUN] [TEST]` (the "
             "failing frames with their locals, a hang's threads, the variables the code reads), "
-            f"`{program} logs RUN TEST` (a test's output); a CI artifact's `.mcpdebug/` too.",
+            f"`{program} logs RUN TEST` (a test's output); a CI artifact's `.mcpdebug/` too "
+            "(new runs keep it; `MCPDEBUG=0`: unrecorded).",
             f"- MCP server `mcpdebug`{servers}, by question:",
             "  - why did it fail? `get_failure` (frames, locals, assertion); its output? `get_output`, "
             "`search_output`",
