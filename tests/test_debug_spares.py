@@ -173,3 +173,45 @@ def test_a_module_changed_after_the_spare_started_is_seen(
         assert warm._changed_since(started)
     finally:
         sys.modules.pop("spare_probe_module", None)
+
+
+SPAWN_SPARE = """
+import os, subprocess, sys
+job, err, warm = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+spare = subprocess.Popen(
+    [sys.executable, warm, "--job", str(job), "--parent", str(os.getpid()), "script"],
+    pass_fds=(job,), stdin=subprocess.DEVNULL, stdout=err, stderr=err, start_new_session=True,
+)
+print(spare.pid)
+"""
+
+
+def test_a_spare_ends_with_its_server_even_when_nobody_reads_its_stderr() -> None:
+    """Found left running for an hour after a test run: the server gone, and the pipe its stderr went to
+    closed with it, so the spare's parting line failed (EPIPE: Python ignores SIGPIPE) and took the
+    watching thread down before it could end the process."""
+    import subprocess
+
+    job_read, job_write = os.pipe()  # no job ever comes: the spare waits for it
+    err_read, err_write = os.pipe()
+    started = subprocess.run(
+        [sys.executable, "-c", SPAWN_SPARE, str(job_read), str(err_write), warm.__file__],
+        pass_fds=(job_read, err_write),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    spare = int(started.stdout.strip())
+    os.close(job_read)
+    os.close(err_write)
+    os.close(err_read)  # the spare's stderr now has no reader: writing to it fails
+    try:
+        deadline = time.monotonic() + SPARE_DEADLINE
+        while alive(spare) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not alive(spare), "the spare outlived its server"
+    finally:
+        os.close(job_write)
+        if alive(spare):
+            os.kill(spare, 9)

@@ -108,7 +108,10 @@ def _watch_parent(parent: int) -> None:
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(PARENT_POLL)
-        os.write(2, b"\nmcpdebug: the mcpdebug server that was debugging this process is gone; ending it.\n")
+        with contextlib.suppress(OSError):  # nobody may read it any more (the server's pipe went with it)
+            os.write(
+                2, b"\nmcpdebug: the mcpdebug server that was debugging this process is gone; ending it.\n"
+            )
         if os.getpgrp() == os.getpid():  # started in its own group: what it started ends with it
             os.killpg(os.getpid(), signal.SIGKILL)
         os._exit(137)
