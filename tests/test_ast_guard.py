@@ -105,3 +105,19 @@ def test_the_guard_restores_ast_parse() -> None:
     restore()
     assert ast.parse is original
     assert sys.modules["gc"].isenabled()
+
+
+def test_no_plugin_module_is_named_like_a_test_file() -> None:
+    """pytest rewrites (parses) any imported module whose file matches ``python_files`` whatever its
+    package: `hangs/test_code.py` was, though the package is off the rewriter's list."""
+    from pathlib import Path
+
+    import pytest_mcpdebug
+
+    package = Path(pytest_mcpdebug.__file__).parent
+    named = [
+        str(path.relative_to(package))
+        for path in package.rglob("*.py")
+        if path.name.startswith("test_") or path.name.endswith("_test.py")
+    ]
+    assert named == []

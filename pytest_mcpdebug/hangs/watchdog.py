@@ -37,7 +37,7 @@ from pytest_mcpdebug.hangs import tasks as async_tasks
 from pytest_mcpdebug.hangs.classify import Sample
 from pytest_mcpdebug.hangs.gil_dump import DumpFile
 from pytest_mcpdebug.hangs.target import HangExit, HangTimeout, Target
-from pytest_mcpdebug.hangs.test_code import debugger_active, in_test_code
+from pytest_mcpdebug.hangs.whose_code import debugger_active, in_test_code
 from pytest_mcpdebug.protocol import HangReport
 
 # Timeouts
