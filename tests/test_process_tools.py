@@ -140,7 +140,9 @@ def test_a_service_error_and_the_failing_test_line_up_in_get_logs(
         )
         run_id = re.search(r"mcpdebug: run (\S+) streamed", run.stdout)
         assert run.returncode == 1 and run_id, run.stdout
-        logs = await agent.call("get_logs", labels=["web", run_id[1]], pattern="ERROR|500")
+        logs = await agent.call(
+            "get_logs", labels=["web", run_id[1]], pattern=r"ERROR| 500\b"
+        )  # not "|500": a port such as 45003
         failure = await agent.call("get_failure", run_id=run_id[1], test="test_api.py::test_boom")
         return started, logs, failure, run_id[1]
 
