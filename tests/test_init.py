@@ -111,7 +111,8 @@ def test_a_src_layout_project_gets_its_config_clients_and_agents_md(tmp_path: Pa
     agents = (project / "AGENTS.md").read_text()
     assert agents.startswith("<!-- mcpdebug:begin") and agents.rstrip().endswith("<!-- mcpdebug:end -->")
     assert f"`{MCPDEBUG} show`" in agents and "`get_failure`" in agents and "over 60 s" in agents
-    assert len(agents) < 1500  # an agent reads it every session
+    # an agent reads it every session; measured without the install path, which varies by machine
+    assert len(agents.replace(MCPDEBUG, "mcpdebug")) < 1500
     assert not (project / "CLAUDE.md").exists()  # only where it exists
 
     before = snapshot(project)
