@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 import textwrap
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,8 @@ from test_hangs import QUICK, hang_lines, tool_text
 
 from conftest import MCPDEBUG
 from helpers import LAUNCHERS, run_inner, run_launched
+from pytest_mcpdebug.hangs.tasks import meanwhile
+from pytest_mcpdebug.protocol import HangFrame, HangTask
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="py-spy and ptrace as set up on Linux")
 
@@ -575,6 +578,123 @@ def test_a_task_group_waiting_for_its_child_is_named_at_the_childs_await(pyteste
     assert f"    awaits through: consumer() (test_tg.py:{calls}) -> take() (test_tg.py:{line})" in reply, (
         reply
     )
+
+
+SERVER = """
+import asyncio
+
+
+class Reader:
+    def __init__(self, data):
+        self.buf, self.eof, self.waiter = data, True, None
+
+    async def _wait(self):
+        self.waiter = asyncio.get_running_loop().create_future()
+        await self.waiter
+
+    async def readline(self):
+        while b"\\n" not in self.buf:
+            await self._wait()  # the fault: waits before it looks at eof
+            if self.eof:
+                break
+        line, _, self.buf = self.buf.partition(b"\\n")
+        return line
+
+
+async def handle(reader, reply):
+    lines = []
+    while line := await reader.readline():
+        lines.append(line)
+    reply.set_result(lines)
+
+
+async def post(data):
+    reply = asyncio.get_running_loop().create_future()
+    handler = asyncio.ensure_future(handle(Reader(data), reply))
+    return await reply
+"""
+
+REPLIES = """
+import asyncio
+
+import pytest
+
+from server import post
+
+
+@pytest.mark.asyncio
+async def test_async_post():
+    assert await post(b"a\\nb") == [b"a", b"b"]
+
+
+def test_sync_post():
+    assert asyncio.run(post(b"a\\nb")) == [b"a", b"b"]
+"""
+
+
+def test_a_test_awaiting_a_reply_names_where_the_other_task_waits(pytester: pytest.Pytester) -> None:
+    """The test's task waits for a bare future another task owes it (a server's handler): the
+    headline, in pytest's own output, adds where that task waits and its caller, where a fault one
+    call up is (found in the aiohttp trial: the handler waited in ``readuntil()``)."""
+    pytester.makepyfile(server=SERVER, test_replies=REPLIES)
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    result = run_inner(pytester, "--mcp-debug-timeout=1", *QUICK, "-p", "asyncio")
+    result.assert_outcomes(failed=2)
+    wait, readline = line_of(SERVER, "await self.waiter"), line_of(SERVER, "await self._wait()")
+    meanwhile = re.compile(
+        rf"; meanwhile Task-\d+ \(handle\) waits in _wait\(\) \(\S*server\.py:{wait}\), "
+        rf"from readline\(\) \(server\.py:{readline}\) \(mcpdebug timeout"
+    )
+    hangs = hang_lines(result.stdout.str())
+    for name in ("test_async_post", "test_sync_post"):
+        assert meanwhile.search(hangs[f"test_replies.py::{name}"]), hangs
+    assert len(re.findall(r"^E .*; meanwhile Task-\d+ \(handle\)", result.stdout.str(), re.M)) == 2
+
+
+def test_a_headline_names_at_most_two_other_waiting_tasks_deepest_first() -> None:
+    frame = partial(HangFrame, file="/p/srv.py", line=1)
+    shallow = HangTask(
+        name="T2",
+        coro="idle",
+        state="pending",
+        awaiting="<Future pending>",
+        frames=[frame(function="sleep", library=True), frame(function="idle")],
+    )
+    deep = HangTask(
+        name="T3",
+        coro="handle",
+        state="pending",
+        awaiting="<Future pending>",
+        frames=[
+            frame(function="_wait", line=9),
+            frame(function="readline", line=15),
+            frame(function="handle"),
+        ],
+    )
+    parent = HangTask(
+        name="T4",
+        coro="gather",
+        state="pending",
+        awaiting="<Task pending name='T3'>",
+        frames=[frame(function="gather")],
+    )
+    done = HangTask(name="T5", coro="x", state="done", frames=[frame(function="x")])
+    third = HangTask(
+        name="T6",
+        coro="logger",
+        state="pending",
+        awaiting="<Future pending>",
+        frames=[frame(function="get", library=True)],
+    )
+    test = HangTask(
+        name="T1", coro="main", state="pending", awaiting="<Future pending>", frames=[frame(function="main")]
+    )
+    text = meanwhile([test, shallow, parent, done, third, deep], ["T1"], short=lambda p: p)
+    assert text == (
+        "; meanwhile T3 (handle) waits in _wait() (/p/srv.py:9), from readline() (srv.py:15); "
+        "T2 (idle) waits in sleep() (/p/srv.py:1), from idle() (srv.py:1) (and 1 more tasks waiting)"
+    )
+    assert meanwhile([test, parent, done], ["T1"], short=lambda p: p) == ""
 
 
 def test_every_attempt_of_a_rerun_test_is_recorded(pytester: pytest.Pytester) -> None:

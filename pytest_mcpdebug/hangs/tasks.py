@@ -31,6 +31,8 @@ from pytest_mcpdebug.protocol import HangFrame, HangTask
 MAX_TASKS: Final = 30
 MAX_DEPTH: Final = 40
 """Coroutine frames followed per task, and tasks followed down an await chain."""
+MAX_MEANWHILE: Final = 2
+"""Other waiting tasks a headline names."""
 
 TestFunction = tuple[str, str]
 """(absolute file, function name) of the test being timed."""
@@ -180,6 +182,36 @@ def interrupt(
     except RuntimeError:  # closed meanwhile
         return False
     return True
+
+
+def meanwhile(tasks: list[HangTask], path: list[str], short: Callable[[str], str]) -> str:
+    """The other tasks that wait too, for a headline whose test task awaits a bare future (a reply
+    another task owes it: a server's handler, a reader's): "; meanwhile Task-5 (handle) waits in
+    _wait() (aiohttp/streams.py:372), from readuntil() (streams.py:411)". Each at its innermost
+    frame and that frame's caller, deepest in the project's code first; at most two, then a count.
+    Tasks that wait for a task are left out: the task they wait for is listed itself."""
+    others = [
+        t
+        for t in tasks
+        if t.state == "pending"
+        and t.name not in path
+        and t.frames
+        and t.awaiting
+        and not t.awaiting.startswith("<Task")
+    ]
+    if not others:
+        return ""
+    others.sort(key=lambda t: (sum(not f.library for f in t.frames), len(t.frames)), reverse=True)
+    shown = []
+    for task in others[:MAX_MEANWHILE]:
+        inner = task.frames[0]  # innermost first
+        text = f"{task.name} ({task.coro}) waits in {inner.function}() ({short(inner.file)}:{inner.line})"
+        if len(task.frames) > 1:
+            caller = task.frames[1]
+            text += f", from {caller.function}() ({os.path.basename(caller.file)}:{caller.line})"
+        shown.append(text)
+    more = len(others) - len(shown)
+    return "; meanwhile " + "; ".join(shown) + (f" (and {more} more tasks waiting)" if more else "")
 
 
 # Internals ----------------------------------------------------------------------------------------
