@@ -3,6 +3,7 @@ that cannot be stopped, any process by pid. Real inner pytest runs; py-spy reads
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
@@ -11,11 +12,12 @@ import textwrap
 from functools import partial
 from pathlib import Path
 
+import psutil
 import pytest
 from test_hangs import QUICK, hang_lines, tool_text
 
 from conftest import MCPDEBUG
-from helpers import LAUNCHERS, run_inner, run_launched
+from helpers import FAST, INNER_DEADLINE, LAUNCHERS, PYTEST_SCRIPT, run_inner, run_launched
 from pytest_mcpdebug.hangs.tasks import meanwhile
 from pytest_mcpdebug.protocol import HangFrame, HangTask
 
@@ -695,6 +697,63 @@ def test_a_headline_names_at_most_two_other_waiting_tasks_deepest_first() -> Non
         "T2 (idle) waits in sleep() (/p/srv.py:1), from idle() (srv.py:1) (and 1 more tasks waiting)"
     )
     assert meanwhile([test, parent, done], ["T1"], short=lambda p: p) == ""
+
+
+LEFT_BEHIND = """
+import multiprocessing
+import subprocess
+import sys
+
+
+def block(lock):
+    lock.acquire()
+    lock.acquire()  # never: held by itself
+
+
+def test_joins_a_stuck_child():
+    lock = multiprocessing.get_context("fork").Lock()
+    child = multiprocessing.get_context("fork").Process(target=block, args=(lock,))  # not a daemon
+    child.start()
+    child.join()
+
+
+def test_waits_on_a_stuck_command():
+    # the command inherits the run's stdout, as a server or a tool started by a test does
+    command = subprocess.Popen([sys.executable, "-c", "import threading; threading.Event().wait()"])
+    command.wait()
+
+
+def test_after():
+    pass
+"""
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_what_hung_tests_left_running_is_ended_so_the_run_ends(
+    pytester: pytest.Pytester, launcher: str
+) -> None:
+    """A hung test's child outlives it: a non-daemon ``multiprocessing`` child held pytest's exit
+    for ever (its exit joins them), and any child kept the run's output pipe open, so `pytest | tee`
+    never ended (found with billiard's pool in the trials). After the session they are ended, and
+    the run says so."""
+    pytester.makepyfile(test_left=LEFT_BEHIND)
+    command = [sys.executable, "-m", "pytest"] if launcher == "module" else [str(PYTEST_SCRIPT)]
+    done = subprocess.run(  # pipes, read to their end, as a shell pipeline or CI's log reads them
+        [*command, *FAST, "--mcp-debug", "--mcp-debug-timeout=1", *QUICK, "-q"],
+        cwd=pytester.path,
+        capture_output=True,
+        text=True,
+        timeout=INNER_DEADLINE,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "2 failed, 1 passed" in done.stdout, done.stdout
+    ended = re.search(r"^mcpdebug: ended what hung tests left running: (.*)$", done.stderr, re.M)
+    assert ended is not None, done.stderr
+    pids = [int(pid) for pid in re.findall(r"child (\d+) \(", ended[1])]
+    assert len(pids) == 2, ended[1]
+    for pid in pids:  # gone, or a zombie until init reaps it
+        with contextlib.suppress(psutil.NoSuchProcess):
+            assert psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
 
 
 def test_every_attempt_of_a_rerun_test_is_recorded(pytester: pytest.Pytester) -> None:

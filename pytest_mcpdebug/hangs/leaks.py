@@ -13,10 +13,13 @@ import contextlib
 import os
 import sys
 import threading
+import time
 from collections.abc import Collection
 from typing import Any
 
 OWN_THREADS = "mcpdebug-"
+END_GRACE = 3.0
+"""Seconds a leftover process has to end on SIGTERM before SIGKILL."""
 
 
 class Leak:
@@ -76,10 +79,64 @@ class Leaks:
         self.found.append(leak)
         return leak
 
+    def end_processes(self, grace: float = END_GRACE) -> list[str]:
+        """After the session: end the processes hung tests left running that are still alive (and
+        still this process's descendants): SIGTERM, then SIGKILL after ``grace`` seconds. Else a
+        non-daemon ``multiprocessing`` child keeps pytest from exiting (its exit joins them), and
+        any of them keeps the run's output pipe open (`pytest | tee` in CI never ends). They are
+        left for their owners to reap (``Process.join`` at exit, ``Popen.wait``). What was ended,
+        each as "child PID (command)"."""
+        pids = {pid for leak in self.found for pid, _, _ in leak.processes}
+        if not pids:
+            return []
+        import psutil
+
+        me, alive = os.getpid(), []
+        for pid in sorted(pids):
+            with contextlib.suppress(psutil.Error):
+                process = psutil.Process(pid)
+                if me in {p.pid for p in process.parents()} and process.status() != psutil.STATUS_ZOMBIE:
+                    alive.append(process)
+        commands = {p.pid: " ".join(p.cmdline()[:3]) if _readable(p) else "?" for p in alive}
+        for signal_them in ("terminate", "kill"):
+            for process in alive:
+                with contextlib.suppress(psutil.Error):
+                    getattr(process, signal_them)()
+            alive = _outlive(alive, grace)
+            if not alive:
+                break
+        return [f"child {pid} ({command})" for pid, command in commands.items()]
+
     def stuck(self) -> list[threading.Thread]:
         """Leaked non-daemon threads still alive: the interpreter would wait for them at exit."""
         leaked = {ident for leak in self.found for ident, _, daemon, _ in leak.threads if not daemon}
         return [t for t in threading.enumerate() if t.ident in leaked and t.is_alive()]
+
+
+def _readable(process: Any) -> bool:
+    try:
+        process.cmdline()
+    except Exception:
+        return False
+    return True
+
+
+def _outlive(processes: list[Any], grace: float) -> list[Any]:
+    """The processes still running (not ended, not zombies) after up to ``grace`` seconds; a zombie
+    is left for its parent to reap."""
+    import psutil
+
+    deadline = time.monotonic() + grace
+    while True:
+        running = []
+        for process in processes:
+            with contextlib.suppress(psutil.Error):
+                if process.status() != psutil.STATUS_ZOMBIE:
+                    running.append(process)
+        if not running or time.monotonic() >= deadline:
+            return running
+        time.sleep(0.05)
+        processes = running
 
 
 def exit_now(status: int, stuck: list[threading.Thread], stderr: int) -> None:

@@ -10,6 +10,7 @@ worker (closed at its session's finish), for its controller.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from pathlib import Path
@@ -160,10 +161,17 @@ class Closing(PluginObject):
             self.config.pluginmanager.unregister(name=REPORTER_PLUGIN)
 
     def exit_if_stuck(self) -> None:
-        """After the session: if threads leaked by hung tests would hold the interpreter at exit (non-
+        """After the session: end the processes hung tests left running (they would hold the exit, or
+        the run's output pipe); then, if threads they leaked would hold the interpreter at exit (non-
         daemon, still blocked), end the process now with pytest's exit status (not an xdist worker)."""
         timeouts, session, reporter = self.timeouts, self.session, self.reporter
-        if timeouts is None or session is None or reporter is None or reporter.role != "main":
+        if timeouts is None or session is None or reporter is None:
+            return
+        if ended := timeouts.leaks.end_processes():
+            message = f"mcpdebug: ended what hung tests left running: {'; '.join(ended)}\n"
+            with contextlib.suppress(OSError):
+                os.write(2, message.encode("utf-8", "replace"))
+        if reporter.role != "main":
             return
         if stuck := timeouts.leaks.stuck():
             exit_now(int(session.exitstatus), stuck, 2)
