@@ -97,7 +97,7 @@ class Leaks:
                 process = psutil.Process(pid)
                 if me in {p.pid for p in process.parents()} and process.status() != psutil.STATUS_ZOMBIE:
                     alive.append(process)
-        commands = {p.pid: " ".join(p.cmdline()[:3]) if _readable(p) else "?" for p in alive}
+        commands = {p.pid: _command(p) for p in alive}
         for signal_them in ("terminate", "kill"):
             for process in alive:
                 with contextlib.suppress(psutil.Error):
@@ -113,12 +113,12 @@ class Leaks:
         return [t for t in threading.enumerate() if t.ident in leaked and t.is_alive()]
 
 
-def _readable(process: Any) -> bool:
+def _command(process: Any) -> str:
+    """Its command line's first words, for the note that it was ended ("?" if it cannot be read)."""
     try:
-        process.cmdline()
+        return " ".join(process.cmdline()[:3]) or "?"
     except Exception:
-        return False
-    return True
+        return "?"
 
 
 def _outlive(processes: list[Any], grace: float) -> list[Any]:
