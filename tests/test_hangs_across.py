@@ -651,6 +651,10 @@ def test_a_test_awaiting_a_reply_names_where_the_other_task_waits(pytester: pyte
     for name in ("test_async_post", "test_sync_post"):
         assert meanwhile.search(hangs[f"test_replies.py::{name}"]), hangs
     assert len(re.findall(r"^E .*; meanwhile Task-\d+ \(handle\)", result.stdout.str(), re.M)) == 2
+    # get_hang: that task's await chain, its innermost calls with their source lines
+    reply = tool_text(pytester.path / ".mcpdebug", "get_hang", test="test_sync_post")
+    assert f"      server.py:{wait} in _wait(): await self.waiter\n" in reply, reply
+    assert f"      server.py:{readline} in readline(): await self._wait()" in reply, reply
 
 
 def test_a_headline_names_at_most_two_other_waiting_tasks_deepest_first() -> None:

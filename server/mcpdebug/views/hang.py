@@ -124,6 +124,7 @@ def render(hang: dict[str, Any], run_id: str, *, full: bool) -> str:
             chain = _await_chain(task)
             if chain:
                 lines.append(f"    awaits through: {chain}")
+                lines += _innermost_code(task)
     lines += _processes(report.processes, full)
     threads = report.threads if full else [t for t in report.threads if t.test]
     if threads:
@@ -187,6 +188,20 @@ def _await_chain(task: HangTask) -> str:
         return ""
     shown = [f"{f.function}() ({os.path.basename(f.file)}:{f.line})" for f in mine[-AWAIT_CHAIN:]]
     return ("... -> " if len(mine) > AWAIT_CHAIN else "") + " -> ".join(shown)
+
+
+INNERMOST_CODE: Final = 3
+"""Frames of an await chain shown with their source line (the project's, innermost)."""
+
+
+def _innermost_code(task: HangTask) -> list[str]:
+    """The source lines of the innermost frames of a task's await chain, innermost last, as a
+    traceback shows them: where it waits and the calls just above, without opening the files."""
+    mine = [f for f in reversed(task.frames) if not f.library and f.code]
+    return [
+        f"      {os.path.basename(f.file)}:{f.line} in {f.function}(): {f.code}"
+        for f in mine[-INNERMOST_CODE:]
+    ]
 
 
 def _short_path(path: str) -> str:
