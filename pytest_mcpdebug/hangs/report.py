@@ -165,7 +165,7 @@ def _followed(
         tasks = seen.tasks
         if seen.blocked is not None:
             chosen = seen.blocked.frame
-            summary = _async_summary(found, seen.blocked) + _meanwhile(seen.tasks, seen.blocked)
+            summary = _async_summary(found, seen.blocked) + _meanwhile(seen.others, seen.blocked)
         future = waits.chained_future(seen.leaf)
     names = {t.ident: t.name for t in threads}
     worker = None
@@ -185,7 +185,12 @@ def _followed(
         )
     if loop is not None:
         inner = classifier.Classification("blocked", "")
-        text = _async_summary(inner, loop.blocked) + _meanwhile(loop.state.tasks, loop.blocked)
+        others = (
+            loop.state.others
+            if loop.blocked is loop.state.blocked
+            else [t for t in loop.state.tasks if t.name not in loop.blocked.path]
+        )
+        text = _async_summary(inner, loop.blocked) + _meanwhile(others, loop.blocked)
         summary = (
             f"waiting on thread {loop.name!r} (an asyncio event loop), which is {text}; the test is {summary}"
         )
@@ -322,12 +327,12 @@ def _async_summary(found: classifier.Classification, blocked: async_tasks.Blocke
     )
 
 
-def _meanwhile(tasks: list[HangTask], blocked: async_tasks.Blocked) -> str:
+def _meanwhile(others: list[HangTask], blocked: async_tasks.Blocked) -> str:
     """Where the loop's other tasks wait, when the test's task waits for a bare future (a reply
     another task owes it) rather than for a task of its own path."""
-    if blocked.awaiting.startswith("<Task"):
+    if blocked.awaiting.startswith(async_tasks.AWAITS_A_TASK):
         return ""
-    return async_tasks.meanwhile(tasks, blocked.path, _short)
+    return async_tasks.meanwhile(others, _short)
 
 
 def _outside_the_steps(test_frame: FrameType, found: classifier.Classification) -> bool:

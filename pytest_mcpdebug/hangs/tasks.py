@@ -49,6 +49,9 @@ class Blocked:
     """Tasks followed from the test's own task to the innermost one (names)."""
     awaiting: str = ""
     """What the innermost task waits for (a future's repr)."""
+    ids: set[int] = field(default_factory=set)
+    """The ``id()`` of each task on the path (names may repeat: Python 3.10's pure-Python tasks, as
+    pytest-asyncio's runner backport makes them, count apart from C tasks)."""
 
 
 @dataclass
@@ -57,6 +60,8 @@ class AsyncState:
     blocked: Blocked | None
     leaf: asyncio.Future[Any] | None = None
     """The future at the end of the test's await path (it may mirror a ``concurrent.futures`` one)."""
+    others: list[HangTask] = field(default_factory=list)
+    """The tasks not on the test's await path."""
 
 
 def loop_of(frame: FrameType | None) -> asyncio.AbstractEventLoop | None:
@@ -104,7 +109,9 @@ def state(
         )
     root = test_task(tasks, frame, test)
     blocked = _blocked(root, is_library) if root is not None else None
-    return AsyncState(out, blocked, _leaf(root) if root is not None else None)
+    on_path = blocked.ids if blocked is not None else set()
+    others = [shown for shown, task in zip(out, tasks[:MAX_TASKS], strict=True) if id(task) not in on_path]
+    return AsyncState(out, blocked, _leaf(root) if root is not None else None, others)
 
 
 def waiting_in_project(loop: asyncio.AbstractEventLoop, is_library: Callable[[str], bool]) -> list[Blocked]:
@@ -184,20 +191,17 @@ def interrupt(
     return True
 
 
-def meanwhile(tasks: list[HangTask], path: list[str], short: Callable[[str], str]) -> str:
+def meanwhile(tasks: list[HangTask], short: Callable[[str], str]) -> str:
     """The other tasks that wait too, for a headline whose test task awaits a bare future (a reply
     another task owes it: a server's handler, a reader's): "; meanwhile Task-5 (handle) waits in
     _wait() (aiohttp/streams.py:372), from readuntil() (streams.py:411)". Each at its innermost
     frame and that frame's caller, deepest in the project's code first; at most two, then a count.
-    Tasks that wait for a task are left out: the task they wait for is listed itself."""
+    ``tasks``: those not on the test's await path. Tasks that wait for a task are left out: the task
+    they wait for is listed itself."""
     others = [
         t
         for t in tasks
-        if t.state == "pending"
-        and t.name not in path
-        and t.frames
-        and t.awaiting
-        and not t.awaiting.startswith("<Task")
+        if t.state == "pending" and t.frames and t.awaiting and not t.awaiting.startswith(AWAITS_A_TASK)
     ]
     if not others:
         return ""
@@ -307,9 +311,11 @@ def _blocked(root: asyncio.Task[Any], is_library: Callable[[str], bool]) -> Bloc
     project: Blocked | None = None
     deepest: Blocked | None = None
     path: list[str] = []
+    ids: set[int] = set()
     task, last = root, root
-    while len(path) < MAX_DEPTH and task.get_name() not in path:
+    while len(path) < MAX_DEPTH and id(task) not in ids:
         path.append(task.get_name())
+        ids.add(id(task))
         last = task
         for frame in _coroutine_frames(task):
             deepest = Blocked(frame, task.get_name())
@@ -321,7 +327,7 @@ def _blocked(root: asyncio.Task[Any], is_library: Callable[[str], bool]) -> Bloc
         task = nxt
     found = project or deepest
     if found is not None:
-        found.path = path
+        found.path, found.ids = path, ids
         found.awaiting = _describe(getattr(last, "_fut_waiter", None))
     return found
 
@@ -335,11 +341,15 @@ def _frame_tuple(frame: FrameType) -> classifier.Frame:
     return (frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
 
 
+AWAITS_A_TASK: Final = "task "
+"""How `_describe` starts a task awaited."""
+
+
 def _describe(value: Any) -> str:
     if value is None:
         return ""
     if isinstance(value, asyncio.Task):
-        return f"task {value.get_name()} ({getattr(value.get_coro(), '__qualname__', '?')})"
+        return f"{AWAITS_A_TASK}{value.get_name()} ({getattr(value.get_coro(), '__qualname__', '?')})"
     with contextlib.suppress(Exception):
         text = repr(value)
         return text if len(text) <= 200 else text[:200] + "..."
