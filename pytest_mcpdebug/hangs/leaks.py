@@ -84,8 +84,8 @@ class Leaks:
         still this process's descendants): SIGTERM, then SIGKILL after ``grace`` seconds. Else a
         non-daemon ``multiprocessing`` child keeps pytest from exiting (its exit joins them), and
         any of them keeps the run's output pipe open (`pytest | tee` in CI never ends). They are
-        left for their owners to reap (``Process.join`` at exit, ``Popen.wait``). What was ended,
-        each as "child PID (command)"."""
+        left for their owners to reap (``Process.join`` at exit, ``Popen.wait``). What was signalled,
+        each as "child PID (command)", marked if it outlived SIGKILL too."""
         pids = {pid for leak in self.found for pid, _, _ in leak.processes}
         if not pids:
             return []
@@ -105,7 +105,11 @@ class Leaks:
             alive = _outlive(alive, grace)
             if not alive:
                 break
-        return [f"child {pid} ({command})" for pid, command in commands.items()]
+        survivors = {p.pid for p in alive}  # not even SIGKILL ended them (a wait in the kernel)
+        return [
+            f"child {pid} ({command})" + (" still running after SIGKILL" if pid in survivors else "")
+            for pid, command in commands.items()
+        ]
 
     def stuck(self) -> list[threading.Thread]:
         """Leaked non-daemon threads still alive: the interpreter would wait for them at exit."""
