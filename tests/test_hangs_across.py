@@ -460,6 +460,47 @@ def test_a_test_waiting_on_an_event_loop_in_another_thread_is_named_at_its_task(
     assert portal.startswith("waiting on thread 'asyncio-portal-") and named in portal, portal
 
 
+SAME_NAMES = """
+import asyncio
+
+import anyio.from_thread
+
+
+async def waiter(ev):
+    asyncio.current_task().set_name("job")
+    await ev.wait()
+
+
+async def poller():
+    asyncio.current_task().set_name("job")
+    await asyncio.sleep(3600)
+
+
+def test_calls_through_a_portal_beside_a_same_named_task():
+    with anyio.from_thread.start_blocking_portal() as portal:
+        portal.start_task_soon(poller)
+        portal.call(waiter, anyio.Event())
+"""
+
+
+def test_a_loop_threads_other_tasks_are_told_apart_from_the_waiting_one_by_identity_not_name(
+    pytester: pytest.Pytester,
+) -> None:
+    """Two tasks named alike on a portal's loop, both waiting in the project's code: the headline
+    follows one, and "meanwhile" names the other (a filter by name dropped both)."""
+    pytester.makepyfile(test_same=SAME_NAMES)
+    result = run_inner(pytester, "--mcp-debug-timeout=1", *QUICK)
+    result.assert_outcomes(failed=1)
+    line = hang_lines(result.stdout.str())[
+        "test_same.py::test_calls_through_a_portal_beside_a_same_named_task"
+    ]
+    assert line.startswith("waiting on thread 'asyncio-portal-"), line
+    named = re.search(r"which is blocked in `await \S+` at line \d+ of (\w+)\(\)", line)
+    assert named is not None, line
+    other = {"waiter": "poller", "poller": "waiter"}[named.group(1)]
+    assert re.search(rf"; meanwhile job \([^)]*\) waits in [^;]*\b{other}\(\)", line), line
+
+
 YIELDING = """
 import asyncio
 import unittest

@@ -185,11 +185,7 @@ def _followed(
         )
     if loop is not None:
         inner = classifier.Classification("blocked", "")
-        others = (
-            loop.state.others
-            if loop.blocked is loop.state.blocked
-            else [t for t in loop.state.tasks if t.name not in loop.blocked.path]
-        )
+        others = loop.state.others if loop.blocked is loop.state.blocked else loop.state.not_on(loop.blocked)
         text = _async_summary(inner, loop.blocked) + _meanwhile(others, loop.blocked)
         summary = (
             f"waiting on thread {loop.name!r} (an asyncio event loop), which is {text}; the test is {summary}"

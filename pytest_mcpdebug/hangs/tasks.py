@@ -62,6 +62,12 @@ class AsyncState:
     """The future at the end of the test's await path (it may mirror a ``concurrent.futures`` one)."""
     others: list[HangTask] = field(default_factory=list)
     """The tasks not on the test's await path."""
+    ids: list[int] = field(default_factory=list)
+    """The ``id()`` of each task in ``tasks``, in order (to tell same-named tasks apart)."""
+
+    def not_on(self, path: Blocked) -> list[HangTask]:
+        """The tasks that are not on ``path`` (another task's await path than the test's)."""
+        return [shown for shown, ident in zip(self.tasks, self.ids, strict=True) if ident not in path.ids]
 
 
 def loop_of(frame: FrameType | None) -> asyncio.AbstractEventLoop | None:
@@ -109,9 +115,10 @@ def state(
         )
     root = test_task(tasks, frame, test)
     blocked = _blocked(root, is_library) if root is not None else None
+    ids = [id(task) for task in tasks[:MAX_TASKS]]
     on_path = blocked.ids if blocked is not None else set()
-    others = [shown for shown, task in zip(out, tasks[:MAX_TASKS], strict=True) if id(task) not in on_path]
-    return AsyncState(out, blocked, _leaf(root) if root is not None else None, others)
+    others = [shown for shown, ident in zip(out, ids, strict=True) if ident not in on_path]
+    return AsyncState(out, blocked, _leaf(root) if root is not None else None, others, ids)
 
 
 def waiting_in_project(loop: asyncio.AbstractEventLoop, is_library: Callable[[str], bool]) -> list[Blocked]:
@@ -124,7 +131,7 @@ def waiting_in_project(loop: asyncio.AbstractEventLoop, is_library: Callable[[st
             continue
         mine = [f for f in _coroutine_frames(task) if not is_library(f.f_code.co_filename)]
         if mine:
-            out.append(Blocked(mine[-1], task.get_name(), [task.get_name()], _describe(waiter)))
+            out.append(Blocked(mine[-1], task.get_name(), [task.get_name()], _describe(waiter), {id(task)}))
     return out
 
 
