@@ -739,6 +739,19 @@ def test_a_headline_names_at_most_two_other_waiting_tasks_deepest_first() -> Non
         "T2 (idle) waits in sleep() (/p/srv.py:1), from idle() (srv.py:1) (and 1 more tasks waiting)"
     )
     assert meanwhile([parent, done], short=lambda p: p) == ""
+    # both innermost calls a library's (an anyio Event over asyncio's): the project's frame too
+    lib = partial(HangFrame, file="/lib/locks.py", line=213, library=True)
+    nested = HangTask(
+        name="T7",
+        coro="run",
+        state="pending",
+        awaiting="<Future pending>",
+        frames=[lib(function="wait"), lib(function="wait", line=2009), frame(function="waiter", line=8)],
+    )
+    assert meanwhile([nested], short=lambda p: p) == (
+        "; meanwhile T7 (run) waits in wait() (/lib/locks.py:213), from wait() (locks.py:2009), "
+        "under waiter() (srv.py:8)"
+    )
 
 
 LEFT_BEHIND = """

@@ -202,7 +202,8 @@ def meanwhile(tasks: list[HangTask], short: Callable[[str], str]) -> str:
     """The other tasks that wait too, for a headline whose test task awaits a bare future (a reply
     another task owes it: a server's handler, a reader's): "; meanwhile Task-5 (handle) waits in
     _wait() (aiohttp/streams.py:372), from readuntil() (streams.py:411)". Each at its innermost
-    frame and that frame's caller, deepest in the project's code first; at most two, then a count.
+    frame and that frame's caller (and the project's innermost frame when both are a library's),
+    deepest in the project's code first; at most two, then a count.
     ``tasks``: those not on the test's await path. Tasks that wait for a task are left out: the task
     they wait for is listed itself."""
     others = [
@@ -220,6 +221,9 @@ def meanwhile(tasks: list[HangTask], short: Callable[[str], str]) -> str:
         if len(task.frames) > 1:
             caller = task.frames[1]
             text += f", from {caller.function}() ({os.path.basename(caller.file)}:{caller.line})"
+        mine = next((f for f in task.frames[2:] if not f.library), None)
+        if mine is not None and task.frames[0].library and task.frames[1].library:  # whose wait it is
+            text += f", under {mine.function}() ({os.path.basename(mine.file)}:{mine.line})"
         shown.append(text)
     more = len(others) - len(shown)
     return "; meanwhile " + "; ".join(shown) + (f" (and {more} more tasks waiting)" if more else "")
