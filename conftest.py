@@ -44,6 +44,56 @@ def pytest_configure(config: pytest.Config) -> None:
         )
 
 
+STACKS_BEFORE_TIMEOUT = 20.0
+"""Seconds before pytest-timeout fails a test at which the stacks of the processes it started are
+dumped (py-spy), for the report: an inner run that never ends is otherwise a test stuck in
+``Popen.wait()`` with nothing of why."""
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    timeout = item.config.getini("timeout")
+    limit = float(timeout) if timeout else 0.0
+    dumps: list[str] = []
+    timer = None
+    if limit > STACKS_BEFORE_TIMEOUT:
+        import threading
+
+        timer = threading.Timer(limit - STACKS_BEFORE_TIMEOUT, lambda: dumps.extend(_children_stacks()))
+        timer.daemon = True
+        timer.start()
+    try:
+        return (yield)
+    except BaseException:
+        if dumps:
+            item.add_report_section("call", "stacks of its processes before the timeout", "\n".join(dumps))
+        raise
+    finally:
+        if timer is not None:
+            timer.cancel()
+
+
+def _children_stacks() -> list[str]:
+    """`py-spy dump` of every process this one started (an inner pytest run, a server), or why not."""
+    import psutil
+
+    spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which("py-spy")
+    out = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            cmd = " ".join(child.cmdline())[:300]
+        except psutil.Error:
+            continue
+        if spy is None:
+            out.append(f"pid {child.pid}: {cmd} (py-spy not found)")
+            continue
+        dumped = subprocess.run(
+            [spy, "dump", "--pid", str(child.pid), "--locals"], capture_output=True, text=True, timeout=30
+        )
+        out.append(f"pid {child.pid}: {cmd}\n{dumped.stdout}{dumped.stderr}")
+    return out
+
+
 @pytest.fixture(autouse=True)
 def _clean_mcpdebug_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """Inner runs must not inherit a developer's MCPDEBUG* settings."""
