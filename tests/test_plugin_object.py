@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from helpers import FAST
 from pytest_mcpdebug.plugin_object import PluginObject, register
 
 
@@ -40,7 +41,7 @@ def test_a_registered_plugin_keeps_its_state_and_its_hooks(pytester: pytest.Pyte
             for number, plugin in enumerate(plugins):
                 register(config, plugin, f"probe-{number}")
 
-    pytester.inline_run(plugins=[Registers()]).assertoutcome(passed=1)
+    pytester.inline_run(*FAST, plugins=[Registers()]).assertoutcome(passed=1)
     counting, slotted = plugins
     assert counting.seen == slotted.seen == ["setup", "call", "teardown"]
     assert isinstance(counting, Counting) and counting.label == "counting"
