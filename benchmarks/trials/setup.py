@@ -23,6 +23,7 @@ import contextlib
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -271,7 +272,7 @@ def _ci_run(ci: dict[str, Any], dest: Path, with_project: bool, exported: dict[s
     limit = ci.get("timeout", 600)
     log = out / "console.log"
     with log.open("w", encoding="utf-8") as console:
-        console.write(f"$ {' '.join(cmd)}\n")
+        console.write(f"$ {shlex.join(cmd)}\n")
         console.flush()
         job = subprocess.Popen(
             cmd, cwd=dest, env=env, stdout=console, stderr=subprocess.STDOUT, start_new_session=True
