@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 TASKS = json.loads((HERE / "tasks.json").read_text(encoding="utf-8"))["tasks"]
@@ -143,6 +144,14 @@ def check(workspace: Path, task_id: str) -> tuple[bool, bool, str]:
         (workspace / name).write_text(text, encoding="utf-8")
     spec = answer["check"]
     runs = int(spec.get("runs", 1))
+    with trial_setup.ci_services(ci) as exported:  # what CI's job starts (an ssh-agent)
+        env.update(exported)
+        return _run_check(workspace, ci, spec, runs, env, edited)
+
+
+def _run_check(
+    workspace: Path, ci: dict[str, Any], spec: dict[str, Any], runs: int, env: dict[str, str], edited: bool
+) -> tuple[bool, bool, str]:
     try:
         for i in range(runs):
             try:

@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -29,7 +31,9 @@ import sys
 import tarfile
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -217,13 +221,49 @@ def git_commit(dest: Path, message: str) -> None:
     sh(["git", "commit", "-q", "-m", message], cwd=dest, env=env)
 
 
+@contextlib.contextmanager
+def ci_services(ci: dict[str, Any]) -> Iterator[dict[str, str]]:
+    """What CI's job starts before the tests and the variables it exports for them (ended after).
+
+    `ssh_agent` (a key comment): an ssh-agent holding one new ed25519 key, as a job that loads a
+    deploy key (`eval $(ssh-agent)`, `ssh-add`) has it; SSH_AUTH_SOCK and SSH_AGENT_PID are exported."""
+    comment = ci.get("ssh_agent")
+    if not comment:
+        yield {}
+        return
+    folder = Path(tempfile.mkdtemp(prefix="ssh-"))  # short: an AF_UNIX path has 107 bytes at most
+    key, sock = folder / "id_ed25519", folder / "agent.sock"
+    sh(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(key)])
+    agent = subprocess.Popen(
+        ["ssh-agent", "-D", "-a", str(sock)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not sock.exists():
+            if agent.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"set-up failed: ssh-agent did not start (exit {agent.poll()})")
+            time.sleep(0.05)
+        exported = {"SSH_AUTH_SOCK": str(sock), "SSH_AGENT_PID": str(agent.pid)}
+        sh(["ssh-add", "-q", str(key)], env={**os.environ, **exported})
+        yield exported
+    finally:
+        agent.terminate()
+        agent.wait()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def ci_artifacts(task: dict, dest: Path, with_project: bool) -> None:
     """One real run under CI's environment; its console log (and, with the project, its store and
-    HTML report) are kept; CI's files and variables are not."""
+    HTML report) are kept; CI's files, services and variables are not."""
     ci = task["ci"]
+    with ci_services(ci) as exported:
+        _ci_run(ci, dest, with_project, exported)
+
+
+def _ci_run(ci: dict[str, Any], dest: Path, with_project: bool, exported: dict[str, str]) -> None:
     for name, text in ci.get("files", {}).items():
         (dest / name).write_text(text, encoding="utf-8")
-    env = {**shell_env(dest), **ci.get("env", {}), "CI": "true"}
+    env = {**shell_env(dest), **ci.get("env", {}), **exported, "CI": "true"}
     out = dest / "ci"
     out.mkdir()
     cmd = ["pytest", *ci.get("args", [])] + (["--mcp-debug-html", "ci/report.html"] if with_project else [])
@@ -232,7 +272,7 @@ def ci_artifacts(task: dict, dest: Path, with_project: bool) -> None:
     limit = ci.get("timeout", 600)
     log = out / "console.log"
     with log.open("w", encoding="utf-8") as console:
-        console.write(f"$ {' '.join(cmd)}\n")
+        console.write(f"$ {shlex.join(cmd)}\n")
         console.flush()
         job = subprocess.Popen(
             cmd, cwd=dest, env=env, stdout=console, stderr=subprocess.STDOUT, start_new_session=True
