@@ -277,6 +277,17 @@ def test_a_cancelled_job_keeps_the_stops_diagnosis(pytester: pytest.Pytester) ->
     assert "killed by SIGTERM" in text and "lock.acquire()" in text, text
 
 
+def test_a_cancelled_job_still_writes_its_html_report(pytester: pytest.Pytester) -> None:
+    """`--mcp-debug-html` in a CI job cancelled at its time limit (SIGTERM): the report, an artifact
+    the job uploads, is written before the process goes, with the stop's diagnosis in it."""
+    pytester.makepyfile(test_c=CANCELLED_SUITE)
+    result = run_inner(pytester, "--mcp-debug", "-p", "no:randomly", "--mcp-debug-html=ci/report.html")
+    assert result.ret == -signal.SIGTERM
+    assert "mcpdebug: HTML report: ci/report.html" in result.stderr.str(), result.stderr.str()
+    page = (pytester.path / "ci" / "report.html").read_text(encoding="utf-8")
+    assert "test_blocks" in page and "killed by SIGTERM" in page and "lock.acquire()" in page
+
+
 RUNNING_SUITE = """
 import os, signal
 

@@ -44,6 +44,8 @@ if TYPE_CHECKING:
 
 STUCK_EXIT = 3
 """Exit status of a process ended because a hung test could not be interrupted."""
+KILLED_WAIT = 12.0
+"""Most seconds a killed process waits for what it does before it goes (`on_killed`)."""
 
 
 class Timeouts(PluginObject):
@@ -102,6 +104,8 @@ class Timeouts(PluginObject):
         self._call_timer: CallTimer | None = None
         self.on_timed: Callable[[], None] | None = None
         """Called once when the run turns out to time some test (a summary of hangs is then needed)."""
+        self.on_killed: Callable[[], str] | None = None
+        """Called on SIGTERM once the stop is recorded (the HTML report); returns a line to say."""
         if settings.session_timeout is not None:
             started = session_started if session_started is not None else time.time()
             self.watchdog.session_deadline = (
@@ -265,23 +269,29 @@ class Timeouts(PluginObject):
                 name = self.interrupter
             # In a thread of its own: this handler may have interrupted the main thread inside the
             # reporter's lock, and must not wait on it for ever.
+            killed = signum == signal.SIGTERM
             recorder = threading.Thread(
                 target=self._record_stop,
-                args=(
-                    f"{'killed' if signum == signal.SIGTERM else 'interrupted'} by {name}",
-                    signum == signal.SIGTERM,
-                    frame,
-                ),
+                args=(f"{'killed' if killed else 'interrupted'} by {name}", killed, frame),
                 daemon=True,
             )
             recorder.start()
             recorder.join(2.0)
+            if killed and self.on_killed is not None and not recorder.is_alive():
+                self._after_kill(self.on_killed)
         previous = self._previous.get(signum, signal.SIG_DFL)
         if callable(previous):
             previous(signum, frame)
         elif previous == signal.SIG_DFL:
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
+
+    def _after_kill(self, then: Callable[[], str]) -> None:
+        """What a killed process does before it goes (its HTML report, bounded by its own timeout), in
+        a thread: the interrupted main thread may hold a lock it needs."""
+        worker = threading.Thread(target=lambda: self._say(then()), daemon=True)
+        worker.start()
+        worker.join(KILLED_WAIT)
 
     def _on_session_timeout(self, target: Target | None) -> None:
         self._record_stop(f"the session timeout of {self.settings.session_timeout:g} s was reached", False)

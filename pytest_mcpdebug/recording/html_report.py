@@ -5,6 +5,9 @@ a child process, once the recorder has closed its sender (every event acknowledg
 or in the spool file, which that command takes in first). Registered only when the option is given:
 a run without it pays nothing. A report that cannot be written is one warning line; the run's
 outcome and exit status never change.
+
+A run killed by SIGTERM (a CI job cancelled at its time limit, when a report matters most) writes it
+too, before it goes: once its stop is recorded, within `KILLED_BUDGET` seconds.
 """
 
 from __future__ import annotations
@@ -19,6 +22,9 @@ import pytest
 # Timeouts
 BUILD_TIMEOUT: Final = 300.0
 """A 10,000-test run's report takes a few seconds; this only bounds a stuck child."""
+KILLED_BUDGET: Final = 8.0
+"""A killed run's report: runners allow a cancelled job some seconds (GitLab's and Jenkins' SIGKILL
+follows after 10 s or more) before they end it for good."""
 
 
 class HtmlReport:
@@ -27,6 +33,11 @@ class HtmlReport:
         self.path = path
         self.recorder = recorder
         self.done = False
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        timeouts = getattr(self.recorder, "timeouts", None)  # made at the recorder's (earlier) start
+        if timeouts is not None:
+            timeouts.on_killed = self.write_before_exit
 
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
@@ -42,6 +53,15 @@ class HtmlReport:
     def write(self) -> tuple[str, bool]:
         self.done = True
         self.recorder.close()  # idempotent: the first caller at the summary closes it, the rest return
+        return self._build(BUILD_TIMEOUT)
+
+    def write_before_exit(self) -> str:
+        """On SIGTERM, from the kill's thread once the stop is recorded and the sender flushed (the
+        recorder is not closed: the interrupted main thread may hold its locks)."""
+        self.done = True
+        return self._build(KILLED_BUDGET)[0]
+
+    def _build(self, timeout: float) -> tuple[str, bool]:
         command = [
             sys.executable,
             "-m",
@@ -55,7 +75,7 @@ class HtmlReport:
         ]
         try:
             done = subprocess.run(
-                command, capture_output=True, text=True, timeout=BUILD_TIMEOUT, stdin=subprocess.DEVNULL
+                command, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
             return f"mcpdebug: warning: the HTML report was not written ({exc})", True
