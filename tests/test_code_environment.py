@@ -110,6 +110,7 @@ def test_a_ci_failure_names_the_variables_its_code_reads_with_the_ci_values(proj
         "SHOPKIT_TIERS": "gold,silver",
         "TZ": "Pacific/Auckland",
         "SHOPKIT_API_TOKEN": "tok-123",
+        "PYTHONASYNCIODEBUG": "1",  # a CI setting that changes any asyncio program
     }
     record(project, ci, "-k", "gold")
     text = failure_text(project)
@@ -124,6 +125,11 @@ def test_a_ci_failure_names_the_variables_its_code_reads_with_the_ci_values(proj
     assert "  SHOPKIT_API_TOKEN='<redacted>'" in section and "tok-123" not in text  # a secret stays hidden
     assert "differs from here" in text
     assert "  TZ='Pacific/Auckland' (here: 'UTC')" in text
+    assert "  PYTHONASYNCIODEBUG='1' (here: not set)" in text, text
+    shown = subprocess.run(
+        [MCPDEBUG, "show", "--dir", str(project / ".mcpdebug")], capture_output=True, text=True, timeout=120
+    )
+    assert "CI: a CI job (CI=true; no provider's variables)\n" in shown.stdout, shown.stdout  # not "CI: ci: "
 
 
 def test_a_local_failure_lists_what_its_code_reads_and_nothing_process_wide(project: Path) -> None:

@@ -359,3 +359,11 @@ def test_without_pytests_capture_plugin_records_keep_their_phase(pytester: pytes
     nodeid = "test_nocap.py::test_uses"
     for phase, text in (("setup", "setting up"), ("call", "in the test"), ("teardown", "tearing down")):
         assert text in output_view.get_output(store, run, nodeid, phase=phase).text
+
+
+def test_the_recorded_command_keeps_its_quoting(pytester: pytest.Pytester) -> None:
+    """A run's label is its command as a shell takes it (found in the paramiko trial: `-k not sftp`)."""
+    pytester.makepyfile(test_q="def test_fast():\n    pass\n\n\ndef test_slow():\n    pass\n")
+    run_inner(pytester, "--mcp-debug", "-k", "not slow").assert_outcomes(passed=1)
+    (run,) = recorded(pytester.path / ".mcpdebug").runs()
+    assert run["label"].startswith("pytest ") and run["label"].endswith(" -k 'not slow'"), run["label"]

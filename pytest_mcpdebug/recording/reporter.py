@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import os
 import platform
+import shlex
 import socket
 import threading
 import time
@@ -139,7 +140,7 @@ class Reporter(PluginObject):
                 plugin_version=_plugin_version(),
                 host=socket.gethostname(),
                 pid=os.getpid(),
-                label=" ".join(["pytest", *args]),
+                label=shlex.join(["pytest", *args]),  # as pasted into a shell: `-k 'not slow'`
                 workers=workers,
                 **({"shard": self.shard} if self.shard else {}),
             )

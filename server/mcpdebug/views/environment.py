@@ -28,7 +28,10 @@ def ci_text(ci: dict[str, str]) -> str:
         return ""
     shown = [f"{key} {_short(key, ci[key])}" for key in _CI_ORDER if ci.get(key) and key != "url"]
     shown += [f"{k} {v}" for k, v in ci.items() if k not in (*_CI_ORDER, "provider", "note") and v]
-    text = f"{ci.get('provider', 'ci')}: " + ", ".join(shown)
+    provider = ci.get("provider", "ci")
+    if provider == "ci":  # only CI=true was set
+        provider = "a CI job (CI=true; no provider's variables)"
+    text = provider + (": " + ", ".join(shown) if shown else "")
     return text + (f" ({ci['url']})" if ci.get("url") else "") + (f"; {ci['note']}" if ci.get("note") else "")
 
 
