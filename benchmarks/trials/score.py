@@ -147,7 +147,7 @@ def check(workspace: Path, task_id: str) -> tuple[bool, bool, str]:
         for i in range(runs):
             try:
                 done = subprocess.run(
-                    ["pytest", "-q", "-p", "no:cacheprovider", *spec["args"]],
+                    [*trial_setup.ci_cpus(ci), "pytest", "-q", "-p", "no:cacheprovider", *spec["args"]],
                     cwd=workspace,
                     env=env,
                     capture_output=True,

@@ -217,6 +217,12 @@ def git_commit(dest: Path, message: str) -> None:
     sh(["git", "commit", "-q", "-m", message], cwd=dest, env=env)
 
 
+def ci_cpus(ci: dict) -> list[str]:
+    """A CI job's `cpus` (e.g. "0"): the runner's CPUs, as a one-vCPU runner has them; the job's
+    commands run under `taskset -c CPUS` (the log does not show it, as a runner's does not)."""
+    return ["taskset", "-c", str(ci["cpus"])] if ci.get("cpus") is not None else []
+
+
 def ci_artifacts(task: dict, dest: Path, with_project: bool) -> None:
     """One real run under CI's environment; its console log (and, with the project, its store and
     HTML report) are kept; CI's files and variables are not."""
@@ -235,7 +241,12 @@ def ci_artifacts(task: dict, dest: Path, with_project: bool) -> None:
         console.write(f"$ {' '.join(cmd)}\n")
         console.flush()
         job = subprocess.Popen(
-            cmd, cwd=dest, env=env, stdout=console, stderr=subprocess.STDOUT, start_new_session=True
+            [*ci_cpus(ci), *cmd],
+            cwd=dest,
+            env=env,
+            stdout=console,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         try:
             job.wait(timeout=limit)
