@@ -263,6 +263,10 @@ def ci_artifacts(task: dict, dest: Path, with_project: bool) -> None:
                 f"\n##[error]The job running on runner ci-runner-2 has exceeded the maximum "
                 f"execution time of {allowed}.\n##[error]The operation was canceled.\n"
             )
+    if with_project and not (out / "report.html").is_file():
+        # a cancelled job's pytest never reached its session end, where the report is written: the
+        # workflow's `if: always()` step writes it from the store, as a CI set-up would
+        sh(["mcpdebug", "report", "--html", "ci/report.html"], cwd=dest, env=env)
     for name in ci.get("files", {}):
         (dest / name).unlink()
     for cache in dest.rglob("__pycache__"):
