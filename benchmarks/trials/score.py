@@ -156,7 +156,7 @@ def _run_check(
         for i in range(runs):
             try:
                 done = subprocess.run(
-                    ["pytest", "-q", "-p", "no:cacheprovider", *spec["args"]],
+                    [*trial_setup.ci_cpus(ci), "pytest", "-q", "-p", "no:cacheprovider", *spec["args"]],
                     cwd=workspace,
                     env=env,
                     capture_output=True,

@@ -252,6 +252,12 @@ def ci_services(ci: dict[str, Any]) -> Iterator[dict[str, str]]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def ci_cpus(ci: dict) -> list[str]:
+    """A CI job's `cpus` (e.g. "0"): the runner's CPUs, as a one-vCPU runner has them; the job's
+    commands run under `taskset -c CPUS` (the log does not show it, as a runner's does not)."""
+    return ["taskset", "-c", str(ci["cpus"])] if ci.get("cpus") is not None else []
+
+
 def ci_artifacts(task: dict, dest: Path, with_project: bool) -> None:
     """One real run under CI's environment; its console log (and, with the project, its store and
     HTML report) are kept; CI's files, services and variables are not."""
@@ -275,7 +281,12 @@ def _ci_run(ci: dict[str, Any], dest: Path, with_project: bool, exported: dict[s
         console.write(f"$ {shlex.join(cmd)}\n")
         console.flush()
         job = subprocess.Popen(
-            cmd, cwd=dest, env=env, stdout=console, stderr=subprocess.STDOUT, start_new_session=True
+            [*ci_cpus(ci), *cmd],
+            cwd=dest,
+            env=env,
+            stdout=console,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         try:
             job.wait(timeout=limit)
@@ -292,6 +303,10 @@ def _ci_run(ci: dict[str, Any], dest: Path, with_project: bool, exported: dict[s
                 f"\n##[error]The job running on runner ci-runner-2 has exceeded the maximum "
                 f"execution time of {allowed}.\n##[error]The operation was canceled.\n"
             )
+    if with_project and not (out / "report.html").is_file():  # (a killed run writes it since 2026-11-29)
+        # a cancelled job's pytest never reached its session end, where the report is written: the
+        # workflow's `if: always()` step writes it from the store, as a CI set-up would
+        sh(["mcpdebug", "report", "--html", "ci/report.html"], cwd=dest, env=env)
     for name in ci.get("files", {}):
         (dest / name).unlink()
     for cache in dest.rglob("__pycache__"):
