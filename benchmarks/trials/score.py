@@ -155,6 +155,8 @@ def _run_check(
     try:
         for i in range(runs):
             try:
+                import setup as trial_setup  # (on sys.path: check() put it there)
+
                 done = subprocess.run(
                     [*trial_setup.ci_cpus(ci), "pytest", "-q", "-p", "no:cacheprovider", *spec["args"]],
                     cwd=workspace,
