@@ -277,6 +277,47 @@ def test_a_cancelled_job_keeps_the_stops_diagnosis(pytester: pytest.Pytester) ->
     assert "killed by SIGTERM" in text and "lock.acquire()" in text, text
 
 
+INTERRUPTED_SUITE = """
+import os, signal
+
+import pytest
+
+
+def test_handles_its_own_ctrl_c():  # a CLI's test of its Ctrl-C handling (dask, click)
+    with pytest.raises(KeyboardInterrupt):
+        os.kill(os.getpid(), signal.SIGINT)
+
+
+def test_after():
+    pass
+
+
+def test_interrupted():
+    os.kill(os.getpid(), signal.SIGINT)
+
+
+def test_never_runs():
+    pass
+"""
+
+
+def test_a_ctrl_c_is_recorded_as_the_runs_stop_only_when_it_stops_the_run(pytester: pytest.Pytester) -> None:
+    """SIGINT: a test that catches its own KeyboardInterrupt goes on and passes, and leaves no stop
+    behind (found in dask's suite: "Hangs and stops: interrupted by SIGINT" in a run that passed);
+    the one that ends the session is recorded where it was."""
+    pytester.makepyfile(test_i=INTERRUPTED_SUITE)
+    result = run_inner(pytester, "--mcp-debug", "-p", "no:randomly")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert result.stderr.str().count("mcpdebug: interrupted by SIGINT") == 1, result.stderr.str()
+    store = read_back(pytester.path / ".mcpdebug")
+    [run] = store.runs()
+    [stop] = store.hangs(run["run_id"])
+    assert (stop["nodeid"], stop["kind"]) == ("test_i.py::test_interrupted", "interrupted")
+    outcomes = {t["nodeid"]: t["status"] for t in store.tests(run["run_id"])}
+    assert outcomes["test_i.py::test_handles_its_own_ctrl_c"] == "passed"
+    assert outcomes["test_i.py::test_after"] == "passed"
+
+
 def test_a_cancelled_job_still_writes_its_html_report(pytester: pytest.Pytester) -> None:
     """`--mcp-debug-html` in a CI job cancelled at its time limit (SIGTERM): the report, an artifact
     the job uploads, is written before the process goes, with the stop's diagnosis in it."""

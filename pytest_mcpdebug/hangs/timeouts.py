@@ -28,6 +28,7 @@ from pytest_mcpdebug import forks, protocol
 from pytest_mcpdebug.hangs import gil_dump
 from pytest_mcpdebug.hangs.leaks import Leaks
 from pytest_mcpdebug.hangs.markers import marked, timeout_of
+from pytest_mcpdebug.hangs.stops import Stops
 from pytest_mcpdebug.plugin_object import PluginObject, register
 from pytest_mcpdebug.recording.reporter import Reporter
 from pytest_mcpdebug.recording.sender import Sender
@@ -44,11 +45,9 @@ if TYPE_CHECKING:
 
 STUCK_EXIT = 3
 """Exit status of a process ended because a hung test could not be interrupted."""
-KILLED_WAIT = 12.0
-"""Most seconds a killed process waits for what it does before it goes (`on_killed`)."""
 
 
-class Timeouts(PluginObject):
+class Timeouts(Stops, PluginObject):
     def __init__(
         self,
         *,
@@ -98,6 +97,7 @@ class Timeouts(PluginObject):
         self._started = False
         self._previous: dict[int, Any] = {}
         self._killed = False
+        self._interrupted: tuple[str, protocol.HangReport] | None = None
         self.interrupter: str | None = None
         """Who sends SIGINT when it is not a Ctrl-C (a debug run's close): its stop says so."""
         self._timer: TestTimer | None = None
@@ -239,98 +239,6 @@ class Timeouts(PluginObject):
         # A first test that takes the GIL at once would starve the sender too: let it write out the
         # run's start now, so a process ended by the backstop still leaves its run behind.
         self.sender.drained()
-
-    # Kills and the session timeout ----------------------------------------------------------------
-
-    def _install_kill_handlers(self) -> None:
-        """SIGTERM (a CI job cancelled) and SIGINT: record where the run was before it goes.
-
-        A signal the process ignores is left ignored (started with ``nohup``, or as ``cmd &`` in a
-        script, which ignores SIGINT): it does not end the run, and a handler in its place would change
-        what the processes the tests start inherit (exec keeps an ignored signal ignored, a handler
-        becomes the default): a child that would have survived the signal would die of it."""
-        if threading.current_thread() is not threading.main_thread():
-            return
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            try:
-                if signal.getsignal(signum) == signal.SIG_IGN:
-                    continue
-                self._previous[signum] = signal.signal(signum, self._on_kill)
-            except (ValueError, OSError):
-                continue
-            forks.restore_signal(signum, self._previous[signum])
-
-    def _on_kill(self, signum: int, frame: Any) -> None:
-        __tracebackhide__ = True
-        if not self._killed:
-            self._killed = True
-            name = signal.Signals(signum).name
-            if signum == signal.SIGINT and self.interrupter:
-                name = self.interrupter
-            # In a thread of its own: this handler may have interrupted the main thread inside the
-            # reporter's lock, and must not wait on it for ever.
-            killed = signum == signal.SIGTERM
-            recorder = threading.Thread(
-                target=self._record_stop,
-                args=(f"{'killed' if killed else 'interrupted'} by {name}", killed, frame),
-                daemon=True,
-            )
-            recorder.start()
-            recorder.join(2.0)
-            if killed and self.on_killed is not None and not recorder.is_alive():
-                self._after_kill(self.on_killed)
-        previous = self._previous.get(signum, signal.SIG_DFL)
-        if callable(previous):
-            previous(signum, frame)
-        elif previous == signal.SIG_DFL:
-            signal.signal(signum, signal.SIG_DFL)
-            os.kill(os.getpid(), signum)
-
-    def _after_kill(self, then: Callable[[], str]) -> None:
-        """What a killed process does before it goes (its HTML report, bounded by its own timeout), in
-        a thread: the interrupted main thread may hold a lock it needs."""
-        worker = threading.Thread(target=lambda: self._say(then()), daemon=True)
-        worker.start()
-        worker.join(KILLED_WAIT)
-
-    def _on_session_timeout(self, target: Target | None) -> None:
-        self._record_stop(f"the session timeout of {self.settings.session_timeout:g} s was reached", False)
-
-    def _record_stop(self, why: str, flush: bool, frame: Any = None) -> None:
-        """A report of what the process was doing when the run was stopped from outside."""
-        from pytest_mcpdebug.hangs import report as hang_report
-
-        target = self._watchdog._target if self._watchdog is not None else None
-        main = threading.main_thread().ident or threading.get_ident()
-        report = hang_report.build(
-            thread_id=target.thread if target is not None else main,
-            samples=list(target.samples) if target is not None else [],
-            started=target.started if target is not None else time.monotonic(),
-            timeout=target.timeout if target is not None else 0.0,
-            interval=self.settings.interval,
-            cpu_start=target.cpu_start if target is not None else None,
-            clock=target.clock if target is not None else None,
-            action="exit",
-            output=self._tail.recent if self._tail is not None else None,
-            frame=frame,
-            exclude_pids=self._own_pids(),
-        )
-        nodeid = target.nodeid if target is not None else (self.reporter.current or "")
-        doing = f" while running {nodeid}: {report.summary}" if nodeid else " between tests"
-        report.kind = "interrupted" if why.startswith("interrupted") else "killed"
-        report.summary = f"{why}{doing}"
-        self.hangs.append((nodeid, report))
-        self.reporter.announce()
-        self.reporter.emit(
-            protocol.HangDetected,
-            nodeid=nodeid,
-            worker=self.reporter.worker,
-            when=report.phase,
-            report=report,
-        )
-        self._say(f"mcpdebug: {report.summary}")
-        if flush:  # the process ends right after this: deliver what is queued now
-            self.sender.close(timeout=1.5)
 
     def _own_pids(self) -> set[int]:
         """The plugin's own child processes (the reaper's, py-spy's), not the test's."""
