@@ -754,6 +754,40 @@ def test_a_headline_names_at_most_two_other_waiting_tasks_deepest_first() -> Non
     )
 
 
+ONE_WORKER = """
+from concurrent.futures import ThreadPoolExecutor
+
+POOL = ThreadPoolExecutor(1, thread_name_prefix="pool")  # a one-CPU runner's pool
+
+
+def nested():
+    return POOL.submit(int).result()  # queued behind itself: the only worker waits for ever
+
+
+def test_nested():
+    assert POOL.submit(nested).result() == 0
+
+
+def test_uses_the_pool_after():
+    assert POOL.submit(int).result() == 0
+"""
+
+
+def test_a_hang_that_an_earlier_ones_stuck_thread_holds_names_that_hang(pytester: pytest.Pytester) -> None:
+    """The first hang leaves the pool's only worker blocked; the next test that needs it hangs too,
+    and its headline says the worker has not moved since the first one hung (found in dask's suite on
+    one CPU: three identical "blocked in queue.Queue.get" hangs, the agent read the last first)."""
+    pytester.makepyfile(test_pool=ONE_WORKER)
+    result = run_inner(pytester, "--mcp-debug-timeout=1", *QUICK)
+    result.assert_outcomes(failed=2)
+    hangs = hang_lines(result.stdout.str())
+    since = (
+        "; thread 'pool_0' has not moved since test_pool.py::test_nested hung: that hang may hold this one"
+    )
+    assert since in hangs["test_pool.py::test_uses_the_pool_after"], hangs
+    assert "has not moved" not in hangs["test_pool.py::test_nested"], hangs
+
+
 LEFT_BEHIND = """
 import multiprocessing
 import subprocess

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Final
 import pytest
 
 from pytest_mcpdebug import forks, protocol
+from pytest_mcpdebug.hangs import unmoved
 
 if TYPE_CHECKING:
     from pytest_mcpdebug.hangs.target import Target
@@ -150,7 +151,7 @@ class Stops:
         nodeid = target.nodeid if target is not None else (self.reporter.current or "")
         doing = f" while running {nodeid}: {report.summary}" if nodeid else " between tests"
         report.kind = "interrupted" if why.startswith("interrupted") else "killed"
-        report.summary = f"{why}{doing}"
+        report.summary = f"{why}{doing}{unmoved.since_earlier(report, self.hangs)}"
         return nodeid, report
 
     def _record_stop(self, stop: Stop, *, flush: bool) -> None:

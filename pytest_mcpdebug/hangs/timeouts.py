@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_mcpdebug import forks, protocol
-from pytest_mcpdebug.hangs import gil_dump
+from pytest_mcpdebug.hangs import gil_dump, unmoved
 from pytest_mcpdebug.hangs.leaks import Leaks
 from pytest_mcpdebug.hangs.markers import marked, timeout_of
 from pytest_mcpdebug.hangs.stops import Stops
@@ -250,6 +250,7 @@ class Timeouts(Stops, PluginObject):
     # Watchdog callbacks (watchdog thread) ---------------------------------------------------------
 
     def _on_hang(self, target: Target, report: protocol.HangReport) -> None:
+        report.summary += unmoved.since_earlier(report, self.hangs)
         self.hangs.append((target.nodeid, report))
         self.reporter.announce()
         self.reporter.emit(
