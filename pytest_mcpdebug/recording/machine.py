@@ -52,10 +52,10 @@ def _cpus_usable() -> str | None:
 def cpu_quota(root: str = _CGROUP) -> str | None:
     """The cgroup's CPU quota as a number of CPUs (``1.5``), when it has one."""
     try:
-        quota, period = _read(root, "cpu.max").split()[:2]  # v2: "max 100000" or "150000 100000"
+        quota, period = _read(f"{root}/cpu.max").split()[:2]  # v2: "max 100000" or "150000 100000"
     except OSError:
-        quota = _read(root, "cpu/cpu.cfs_quota_us")  # v1: -1 when not limited
-        period = _read(root, "cpu/cpu.cfs_period_us")
+        quota = _read(f"{root}/cpu/cpu.cfs_quota_us")  # v1: -1 when not limited
+        period = _read(f"{root}/cpu/cpu.cfs_period_us")
     if quota == "max" or int(quota) <= 0 or int(period) <= 0:
         return None
     return f"{int(quota) / int(period):g}"
@@ -64,9 +64,9 @@ def cpu_quota(root: str = _CGROUP) -> str | None:
 def memory_limit(root: str = _CGROUP) -> str | None:
     """The cgroup's memory limit in bytes, when it has one."""
     try:
-        limit = _read(root, "memory.max")  # v2: "max" when not limited
+        limit = _read(f"{root}/memory.max")  # v2: "max" when not limited
     except OSError:
-        limit = _read(root, "memory/memory.limit_in_bytes")
+        limit = _read(f"{root}/memory/memory.limit_in_bytes")
     if limit == "max" or int(limit) >= UNLIMITED_BYTES:
         return None
     return str(int(limit))
@@ -108,11 +108,11 @@ def _user() -> str | None:
 
 def umask(status: str = "/proc/self/status") -> str | None:
     """The process's umask as Linux shows it (``0022``); None where /proc does not say."""
-    with open(status, encoding="utf-8", errors="replace") as lines:
-        for line in lines:
-            if line.startswith("Umask:"):
-                return line.split(":", 1)[1].strip()
-    return None
+    text = _read(status, limit=512)  # its second line, after the name
+    start = text.find("\nUmask:")
+    if start < 0:
+        return None
+    return text[start + 7 :].split("\n", 1)[0].strip()
 
 
 def _platform() -> str:
@@ -129,9 +129,13 @@ def _machine_elsewhere() -> str:
     return platform.machine()
 
 
-def _read(root: str, name: str) -> str:
-    with open(f"{root}/{name}", encoding="utf-8") as file:
-        return file.read().strip()
+def _read(path: str, limit: int = 256) -> str:
+    """A small file's text, by the system calls themselves (a buffered text file costs ~10x more)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.read(fd, limit).decode("utf-8", "replace").strip()
+    finally:
+        os.close(fd)
 
 
 _READERS: Final[tuple[tuple[str, Callable[[], str | None]], ...]] = (
