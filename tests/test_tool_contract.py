@@ -175,6 +175,7 @@ async def test_every_tool_is_described_typed_and_its_replies_validate(recorded_d
         environment = await call("get_environment", name="PATH")
         assert environment["run_id"] == run_id and "PATH" in environment["variables"]
         assert len(environment["shards"]) == 1 and environment["differing"] == {}
+        assert environment["shards"][0]["machine"]["cpus"] == str(os.cpu_count())  # what the machine gave it
 
         called = {
             "list_sessions",

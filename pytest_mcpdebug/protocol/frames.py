@@ -278,6 +278,9 @@ class CodeVersion(EventBase, tag="code_version"):
     """What the run ran in: every environment variable, its value as shown (secrets hidden)."""
     ci: dict[str, str] = {}
     """The CI job it ran in: provider, workflow, job, run, commit, branch, url, ...; {} outside CI."""
+    machine: dict[str, str] = {}
+    """What the machine gave it: cpus, cpus_usable, cpu_quota, memory_limit, utf8_mode, the encodings,
+    uid, user, umask, platform, arch (`recording.machine`); a fact not read is left out."""
 
 
 class CoverageRecorded(EventBase, tag="coverage_recorded"):

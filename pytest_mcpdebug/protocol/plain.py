@@ -36,7 +36,7 @@ FIELDS: Final[dict[str, tuple[str, ...]]] = {
         "workers", "kind", "shard",
     ),
     "process_started": ("worker", "pid", "host"),
-    "code_version": ("commit", "changes", "note", "shard", "environment", "ci"),
+    "code_version": ("commit", "changes", "note", "shard", "environment", "ci", "machine"),
     "collection_finished": ("count",),
     "test_started": ("nodeid", "worker", "file", "line"),
     "phase_finished": ("nodeid", "worker", "when", "outcome", "duration", "message", "longrepr", "wasxfail"),

@@ -1,4 +1,4 @@
-"""What a run ran in: its environment variables (secrets hidden) and its CI job, and a CI shard's label.
+"""What a run ran in: its environment variables (secrets hidden), its CI job and machine, a CI shard's label.
 
 A failure seen only in CI often comes from there: a variable the job sets differently (``TIERS=a, b``),
 another Python, another branch. The controlling process reads the environment once, in the thread that
@@ -116,8 +116,12 @@ _PROVIDERS: Final = (
 
 
 def context(shard: str = "") -> dict[str, Any]:
-    """What a run ran in, as its `CodeVersion` carries it: ``environment``, ``ci`` and its ``shard``."""
+    """What a run ran in, as its `CodeVersion` carries it: ``environment``, ``ci``, ``machine`` (what
+    the machine gave it: CPUs, limits, encodings, user, `machine.facts`) and its ``shard``."""
+    from pytest_mcpdebug.recording.machine import facts
+
     shown: dict[str, Any] = {"shard": shard} if shard else {}
+    shown["machine"] = facts()  # each fact read on its own: never raises
     try:
         return {**shown, "environment": environment(), "ci": ci_metadata()}
     except Exception as exc:  # recording never changes a run

@@ -272,8 +272,8 @@ def _show(sub: Subparsers) -> None:
         nargs="?",
         const="",
         metavar="NAME",
-        help="print what the run ran in: its CI job, shards and environment variables (secrets hidden); "
-        "with NAME, only variables whose name contains it",
+        help="print what the run ran in: its machine, CI job, shards and environment variables (secrets "
+        "hidden); with NAME, only variables whose name contains it",
     )
     show.add_argument(
         "--markdown",

@@ -74,6 +74,7 @@ class ShardRow(BaseModel):
     exit_status: int | None = None
     tests: int = Field(description="tests it ran")
     ci: dict[str, str] = Field(description="its CI job: provider, workflow, job, run, commit, branch, url")
+    machine: dict[str, str] = Field(default={}, description="cpus, cpus_usable, encodings, uid, umask, ...")
 
 
 class RunEnvironment(Report):

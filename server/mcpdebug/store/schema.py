@@ -12,7 +12,7 @@ from pytest_mcpdebug import protocol
 if TYPE_CHECKING:
     from mcpdebug.store.output_files import Outputs
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 SCHEMA = (
     """
@@ -281,7 +281,8 @@ def migrate(db: sqlite3.Connection, outputs: Outputs, version: int) -> None:
     """Bring a store of schema ``version`` up to `SCHEMA_VERSION`, in the caller's transaction.
 
     Schema 1 kept each phase's output in columns of `phases`: it moves into output files. Schema 3
-    added the flaky history (filled from the stored tests), coverage files and value traces."""
+    added the flaky history (filled from the stored tests), coverage files and value traces; schema 4
+    each shard's machine (CPUs, encodings, user: `recording.machine`)."""
     if version < 2:
         db.execute("ALTER TABLE runs ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0")
         db.execute("ALTER TABLE runs ADD COLUMN stored REAL NOT NULL DEFAULT 0")
@@ -330,4 +331,7 @@ def migrate(db: sqlite3.Connection, outputs: Outputs, version: int) -> None:
         from mcpdebug.store.history import backfill
 
         backfill(db)
+    if version < 4 and "machine" not in {r[1] for r in db.execute("PRAGMA table_info(shards)")}:
+        # (a store from before shards has the table new, made by SCHEMA, with its machine column)
+        db.execute("ALTER TABLE shards ADD COLUMN machine TEXT NOT NULL DEFAULT '{}'")
     db.execute("UPDATE meta SET value=? WHERE key='schema'", (str(SCHEMA_VERSION),))

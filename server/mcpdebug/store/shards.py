@@ -1,7 +1,7 @@
 """A run recorded in parts: CI shards sharing one run id, each with its own controlling process.
 
 Each shard's controlling process sends the run's start, its collection and its finish, and with its
-code version what it ran in (environment, CI job). The run's own row keeps what one process says;
+code version what it ran in (environment, CI job, machine). The run's own row keeps what one process says;
 a `shards` row per label keeps each shard's, and once a run has more than one shard its row is their
 sum (`aggregate`): tests collected, counts, one exit status, finished once every shard is.
 
@@ -35,12 +35,13 @@ CREATE TABLE IF NOT EXISTS shards (
     status TEXT NOT NULL DEFAULT 'running',
     environment TEXT NOT NULL DEFAULT '{}',
     ci TEXT NOT NULL DEFAULT '{}',
+    machine TEXT NOT NULL DEFAULT '{}',
     PRIMARY KEY (run_id, label)
 );
 """
 COLUMNS: Final = (
     "run_id", "label", "process", "host", "pid", "args", "started", "finished", "duration",
-    "exit_status", "collected", "counts", "workers", "status", "environment", "ci",
+    "exit_status", "collected", "counts", "workers", "status", "environment", "ci", "machine",
 )  # fmt: skip
 
 
@@ -86,13 +87,13 @@ def run_finished(db: sqlite3.Connection, e: protocol.RunFinished) -> None:
 
 
 def code_version(db: sqlite3.Connection, e: protocol.CodeVersion) -> None:
-    """What the shard ran in: its environment and CI job."""
-    if not e.environment and not e.ci:
+    """What the shard ran in: its environment, CI job and machine."""
+    if not e.environment and not e.ci and not e.machine:
         return  # a plugin from before they were sent
     _ensure(db, e.run_id, e.shard)
     db.execute(
-        "UPDATE shards SET environment=?, ci=? WHERE run_id=? AND label=?",
-        (json.dumps(e.environment), json.dumps(e.ci), e.run_id, e.shard),
+        "UPDATE shards SET environment=?, ci=?, machine=? WHERE run_id=? AND label=?",
+        (json.dumps(e.environment), json.dumps(e.ci), json.dumps(e.machine), e.run_id, e.shard),
     )
 
 
@@ -167,13 +168,14 @@ class ShardQueries:
         raise NotImplementedError
 
     def shards(self, run_id: str) -> list[dict[str, Any]]:
-        """The run's shards, by label: each one's host, outcome counts, exit status, environment and CI
-        job (decoded); [] for a run stored before shards were (its row says it all)."""
+        """The run's shards, by label: each one's host, outcome counts, exit status, environment, CI
+        job and machine (decoded); [] for a run stored before shards were (its row says it all)."""
         rows = self.db.execute("SELECT * FROM shards WHERE run_id=? ORDER BY label", (run_id,)).fetchall()
         out = []
         for row in rows:
             shard = dict(row)
-            for key in ("args", "counts", "environment", "ci"):
+            shard.setdefault("machine", "{}")  # a read-only store from before machines were kept
+            for key in ("args", "counts", "environment", "ci", "machine"):
                 shard[key] = json.loads(shard[key])
             out.append(shard)
         return out

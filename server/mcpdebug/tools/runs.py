@@ -78,7 +78,7 @@ class RunTools(ToolGroup):
             Example('"TIERS"'),
         ] = None,
     ) -> RunEnvironment:
-        """What a run ran in: its CI job (provider, job, commit, branch, url), shards and environment.
+        """What a run ran in: its machine (CPUs usable, encodings, user), CI job, shards and environment.
 
         Every environment variable the run's process saw (secrets' values hidden); a run merged from
         CI shards lists the variables that differ between shards apart.

@@ -6,7 +6,9 @@ The failing frames' own files say which variables the code reads: a string liter
 the run had (``"INVOICEKIT_VAT_RATES"``) or a prefix of some (``PREFIX = "INVOICEKIT_"``), and a
 literal on an ``environ``/``getenv`` line that the run did not have (shown "not set"). For a run
 recorded in CI or on another host, the variables that change any program's behaviour (time zone,
-locale, terminal, proxies, certificates) are added where they differ from this process's.
+locale, terminal, proxies, certificates) are added where they differ from this process's, after what
+its machine gave it otherwise than this process has (`machine_facts.differing`: one usable CPU, an
+ASCII preferred encoding, another uid), which no variable says.
 
 Values are as recorded: the test process hid secrets before they left it (`redaction`).
 """
@@ -20,6 +22,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
+from mcpdebug.views import machine_facts
 from mcpdebug.views.calls import call
 
 MAX_SHOWN: Final = 8
@@ -44,14 +47,19 @@ def lines(
     frame_files: Iterable[str],
     local_root: Path,
     here: Mapping[str, str] | None = None,
+    here_machine: Mapping[str, str] | None = None,
 ) -> list[str]:
-    """The section's lines (empty when the run recorded no environment or nothing is relevant)."""
+    """The section's lines (empty when the run recorded no environment or nothing is relevant);
+    ``here`` and ``here_machine``: the reader's variables and machine (this process's by default)."""
     environment = _recorded(shards)
-    if not environment:
+    machine: dict[str, str] = next((s["machine"] for s in shards if s.get("machine")), {})
+    if not environment and not machine:
         return []
     named, sources = _read_by(frame_files, run["rootdir"], local_root, environment)
-    differing = _differing(environment, shards, named, os.environ if here is None else here)
-    if not named and not differing:
+    elsewhere = _elsewhere(shards)
+    differing = _differing(environment, named, os.environ if here is None else here) if elsewhere else []
+    machine_lines = machine_facts.differing(machine, _here(here_machine)) if elsewhere else []
+    if not named and not differing and not machine_lines:
         return []
     out: list[str] = []
     if named:
@@ -63,12 +71,13 @@ def lines(
             :MAX_SHOWN
         ]
     room = MAX_SHOWN - min(len(named), MAX_SHOWN)
-    if differing and room:
+    if machine_lines or (differing and room):
         where = "in CI" if any(s["ci"] for s in shards) else "on its host"
         out += [
             "",
-            f"Where the run's environment {where} differs from here (time zone, locale, terminal, ...):",
+            f"Where the run's environment {where} differs from here (machine, time zone, locale, ...):",
         ]
+        out += [f"  {line}" for line in machine_lines]
         out += [
             f"  {k}={_value(v)} (here: {_value(m) if m is not None else 'not set'})"
             for k, (v, m) in differing
@@ -103,18 +112,25 @@ def _read_by(
     return named, sources
 
 
+def _elsewhere(shards: list[dict[str, Any]]) -> bool:
+    """Whether the run was recorded in CI or on another host (its machine and variables are compared)."""
+    here = socket.gethostname()
+    return any(s["ci"] for s in shards) or any(s["host"] and s["host"] != here for s in shards)
+
+
+def _here(machine: Mapping[str, str] | None) -> Mapping[str, str]:
+    """The reader's machine: this process's, read as the plugin reads a run's."""
+    if machine is not None:
+        return machine
+    from pytest_mcpdebug.recording.machine import facts
+
+    return facts()
+
+
 def _differing(
-    environment: Mapping[str, str],
-    shards: list[dict[str, Any]],
-    named: Mapping[str, str | None],
-    here: Mapping[str, str],
+    environment: Mapping[str, str], named: Mapping[str, str | None], here: Mapping[str, str]
 ) -> list[tuple[str, tuple[str, str | None]]]:
-    """For a run recorded in CI or on another host: the process-wide variables set otherwise here."""
-    elsewhere = any(s["ci"] for s in shards) or any(
-        s["host"] and s["host"] != socket.gethostname() for s in shards
-    )
-    if not elsewhere:
-        return []
+    """The process-wide variables set otherwise here (for a run recorded in CI or on another host)."""
     return [
         (k, (v, here.get(k)))
         for k, v in sorted(environment.items())

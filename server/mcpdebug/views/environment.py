@@ -1,7 +1,8 @@
-"""What a run ran in: its shards, its CI job and its environment variables (secrets already hidden).
+"""What a run ran in: its shards, its CI job, its machine and its environment variables (secrets hidden).
 
 A failure seen only in CI often comes from the job's environment (a variable set otherwise, another
-branch): `get_environment` and ``mcpdebug show RUN --env`` list the variables the run recorded (each
+branch) or its machine (one usable CPU, an ASCII locale): `get_environment` and ``mcpdebug show RUN
+--env`` say what the machine gave the run (`machine_facts`), then list the variables it recorded (each
 shard's: those that differ between shards apart), and a run's summary names its shards and its CI job
 in a few lines (`context_lines`).
 """
@@ -13,6 +14,7 @@ from typing import Any, Final
 
 from mcpdebug.replies import RunEnvironment, ShardRow
 from mcpdebug.store import Store
+from mcpdebug.views import machine_facts
 from mcpdebug.views.calls import call
 from mcpdebug.views.lookup import quoted
 from mcpdebug.views.runs import bound, counts_text
@@ -90,6 +92,7 @@ def environment(store: Store, run: dict[str, Any], name: str | None = None) -> R
             exit_status=s["exit_status"],
             tests=tests.get(s["label"], 0) if len(shards) > 1 else sum(run["counts"].values()),
             ci=s["ci"],
+            machine=s["machine"],
         )
         for s in shards
     ]
@@ -113,7 +116,7 @@ def _text(
             f"Run {rid} recorded no environment (recorded by a pytest-mcpdebug from before environments "
             "were, or stored without its code version)."
         )
-    lines = [f"Run {rid} ran in:"]
+    lines = [f"Run {rid} ran in:", *machine_facts.block(shards)]
     if ci:
         lines.append(f"CI: {ci_text(ci)}")
     if len(shards) > 1:
