@@ -30,12 +30,12 @@ if TYPE_CHECKING:
     from pytest_mcpdebug.recording.sender import Sender
     from pytest_mcpdebug.settings import HangSettings
 
+    Stop = tuple[str, protocol.HangReport]  # (a protocol name read at import would load msgspec)
+
 KILLED_WAIT: Final = 12.0
 """Most seconds a killed process waits for what it does before it goes (`on_killed`)."""
 RECORD_WAIT: Final = 2.0
 """Most seconds the signal handler waits for the stop's report (a thread of its own builds it)."""
-
-Stop = tuple[str, protocol.HangReport]
 
 
 class Stops:

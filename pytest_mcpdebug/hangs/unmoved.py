@@ -10,8 +10,10 @@ starts there.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from pytest_mcpdebug.protocol import HangReport, HangThread
+if TYPE_CHECKING:  # the protocol's structs need msgspec, which a quiet run never loads
+    from pytest_mcpdebug.protocol import HangReport, HangThread
 
 
 def since_earlier(report: HangReport, earlier: Sequence[tuple[str, HangReport]]) -> str:
