@@ -112,6 +112,13 @@ def test_a_ci_run_on_one_cpu_says_so_in_its_failure_and_its_environment(tmp_path
     assert "  user: " in listed and f"(uid {os.getuid()}), umask " in listed
     assert f"  {sys.platform} {os.uname().machine}\n" in listed
     assert block in tool_text(store, "get_environment")
+    summary = subprocess.run(
+        [MCPDEBUG, "show", "--dir", str(store)], capture_output=True, text=True, timeout=120
+    )
+    assert f"\nMachine: 1 CPU usable of {cpus} (affinity)\n" in summary.stdout, (
+        summary.stdout
+    )  # in the run's summary
+    assert "--env --dir" in summary.stdout and "lists its machine and variables." in summary.stdout
 
 
 def test_an_ascii_locale_shows_as_python_made_it(tmp_path: Path) -> None:

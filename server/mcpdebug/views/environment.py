@@ -53,8 +53,13 @@ def context_lines(store: Store, run: dict[str, Any]) -> list[str]:
     ci: dict[str, str] = next((s["ci"] for s in shards if s["ci"]), {})
     if ci:
         lines.append(f"CI: {ci_text(ci)}")
-    if any(s["environment"] for s in shards):
-        lines.append(f"Environment: {call('get_environment', run_id=run['run_id'])} lists its variables.")
+    machine: dict[str, str] = next((s["machine"] for s in shards if s.get("machine")), {})
+    limited = machine_facts.limits(machine)
+    if limited:  # a CI runner's one vCPU or cgroup quota: a cause of hangs that no variable names
+        lines.append(f"Machine: {limited}")
+    if any(s["environment"] for s in shards) or machine:
+        what = "its machine and variables" if machine else "its variables"
+        lines.append(f"Environment: {call('get_environment', run_id=run['run_id'])} lists {what}.")
     return lines
 
 

@@ -49,6 +49,18 @@ def block(shards: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+def limits(facts: Mapping[str, str]) -> str:
+    """The CPUs a limited machine gave the run (fewer usable than it has, a cgroup quota), for the run's
+    summary: ``1 CPU usable of 2 (affinity)``; "" when nothing limited them."""
+    cpus, usable, quota = facts.get("cpus"), facts.get("cpus_usable"), facts.get("cpu_quota")
+    parts = []
+    if usable and cpus and usable != cpus:
+        parts.append(f"{usable} CPU{'' if usable == '1' else 's'} usable of {cpus} (affinity)")
+    if quota:
+        parts.append(f"cgroup CPU quota {quota}")
+    return "; ".join(parts)
+
+
 def describe(facts: Mapping[str, str]) -> list[str]:
     """A machine's facts in four short lines: CPUs and limits, encodings, user, platform."""
     out: list[str] = []
