@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from conftest import start_server
-from helpers import FAST, UNTIL_RECORDED, run_inner
+from helpers import FAST, UNTIL_RECORDED, run_inner, wait_for
 from mcpdebug.store import Store
 from mcpdebug.views import hang as hang_view
 from mcpdebug.views import lookup
@@ -316,6 +316,53 @@ def test_a_ctrl_c_is_recorded_as_the_runs_stop_only_when_it_stops_the_run(pytest
     outcomes = {t["nodeid"]: t["status"] for t in store.tests(run["run_id"])}
     assert outcomes["test_i.py::test_handles_its_own_ctrl_c"] == "passed"
     assert outcomes["test_i.py::test_after"] == "passed"
+
+
+XDIST_CANCELLED = """
+import pathlib, time
+
+
+def test_b():
+    pathlib.Path("started-b").touch()
+    time.sleep(120)  # b waits here
+
+
+def test_c():
+    pathlib.Path("started-c").touch()
+    time.sleep(120)  # c waits here
+"""
+
+
+def test_a_cancelled_xdist_job_keeps_each_workers_stop_not_the_controllers(pytester: pytest.Pytester) -> None:
+    """A CI job with `-n 2` cancelled while both workers' tests run: each test's stop is its worker's
+    (at its own line), and the controller's, which runs no test, is the run's (it was recorded under the
+    last test started and shadowed that worker's stop with the controller's own wait)."""
+    pytester.makepyfile(test_x=XDIST_CANCELLED)
+    job = subprocess.Popen(
+        [sys.executable, "-m", "pytest", *FAST, "--mcp-debug", "-n", "2", "-p", "xdist"],
+        cwd=pytester.path,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        wait_for(lambda: (pytester.path / "started-b").exists() and (pytester.path / "started-c").exists())
+        os.killpg(job.pid, signal.SIGTERM)  # as a runner cancels a job: every process of it
+        output = job.communicate(timeout=120)[0].decode()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(job.pid, signal.SIGKILL)
+    store = read_back(pytester.path / ".mcpdebug")
+    [run] = store.runs()
+    stops = {(h["nodeid"], h["kind"]): h for h in store.hangs(run["run_id"])}
+    for name in ("b", "c"):
+        text = hang_view.failure_or_hang(store, run, f"test_x.py::test_{name}").text
+        assert (
+            f"time.sleep(120)  # {name} waits here" in text and "threading.py" not in text.split("\n")[0]
+        ), text
+    assert ("", "killed") in stops, sorted(stops)
+    assert "the xdist controller, waiting for its workers" in output, output
 
 
 def test_a_cancelled_job_still_writes_its_html_report(pytester: pytest.Pytester) -> None:

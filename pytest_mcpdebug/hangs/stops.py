@@ -150,6 +150,8 @@ class Stops:
         )
         nodeid = target.nodeid if target is not None else (self.reporter.current or "")
         doing = f" while running {nodeid}: {report.summary}" if nodeid else " between tests"
+        if self.reporter.role == "controller":  # it runs no test: its workers' own stops name theirs
+            nodeid, doing = "", " (the xdist controller, waiting for its workers)"
         report.kind = "interrupted" if why.startswith("interrupted") else "killed"
         report.summary = f"{why}{doing}{unmoved.since_earlier(report, self.hangs)}"
         return nodeid, report
