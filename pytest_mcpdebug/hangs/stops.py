@@ -54,11 +54,11 @@ class Stops:
     _killed: bool
     _interrupted: Stop | None
 
-    def _say(self, text: str) -> None:
-        raise NotImplementedError
+    if TYPE_CHECKING:  # `Timeouts` defines them
 
-    def _own_pids(self) -> set[int]:
-        raise NotImplementedError
+        def _say(self, text: str) -> None: ...
+
+        def _own_pids(self) -> set[int]: ...
 
     def _install_kill_handlers(self) -> None:
         """SIGTERM (a CI job cancelled) and SIGINT: record where the run was before it goes.
