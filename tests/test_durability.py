@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from conftest import start_server
-from helpers import FAST, UNTIL_RECORDED, run_inner, wait_for
+from helpers import FAST, LAUNCHERS, UNTIL_RECORDED, run_inner, run_launched, wait_for
 from mcpdebug.store import Store
 from mcpdebug.views import hang as hang_view
 from mcpdebug.views import lookup
@@ -301,12 +301,15 @@ def test_never_runs():
 """
 
 
-def test_a_ctrl_c_is_recorded_as_the_runs_stop_only_when_it_stops_the_run(pytester: pytest.Pytester) -> None:
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_a_ctrl_c_is_recorded_as_the_runs_stop_only_when_it_stops_the_run(
+    pytester: pytest.Pytester, launcher: str
+) -> None:
     """SIGINT: a test that catches its own KeyboardInterrupt goes on and passes, and leaves no stop
     behind (found in dask's suite: "Hangs and stops: interrupted by SIGINT" in a run that passed);
     the one that ends the session is recorded where it was."""
     pytester.makepyfile(test_i=INTERRUPTED_SUITE)
-    result = run_inner(pytester, "--mcp-debug", "-p", "no:randomly")
+    result = run_launched(pytester, launcher, "--mcp-debug", "-p", "no:randomly")
     assert result.ret == pytest.ExitCode.INTERRUPTED
     assert result.stderr.str().count("mcpdebug: interrupted by SIGINT") == 1, result.stderr.str()
     store = read_back(pytester.path / ".mcpdebug")
@@ -365,11 +368,14 @@ def test_a_cancelled_xdist_job_keeps_each_workers_stop_not_the_controllers(pytes
     assert "the xdist controller, waiting for its workers" in output, output
 
 
-def test_a_cancelled_job_still_writes_its_html_report(pytester: pytest.Pytester) -> None:
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_a_cancelled_job_still_writes_its_html_report(pytester: pytest.Pytester, launcher: str) -> None:
     """`--mcp-debug-html` in a CI job cancelled at its time limit (SIGTERM): the report, an artifact
-    the job uploads, is written before the process goes, with the stop's diagnosis in it."""
+    the job uploads, is written before the process goes, with the stop's diagnosis in it (through the
+    console script and `python -m pytest`: the signal's handler is the process's)."""
     pytester.makepyfile(test_c=CANCELLED_SUITE)
-    result = run_inner(pytester, "--mcp-debug", "-p", "no:randomly", "--mcp-debug-html=ci/report.html")
+    args = ("--mcp-debug", "-p", "no:randomly", "--mcp-debug-html=ci/report.html")
+    result = run_launched(pytester, launcher, *args)
     assert result.ret == -signal.SIGTERM
     assert "mcpdebug: HTML report: ci/report.html" in result.stderr.str(), result.stderr.str()
     page = (pytester.path / "ci" / "report.html").read_text(encoding="utf-8")
